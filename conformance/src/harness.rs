@@ -1,0 +1,148 @@
+//! The `libtest-mimic` entry point: `cargo test` and `cargo nextest` list and run one trial per
+//! (backend, scenario case).
+//!
+//! Environment:
+//! - `CONFORMANCE_SCENARIOS`: the scenario root (default: the workspace's `scenarios/`).
+//! - `CONFORMANCE_REQUIRE`: comma-separated backends that must be usable here. A required backend
+//!   that is not turns its would-be skips into failures, and its guard trial fails, so a silent
+//!   all-skip cannot pass CI.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use libtest_mimic::{Arguments, Failed};
+
+use crate::backends::{Backend, reference_backends};
+use crate::load::load_suite;
+use crate::plan::{Trial, TrialKind, plan};
+use crate::steps::run_case;
+
+/// The scenario root: `CONFORMANCE_SCENARIOS`, or the workspace's `scenarios/`.
+pub fn scenario_root() -> PathBuf {
+    std::env::var_os("CONFORMANCE_SCENARIOS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")))
+}
+
+/// Backends named by `CONFORMANCE_REQUIRE`.
+pub fn required_backends() -> Vec<String> {
+    std::env::var("CONFORMANCE_REQUIRE")
+        .unwrap_or_default()
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Builds the trials for the reference backends and runs them as the command line asks; exits the
+/// process with the conclusion.
+pub fn main() -> ! {
+    let args = Arguments::from_args();
+    let trials = trials(&scenario_root(), reference_backends(), &required_backends());
+    libtest_mimic::run(
+        &args,
+        trials.into_iter().map(HarnessTrial::into_libtest).collect(),
+    )
+    .exit()
+}
+
+/// A trial as the harness builds it, before it is handed to libtest-mimic.
+pub struct HarnessTrial {
+    /// The trial name.
+    pub name: String,
+    /// Listed as ignored (skipped when listed, with the reason in `run`'s error).
+    pub ignored: bool,
+    /// Runs the trial.
+    pub run: Box<dyn FnOnce() -> Result<(), String> + Send>,
+}
+
+impl HarnessTrial {
+    fn new(
+        name: String,
+        ignored: bool,
+        run: impl FnOnce() -> Result<(), String> + Send + 'static,
+    ) -> Self {
+        HarnessTrial {
+            name,
+            ignored,
+            run: Box::new(run),
+        }
+    }
+
+    /// The libtest-mimic trial.
+    pub fn into_libtest(self) -> libtest_mimic::Trial {
+        let run = self.run;
+        libtest_mimic::Trial::test(self.name, move || run().map_err(Failed::from))
+            .with_ignored_flag(self.ignored)
+    }
+}
+
+/// The trials for `root` against `backends`, honouring the `required` backends.
+pub fn trials(
+    root: &std::path::Path,
+    backends: Vec<Backend>,
+    required: &[String],
+) -> Vec<HarnessTrial> {
+    let suite = load_suite(root);
+    let planned = plan(&suite, &backends, &root.display().to_string());
+    let mut out = Vec::with_capacity(planned.len() + required.len());
+    for name in required {
+        let verdict = match backends.iter().find(|b| &b.name == name) {
+            None => Err(format!(
+                "CONFORMANCE_REQUIRE names {name:?}, which is not a backend of this run"
+            )),
+            Some(b) => match &b.unusable {
+                Some(reason) => Err(format!(
+                    "required backend {name} is not usable on this host: {reason}"
+                )),
+                None => Ok(()),
+            },
+        };
+        out.push(HarnessTrial::new(
+            format!("suite::require::{name}"),
+            false,
+            move || verdict,
+        ));
+    }
+    let backends = Arc::new(backends);
+    for trial in planned {
+        out.push(harness_trial(trial, &backends, required));
+    }
+    out
+}
+
+fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]) -> HarnessTrial {
+    let Trial { name, kind, skip } = trial;
+    let required_here = match &kind {
+        TrialKind::Case { backend, .. } => required.contains(&backends[*backend].name),
+        _ => false,
+    };
+    if let Some(reason) = skip {
+        // Decided while listing. A required backend turns the skip into a failure; otherwise the
+        // trial is listed as ignored and fails with its reason if someone runs it anyway.
+        return if required_here {
+            HarnessTrial::new(name, false, move || {
+                Err(format!("required backend cannot run this trial: {reason}"))
+            })
+        } else {
+            HarnessTrial::new(name, true, move || {
+                Err(format!("skipped when listed: {reason}"))
+            })
+        };
+    }
+    let backends = Arc::clone(backends);
+    HarnessTrial::new(name, false, move || match kind {
+        TrialKind::LoadError(e) => Err(e.to_string()),
+        TrialKind::NoScenarios(root) => Err(format!(
+            "no scenario files found under {root}; an empty suite certifies nothing"
+        )),
+        TrialKind::Case {
+            backend,
+            scenario_id,
+            level,
+            case,
+        } => run_case(&backends[backend], &case)
+            .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str())),
+    })
+}

@@ -1,0 +1,311 @@
+//! The scenario schema. One YAML file is one scenario; its folder under `scenarios/` is its family.
+//! Every struct rejects unknown keys. See `scenarios/README.md` for the author-facing description.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use sandbox::{Evidence, SpawnErrorKind, StatusFormat};
+use serde::{Deserialize, Deserializer};
+use serde_saphyr::Spanned;
+
+/// A scenario file. `C` is the case type: [`Case`] for the expanded scenario, and an ignored value
+/// while the header (matrix, derivations) is read before expansion.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioFile<C = Case> {
+    /// Stable identifier, unique across the suite and never reused (for example `RF-017`).
+    pub id: Spanned<String>,
+    /// One line saying what the scenario pins.
+    pub title: String,
+    /// How binding the scenario is.
+    pub level: Level,
+    /// Capabilities a backend must have on this host for the scenario to run.
+    #[serde(default)]
+    pub requires: Vec<Capability>,
+    /// The specification section the scenario traces to.
+    pub seed: String,
+    /// Backends the scenario applies to; omitted means every backend in the run.
+    #[serde(default)]
+    pub backends: Option<Vec<String>>,
+    /// Axes expanded as a cartesian product; each value is substituted for `${axis}`.
+    #[serde(default)]
+    pub matrix: BTreeMap<String, Vec<Scalar>>,
+    /// Partial assignments removed from the product.
+    #[serde(default)]
+    pub exclude: Vec<BTreeMap<String, Scalar>>,
+    /// Variables computed from the axes by first-matching rules (for example the expected outcome
+    /// of `effect x mode x shape`).
+    #[serde(default)]
+    pub derive: BTreeMap<String, Vec<DeriveRule>>,
+    /// The cases; after expansion each gets its own stable name.
+    pub cases: Vec<C>,
+}
+
+/// How binding a scenario is when certifying.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Level {
+    /// Can be neither skipped nor expected to fail when certifying.
+    Must,
+    /// Expected; an expectation file may record a reasoned failure.
+    Should,
+    /// Optional behaviour.
+    May,
+}
+
+impl Level {
+    /// The YAML name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Level::Must => "must",
+            Level::Should => "should",
+            Level::May => "may",
+        }
+    }
+}
+
+/// What a backend must be able to do on this host for a scenario to run. A closed vocabulary:
+/// an unknown capability is a load error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Capability {
+    /// Pure classification against the backend's dialect; needs nothing from the host.
+    Classifier,
+    /// The backend can confine a real command on this host.
+    Confine,
+    /// The backend reports whether the payload ran on an out-of-band status channel.
+    StatusChannel,
+    /// The backend can be told to use a capped Landlock ABI (and then reports `partial`).
+    AbiCap,
+}
+
+impl Capability {
+    /// The YAML name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Capability::Classifier => "classifier",
+            Capability::Confine => "confine",
+            Capability::StatusChannel => "status-channel",
+            Capability::AbiCap => "abi-cap",
+        }
+    }
+}
+
+/// A matrix value: a plain YAML scalar, kept as the text substituted for `${axis}`.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Scalar(pub String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl serde::de::Visitor<'_> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a plain scalar (string, integer or boolean)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_owned()))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// One rule of a derived variable: the first rule whose `when` matches the assignment gives the
+/// value; a rule without `when` always matches.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeriveRule {
+    /// Axis name to accepted value(s).
+    #[serde(default)]
+    pub when: BTreeMap<String, OneOrMany>,
+    /// The derived value.
+    pub value: Scalar,
+}
+
+/// One scalar or a list of them.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    /// A list of accepted values.
+    Many(Vec<Scalar>),
+    /// A single accepted value.
+    One(Scalar),
+}
+
+impl OneOrMany {
+    /// True when `value` is accepted.
+    pub fn accepts(&self, value: &str) -> bool {
+        match self {
+            OneOrMany::One(s) => s.0 == value,
+            OneOrMany::Many(list) => list.iter().any(|s| s.0 == value),
+        }
+    }
+}
+
+/// One case: a named sequence of steps, each with its own expectation.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Case {
+    /// The trial name's last segment: lowercase letters, digits, `_` and `-`.
+    pub name: String,
+    /// Steps run in order; the first failing expectation fails the case.
+    pub steps: Vec<Step>,
+}
+
+/// One step. Each kind carries its own `expect`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub enum Step {
+    /// Classify a process outcome against the backend's dialect (pure data, no process runs).
+    Classify(ClassifyStep),
+}
+
+impl Step {
+    /// The capabilities this step needs from the backend, beyond the scenario's `requires`.
+    pub fn needs(&self) -> &'static [Capability] {
+        match self {
+            Step::Classify(_) => &[Capability::Classifier],
+        }
+    }
+}
+
+/// A `classify` step: how the launch ended and what the classifier must conclude.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifyStep {
+    /// Replaces the backend's dialect (required for the `operator` backend).
+    #[serde(default)]
+    pub dialect: Option<DialectSpec>,
+    /// How the process ended.
+    pub outcome: OutcomeSpec,
+    /// What the out-of-band status channel carried; omitted means the launch has no channel.
+    #[serde(default)]
+    pub status: Option<StatusSpec>,
+    /// The verdict the classifier must reach.
+    pub expect: ClassifyExpect,
+}
+
+/// An inline dialect.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DialectSpec {
+    /// Denial substrings.
+    #[serde(default)]
+    pub denial_signatures: Vec<String>,
+    /// Runner-failure rules.
+    #[serde(default)]
+    pub runner_failure_rules: Vec<sandbox::RunnerFailureRule>,
+}
+
+/// How the process ended: exactly one of `exit`, `signal`, `spawn-error`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct OutcomeSpec {
+    /// Exit code.
+    #[serde(default)]
+    pub exit: Option<i32>,
+    /// Killing signal.
+    #[serde(default)]
+    pub signal: Option<i32>,
+    /// The spawn itself failed.
+    #[serde(default)]
+    pub spawn_error: Option<SpawnErrorSpec>,
+    /// Stderr text (use YAML escapes such as `\r\n` for exact bytes).
+    #[serde(default)]
+    pub stderr: String,
+}
+
+/// A spawn failure.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnErrorSpec {
+    /// `not-found`, `permission-denied` or `other`.
+    pub kind: SpawnErrorKind,
+    /// What the error is attributed to.
+    pub program: Attribution,
+    /// Whether the workdir was verified usable.
+    pub workdir: Workdir,
+}
+
+/// Which program a spawn error is attributed to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Attribution {
+    /// The runner, `argv[0]` of the confined launch.
+    Runner,
+    /// Some other program.
+    Other,
+    /// No path was attributed.
+    Unknown,
+}
+
+/// The state of the working directory at spawn time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Workdir {
+    /// Independently verified to exist and be a directory.
+    Usable,
+    /// Missing (so `ENOENT` may be about it, not the runner).
+    Missing,
+}
+
+/// The raw records the status channel carried, in the given format.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StatusSpec {
+    /// The channel's record format.
+    pub format: StatusFormat,
+    /// Exactly what was written to the channel.
+    #[serde(default)]
+    pub records: String,
+}
+
+/// The classifier's expected verdict.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassifyExpect {
+    /// `runner-failure`, `denied`, `start-failed` or `ordinary`.
+    pub class: ExpectedClass,
+    /// For a runner failure: which evidence proved it.
+    #[serde(default)]
+    pub evidence: Option<Evidence>,
+    /// The exact detail (runner failure), line (denial) or spawn message (start failure).
+    #[serde(default)]
+    pub detail: Option<String>,
+}
+
+/// The classification codes a scenario can expect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExpectedClass {
+    /// The sandbox failed; the payload never ran.
+    RunnerFailure,
+    /// A kernel denial.
+    Denied,
+    /// An ordinary start failure not attributable to the runner.
+    StartFailed,
+    /// An ordinary result.
+    Ordinary,
+}
+
+impl ExpectedClass {
+    /// The code [`sandbox::Classification::code`] returns for this class.
+    pub const fn code(self) -> &'static str {
+        match self {
+            ExpectedClass::RunnerFailure => "runner-failure",
+            ExpectedClass::Denied => "denied",
+            ExpectedClass::StartFailed => "start-failed",
+            ExpectedClass::Ordinary => "ordinary",
+        }
+    }
+}

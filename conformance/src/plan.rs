@@ -1,0 +1,100 @@
+//! One trial per (backend, scenario case), with skips decided while listing.
+
+use crate::backends::Backend;
+use crate::load::{ExpandedCase, LoadError, Suite};
+use crate::model::{Capability, Level};
+
+/// A planned trial.
+#[derive(Debug)]
+pub struct Trial {
+    /// `family::backend::scenario::case`, or `family::load-error::file` for a broken file.
+    pub name: String,
+    /// What it does.
+    pub kind: TrialKind,
+    /// Why it cannot run on this host, decided now; such a trial is listed as ignored.
+    pub skip: Option<String>,
+}
+
+/// What a trial does when run.
+#[derive(Debug)]
+pub enum TrialKind {
+    /// Run a scenario case against a backend.
+    Case {
+        /// Index into the run's backends.
+        backend: usize,
+        /// The scenario's stable id.
+        scenario_id: String,
+        /// Its level.
+        level: Level,
+        /// The expanded case.
+        case: ExpandedCase,
+    },
+    /// A scenario file that failed to load: always fails with the error.
+    LoadError(LoadError),
+    /// The scenario root held no scenario at all: always fails.
+    NoScenarios(String),
+}
+
+/// Plans the trials for `suite` against `backends`.
+pub fn plan(suite: &Suite, backends: &[Backend], root_shown: &str) -> Vec<Trial> {
+    let mut trials = Vec::new();
+    for error in &suite.errors {
+        let family = error
+            .file
+            .components()
+            .rev()
+            .nth(1)
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .unwrap_or_else(|| "suite".to_owned());
+        let stem = error
+            .file
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        trials.push(Trial {
+            name: format!("{family}::load-error::{stem}"),
+            kind: TrialKind::LoadError(error.clone()),
+            skip: None,
+        });
+    }
+    if suite.scenarios.is_empty() && suite.errors.is_empty() {
+        trials.push(Trial {
+            name: "suite::no_scenarios_found".to_owned(),
+            kind: TrialKind::NoScenarios(root_shown.to_owned()),
+            skip: None,
+        });
+    }
+    for scenario in &suite.scenarios {
+        for (index, backend) in backends.iter().enumerate() {
+            if scenario
+                .backends
+                .as_ref()
+                .is_some_and(|only| !only.contains(&backend.name))
+            {
+                continue;
+            }
+            for case in &scenario.cases {
+                let mut needs: Vec<Capability> = scenario.requires.clone();
+                for step in &case.case.steps {
+                    needs.extend_from_slice(step.needs());
+                }
+                needs.sort();
+                needs.dedup();
+                trials.push(Trial {
+                    name: format!(
+                        "{}::{}::{}::{}",
+                        scenario.family, backend.name, scenario.slug, case.name
+                    ),
+                    kind: TrialKind::Case {
+                        backend: index,
+                        scenario_id: scenario.id.clone(),
+                        level: scenario.level,
+                        case: case.clone(),
+                    },
+                    skip: backend.cannot_run(&needs),
+                });
+            }
+        }
+    }
+    trials
+}

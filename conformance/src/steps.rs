@@ -1,0 +1,24 @@
+//! What each step kind does and how its expectation is checked.
+
+mod classify;
+
+use crate::backends::Backend;
+use crate::load::ExpandedCase;
+use crate::model::Step;
+
+/// Runs every step of `case` against `backend`; the first unmet expectation is the error.
+pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), String> {
+    for (index, step) in case.case.steps.iter().enumerate() {
+        let result = match step {
+            Step::Classify(s) => classify::run(backend, s),
+        };
+        result.map_err(|e| format!("step {} ({}): {e}", index + 1, step_kind(step)))?;
+    }
+    Ok(())
+}
+
+fn step_kind(step: &Step) -> &'static str {
+    match step {
+        Step::Classify(_) => "classify",
+    }
+}

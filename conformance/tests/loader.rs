@@ -1,0 +1,141 @@
+//! Malformed scenario files are load errors naming `file:line:col`, and the harness turns each one
+//! into a failing trial (never a skip); an empty scenario root fails too.
+
+use std::path::{Path, PathBuf};
+
+use conformance::backends::reference_backends;
+use conformance::harness::trials;
+use conformance::load::load_suite;
+
+fn fixtures() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/malformed-scenarios")
+}
+
+fn error_for(stem: &str) -> String {
+    let suite = load_suite(&fixtures());
+    suite
+        .errors
+        .iter()
+        .find(|e| e.file.file_stem().is_some_and(|s| s == stem))
+        .map(|e| e.to_string())
+        .unwrap_or_else(|| panic!("no load error for {stem}; errors: {:#?}", suite.errors))
+}
+
+#[test]
+fn unknown_key_names_file_line_col_and_the_key() {
+    let e = error_for("unknown_key");
+    assert!(
+        e.starts_with("malformed-scenarios/broken/unknown_key.yaml:10:11: unknown field `expectt`"),
+        "{e}"
+    );
+}
+
+#[test]
+fn wrong_type_names_file_line_col() {
+    let e = error_for("wrong_type");
+    assert!(
+        e.starts_with("malformed-scenarios/broken/wrong_type.yaml:9:28: "),
+        "{e}"
+    );
+    assert!(e.contains("i32"), "{e}");
+}
+
+#[test]
+fn duplicate_id_points_at_the_second_use() {
+    let e = error_for("duplicate_id_b");
+    assert!(
+        e.starts_with("malformed-scenarios/broken/duplicate_id_b.yaml:2:5: duplicate scenario id \"BAD-DUP\" (first used in malformed-scenarios/broken/duplicate_id_a.yaml)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_capability_is_a_load_error() {
+    let e = error_for("unknown_capability");
+    assert!(
+        e.starts_with(
+            "malformed-scenarios/broken/unknown_capability.yaml:4:24: unknown variant `teleport`"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn undefined_matrix_variable_points_at_the_reference() {
+    let e = error_for("undefined_variable");
+    assert!(
+        e.starts_with(
+            "malformed-scenarios/broken/undefined_variable.yaml:11:28: ${cod} is not a matrix axis"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn case_names_must_vary_with_the_matrix() {
+    let e = error_for("duplicate_case");
+    assert!(
+        e.starts_with("malformed-scenarios/broken/duplicate_case.yaml:8:11: duplicate case name \"same_name\" (with code=2)"),
+        "{e}"
+    );
+}
+
+#[test]
+fn unknown_level_is_a_load_error() {
+    let e = error_for("unknown_mode_level");
+    assert!(
+        e.starts_with(
+            "malformed-scenarios/broken/unknown_mode_level.yaml:3:8: unknown variant `required`"
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn only_the_first_user_of_a_duplicate_id_loads() {
+    let suite = load_suite(&fixtures());
+    let loaded: Vec<&str> = suite.scenarios.iter().map(|s| s.id.as_str()).collect();
+    assert_eq!(loaded, vec!["BAD-DUP"]);
+    assert_eq!(suite.errors.len(), 7, "{:#?}", suite.errors);
+}
+
+/// Runs every trial directly and counts (failed, ignored).
+fn outcomes(trials: Vec<conformance::harness::HarnessTrial>) -> (usize, usize) {
+    let mut failed = 0;
+    let mut ignored = 0;
+    for t in trials {
+        if t.ignored {
+            ignored += 1;
+        } else if (t.run)().is_err() {
+            failed += 1;
+        }
+    }
+    (failed, ignored)
+}
+
+#[test]
+fn every_load_error_is_a_failing_trial_not_a_skip() {
+    let all = trials(&fixtures(), reference_backends(), &[]);
+    let names: Vec<String> = all.iter().map(|t| t.name.clone()).collect();
+    assert!(
+        names.contains(&"broken::load-error::unknown_key".to_owned()),
+        "{names:#?}"
+    );
+    assert_eq!(outcomes(all), (7, 0));
+}
+
+#[test]
+fn an_empty_scenario_root_fails() {
+    let empty = tempfile::tempdir().expect("tempdir");
+    let all = trials(empty.path(), reference_backends(), &[]);
+    assert_eq!(all.len(), 1);
+    assert_eq!(all[0].name, "suite::no_scenarios_found");
+    assert_eq!(outcomes(all), (1, 0));
+}
+
+#[test]
+fn a_required_backend_that_is_not_in_the_run_fails() {
+    let empty = tempfile::tempdir().expect("tempdir");
+    let all = trials(empty.path(), reference_backends(), &["hyperv".to_owned()]);
+    assert_eq!(outcomes(all), (2, 0));
+}

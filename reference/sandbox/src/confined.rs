@@ -1,0 +1,239 @@
+//! What a provider returns: the argv to spawn instead of the caller's, and how to read its result.
+
+use std::ffi::OsString;
+
+use serde::{Deserialize, Serialize};
+
+use crate::classify::PayloadStatus;
+use crate::error::SandboxUnavailable;
+use crate::mode::SandboxEnforcement;
+use crate::policy::ProviderPolicy;
+
+/// A sandbox backend: wraps an argv so the process and everything it spawns run confined.
+///
+/// `confine` never returns an unconfined passthrough: with no usable backend it returns
+/// [`SandboxUnavailable`].
+pub trait SandboxProvider: Send + Sync {
+    /// The argv to spawn instead of `argv`, confined under `policy`.
+    fn confine(
+        &self,
+        argv: &[OsString],
+        policy: &ProviderPolicy,
+    ) -> Result<ConfinedArgv, SandboxUnavailable>;
+}
+
+/// The confined launch a consumer spawns directly (no outer shell), plus the facts needed to
+/// classify its result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfinedArgv {
+    /// The replacement argv; `argv[0]` is the runner program.
+    pub argv: Vec<OsString>,
+    /// The backend that produced it (`bwrap`, `landlock`, `seatbelt`, `operator`, or an external
+    /// backend's name).
+    pub backend: String,
+    /// How completely this launch governs the promised file effects.
+    pub enforcement: SandboxEnforcement,
+    /// Case-insensitive stderr substrings the backend's kernel prints on a denied file effect.
+    pub denial_signatures: Vec<String>,
+    /// How the runner itself failing (so the payload never ran) identifies itself on stderr.
+    pub runner_failure_rules: Vec<RunnerFailureRule>,
+    /// An out-of-band channel that says whether the payload actually ran. When present it decides
+    /// runner failure and the stderr rules are not consulted.
+    pub status_channel: Option<StatusChannel>,
+}
+
+/// Stderr evidence that a runner failed before executing the wrapped command.
+///
+/// A rule matches when the process exited non-zero, the exit code passes
+/// [`allowed_exit_codes`](Self::allowed_exit_codes) when given, and, after removing lines equal
+/// (case-insensitively, whole line) to an [`informational_lines`](Self::informational_lines) entry,
+/// some remaining line contains a [`fatal_signatures`](Self::fatal_signatures) entry
+/// (case-insensitively). Exit status alone never proves runner failure.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunnerFailureRule {
+    /// Non-zero exit codes on which the rule may match; `None` permits any non-zero exit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_exit_codes: Option<Vec<i32>>,
+    /// Non-empty single-line substrings identifying a fatal runner diagnostic.
+    pub fatal_signatures: Vec<String>,
+    /// Benign whole lines removed before fatal matching (for example a partial-enforcement notice).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub informational_lines: Vec<String>,
+}
+
+/// Why an operator-supplied runner-failure rule was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    /// No signatures at all.
+    #[error("runner_failure_signatures must contain at least one signature")]
+    NoSignatures,
+    /// An empty or whitespace-only signature (it would match every line).
+    #[error("runner failure signature #{index} is empty")]
+    EmptySignature {
+        /// Zero-based position in the list.
+        index: usize,
+    },
+    /// A signature spanning lines can never match one stderr line.
+    #[error("runner failure signature #{index} spans more than one line: {signature:?}")]
+    MultiLineSignature {
+        /// Zero-based position in the list.
+        index: usize,
+        /// The offending signature.
+        signature: String,
+    },
+    /// An exit code of zero can never be a runner failure.
+    #[error("allowed exit code 0 can never identify a runner failure")]
+    ZeroExitCode,
+}
+
+impl RunnerFailureRule {
+    /// Builds and validates a rule from an operator's signature list (any non-zero exit).
+    pub fn from_signatures<S: AsRef<str>>(signatures: &[S]) -> Result<Self, RuleError> {
+        let rule = RunnerFailureRule {
+            allowed_exit_codes: None,
+            fatal_signatures: signatures.iter().map(|s| s.as_ref().to_owned()).collect(),
+            informational_lines: Vec::new(),
+        };
+        rule.validate()?;
+        Ok(rule)
+    }
+
+    /// Checks the rule is usable: at least one signature, none empty or multi-line, no exit code 0.
+    pub fn validate(&self) -> Result<(), RuleError> {
+        if self.fatal_signatures.is_empty() {
+            return Err(RuleError::NoSignatures);
+        }
+        for (index, sig) in self.fatal_signatures.iter().enumerate() {
+            if sig.trim().is_empty() {
+                return Err(RuleError::EmptySignature { index });
+            }
+            if sig.contains(['\n', '\r']) {
+                return Err(RuleError::MultiLineSignature {
+                    index,
+                    signature: sig.clone(),
+                });
+            }
+        }
+        if self
+            .allowed_exit_codes
+            .as_ref()
+            .is_some_and(|codes| codes.contains(&0))
+        {
+            return Err(RuleError::ZeroExitCode);
+        }
+        Ok(())
+    }
+}
+
+/// An out-of-band status channel: the consumer passes the write end of a pipe to the runner as
+/// file descriptor [`fd`](Self::fd) and reads it after the process ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusChannel {
+    /// The descriptor number the runner writes its status records to.
+    pub fd: i32,
+    /// How to read what it writes.
+    pub format: StatusFormat,
+}
+
+/// The record formats a status channel can speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StatusFormat {
+    /// bwrap's `--json-status-fd`: an `{"exit-code": N}` record exists only when the payload ran.
+    BwrapJson,
+    /// The launcher's report: `{"exec": ...}` just before `execve` on a close-on-exec descriptor,
+    /// then `{"exec-failed": ...}` or `{"error": ...}` if the launch failed. The payload ran
+    /// exactly when an `exec` record is present and no failure record follows.
+    LaunchReport,
+}
+
+impl StatusFormat {
+    /// Reads what the runner wrote to the channel. Anything short of positive evidence that the
+    /// payload ran (nothing written, a torn record, a failure record) means it never ran.
+    pub fn parse(self, bytes: &[u8]) -> PayloadStatus {
+        let text = String::from_utf8_lossy(bytes);
+        let records: Vec<serde_json::Map<String, serde_json::Value>> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str(l.trim()).ok())
+            .collect();
+        let text_of = |v: &serde_json::Value| match v {
+            serde_json::Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        match self {
+            StatusFormat::BwrapJson => match records.iter().find_map(|r| r.get("exit-code")) {
+                Some(code) => PayloadStatus::Ran {
+                    exit_code: code.as_i64().and_then(|c| i32::try_from(c).ok()),
+                },
+                None => PayloadStatus::NeverRan { detail: None },
+            },
+            StatusFormat::LaunchReport => {
+                let failure = records
+                    .iter()
+                    .find_map(|r| r.get("exec-failed").or_else(|| r.get("error")))
+                    .map(text_of);
+                let launched = records.iter().any(|r| r.contains_key("exec"));
+                match (launched, failure) {
+                    (true, None) => PayloadStatus::Ran { exit_code: None },
+                    (_, detail) => PayloadStatus::NeverRan { detail },
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operator_signatures_are_validated() {
+        assert_eq!(
+            RunnerFailureRule::from_signatures::<&str>(&[]),
+            Err(RuleError::NoSignatures)
+        );
+        assert_eq!(
+            RunnerFailureRule::from_signatures(&["runner:", "  "]),
+            Err(RuleError::EmptySignature { index: 1 })
+        );
+        assert!(matches!(
+            RunnerFailureRule::from_signatures(&["a\nb"]),
+            Err(RuleError::MultiLineSignature { index: 0, .. })
+        ));
+        assert!(RunnerFailureRule::from_signatures(&["myrunner: "]).is_ok());
+    }
+
+    #[test]
+    fn bwrap_status_needs_an_exit_code_record() {
+        let f = StatusFormat::BwrapJson;
+        assert_eq!(
+            f.parse(b"{ \"child-pid\": 12 }\n{ \"exit-code\": 3 }\n"),
+            PayloadStatus::Ran { exit_code: Some(3) }
+        );
+        assert_eq!(
+            f.parse(b"{ \"child-pid\": 12 }\n"),
+            PayloadStatus::NeverRan { detail: None }
+        );
+        assert_eq!(f.parse(b""), PayloadStatus::NeverRan { detail: None });
+    }
+
+    #[test]
+    fn launch_report_needs_exec_without_failure() {
+        let f = StatusFormat::LaunchReport;
+        assert_eq!(
+            f.parse(b"{\"exec\":\"bash\"}\n"),
+            PayloadStatus::Ran { exit_code: None }
+        );
+        assert_eq!(
+            f.parse(b"{\"exec\":\"nope\"}\n{\"exec-failed\":\"No such file or directory\"}\n"),
+            PayloadStatus::NeverRan {
+                detail: Some("No such file or directory".into())
+            }
+        );
+        assert_eq!(
+            f.parse(b"{\"exec\""),
+            PayloadStatus::NeverRan { detail: None }
+        );
+    }
+}
