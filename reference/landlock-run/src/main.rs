@@ -1,0 +1,377 @@
+//! `landlock-run`: restrict this process with a Landlock ruleset, then exec the payload.
+//! See the library documentation for the command-line contract.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, ExitCode};
+
+use landlock::{
+    ABI, AccessFs, LandlockStatus, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
+    RulesetStatus,
+};
+use landlock_run::{
+    DIAGNOSTIC_PREFIX, FAILURE_EXIT_CODE, FULL_ENFORCEMENT_ABI, PARTIAL_NOTICE, ProbeReport,
+};
+use serde_json::json;
+
+/// A parsed command line.
+struct Launch {
+    abi_cap: Option<u32>,
+    status_fd: Option<i32>,
+    read_only: Vec<PathBuf>,
+    read_write: Vec<PathBuf>,
+    payload: Vec<OsString>,
+}
+
+enum Mode {
+    Launch(Launch),
+    Probe {
+        abi_cap: Option<u32>,
+    },
+    ProbeChild {
+        abi_cap: Option<u32>,
+        target: PathBuf,
+    },
+}
+
+/// A launcher failure: printed with the prefix, reported on the status channel, exit 125.
+struct Failure(String);
+
+fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let mode = match parse(args) {
+        Ok(mode) => mode,
+        Err(Failure(msg)) => return fail(None, &msg),
+    };
+    match mode {
+        Mode::Probe { abi_cap } => probe(abi_cap),
+        Mode::ProbeChild { abi_cap, target } => probe_child(abi_cap, &target),
+        Mode::Launch(launch) => {
+            let mut status = match launch.status_fd.map(open_status_fd).transpose() {
+                Ok(s) => s,
+                Err(Failure(msg)) => return fail(None, &msg),
+            };
+            match restrict(&launch) {
+                Ok(()) => exec(&launch.payload, status.as_mut()),
+                Err(Failure(msg)) => fail(status.as_mut(), &msg),
+            }
+        }
+    }
+}
+
+fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
+    let mut abi_cap = None;
+    let mut status_fd = None;
+    let mut read_only = Vec::new();
+    let mut read_write = Vec::new();
+    let mut probe = false;
+    let mut probe_child = None;
+    let mut it = args.into_iter();
+    let value =
+        |flag: &str, v: Option<OsString>| v.ok_or_else(|| Failure(format!("{flag} needs a value")));
+    while let Some(arg) = it.next() {
+        match arg.to_str() {
+            Some("--") => {
+                let payload: Vec<OsString> = it.collect();
+                if payload.is_empty() {
+                    return Err(Failure("nothing to run after --".into()));
+                }
+                return Ok(Mode::Launch(Launch {
+                    abi_cap,
+                    status_fd,
+                    read_only,
+                    read_write,
+                    payload,
+                }));
+            }
+            Some("--ro") => read_only.push(PathBuf::from(value("--ro", it.next())?)),
+            Some("--rw") => read_write.push(PathBuf::from(value("--rw", it.next())?)),
+            Some("--abi-cap") => {
+                let v = value("--abi-cap", it.next())?;
+                let n = v
+                    .to_str()
+                    .and_then(|s| s.parse::<u32>().ok())
+                    .filter(|n| (1..=7).contains(n))
+                    .ok_or_else(|| Failure(format!("--abi-cap takes 1..=7, not {v:?}")))?;
+                abi_cap = Some(n);
+            }
+            Some("--status-fd") => {
+                let v = value("--status-fd", it.next())?;
+                let n = v
+                    .to_str()
+                    .and_then(|s| s.parse::<i32>().ok())
+                    .filter(|n| *n > 2)
+                    .ok_or_else(|| {
+                        Failure(format!("--status-fd takes a descriptor above 2, not {v:?}"))
+                    })?;
+                status_fd = Some(n);
+            }
+            Some("--probe") => probe = true,
+            Some("--probe-child") => {
+                probe_child = Some(PathBuf::from(value("--probe-child", it.next())?));
+            }
+            _ => return Err(Failure(format!("unknown argument {arg:?}"))),
+        }
+    }
+    match (probe, probe_child) {
+        (_, Some(target)) => Ok(Mode::ProbeChild { abi_cap, target }),
+        (true, None) => Ok(Mode::Probe { abi_cap }),
+        (false, None) => Err(Failure(
+            "usage: landlock-run [--abi-cap N] [--status-fd FD] (--ro PATH | --rw PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
+        )),
+    }
+}
+
+/// Takes ownership of the status descriptor our parent handed us and marks it close-on-exec so
+/// the payload never inherits it (it could otherwise forge records).
+fn open_status_fd(fd: i32) -> Result<File, Failure> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    if std::fs::metadata(format!("/proc/self/fd/{fd}")).is_err() {
+        return Err(Failure(format!(
+            "--status-fd {fd} is not an open descriptor"
+        )));
+    }
+    // SAFETY: std has no safe way to adopt an inherited descriptor by number. The parent passed
+    // `fd` to this process for exactly this use, we checked it is open, and nothing else in this
+    // process refers to it, so taking sole ownership once is sound.
+    #[allow(unsafe_code)]
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let flags = nix::fcntl::FdFlag::FD_CLOEXEC;
+    nix::fcntl::fcntl(&owned, nix::fcntl::FcntlArg::F_SETFD(flags))
+        .map_err(|e| Failure(format!("cannot mark --status-fd {fd} close-on-exec: {e}")))?;
+    Ok(File::from(owned))
+}
+
+fn record(status: Option<&mut File>, key: &str, value: &str) {
+    if let Some(f) = status {
+        // A status write failing must not change what happens: the consumer treats a missing
+        // record as "never ran", which fails closed.
+        let _ = writeln!(f, "{}", json!({ key: value }));
+    }
+}
+
+fn fail(status: Option<&mut File>, msg: &str) -> ExitCode {
+    let line = format!("{DIAGNOSTIC_PREFIX}{msg}");
+    record(status, "error", &line);
+    eprintln!("{line}");
+    ExitCode::from(FAILURE_EXIT_CODE as u8)
+}
+
+/// The ABI the launcher targets: the cap when given, otherwise the ABI that governs every promised
+/// effect (newer ABIs add nothing the modes promise).
+fn target_abi(cap: Option<u32>) -> ABI {
+    match cap
+        .unwrap_or(FULL_ENFORCEMENT_ABI)
+        .min(FULL_ENFORCEMENT_ABI)
+    {
+        1 => ABI::V1,
+        2 => ABI::V2,
+        _ => ABI::V3,
+    }
+}
+
+fn abi_number(abi: ABI) -> u32 {
+    match abi {
+        ABI::Unsupported => 0,
+        ABI::V1 => 1,
+        ABI::V2 => 2,
+        ABI::V3 => 3,
+        ABI::V4 => 4,
+        ABI::V5 => 5,
+        ABI::V6 => 6,
+        ABI::V7 => 7,
+        _ => 8,
+    }
+}
+
+/// The write rights the launcher governs at `abi`. Reads are not governed: the modes promise
+/// nothing about them.
+fn governed(abi: ABI) -> landlock::BitFlags<AccessFs> {
+    AccessFs::from_write(abi) & !AccessFs::IoctlDev
+}
+
+/// The kernel's own Landlock ABI number.
+fn kernel_abi(status: LandlockStatus) -> u32 {
+    match status {
+        LandlockStatus::Available {
+            effective_abi,
+            kernel_abi,
+        } => kernel_abi
+            .and_then(|k| u32::try_from(k).ok())
+            .unwrap_or_else(|| abi_number(effective_abi)),
+        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => 0,
+    }
+}
+
+/// The ABI actually in force: the kernel's effective ABI lowered to what we asked for.
+fn effective_abi(status: LandlockStatus, target: ABI) -> u32 {
+    match status {
+        LandlockStatus::Available { effective_abi, .. } => {
+            abi_number(effective_abi).min(abi_number(target))
+        }
+        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => 0,
+    }
+}
+
+fn restrict(launch: &Launch) -> Result<(), Failure> {
+    let abi = target_abi(launch.abi_cap);
+    let handled = governed(abi);
+    let mut ruleset = Ruleset::default()
+        .handle_access(handled)
+        .and_then(|r| r.create())
+        .map_err(|e| Failure(format!("cannot create a Landlock ruleset: {e}")))?;
+    for path in &launch.read_only {
+        // Reads are ungoverned; opening the path still proves it exists, as a profile expects.
+        PathFd::new(path)
+            .map_err(|e| Failure(format!("cannot open {} for --ro: {e}", path.display())))?;
+    }
+    for path in &launch.read_write {
+        let fd = PathFd::new(path)
+            .map_err(|e| Failure(format!("cannot open {} for --rw: {e}", path.display())))?;
+        let is_dir = std::fs::metadata(path)
+            .map(|m| m.is_dir())
+            .map_err(|e| Failure(format!("cannot inspect {} for --rw: {e}", path.display())))?;
+        let access = if is_dir {
+            handled
+        } else {
+            handled & AccessFs::from_file(abi)
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| Failure(format!("cannot grant {}: {e}", path.display())))?;
+    }
+    let status = ruleset
+        .restrict_self()
+        .map_err(|e| Failure(format!("cannot restrict this process: {e}")))?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(Failure(
+            "the kernel does not enforce Landlock (not built in, or not enabled at boot)".into(),
+        ));
+    }
+    if !status.no_new_privs {
+        return Err(Failure("no_new_privs could not be set".into()));
+    }
+    if effective_abi(status.landlock, abi) < FULL_ENFORCEMENT_ABI {
+        eprintln!("{PARTIAL_NOTICE}");
+    }
+    Ok(())
+}
+
+fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {
+    let program = &payload[0];
+    record(status.as_deref_mut(), "exec", &program.to_string_lossy());
+    let err = Command::new(program).args(&payload[1..]).exec();
+    let line = format!(
+        "{DIAGNOSTIC_PREFIX}cannot execute {}: {err}",
+        program.to_string_lossy()
+    );
+    record(status, "exec-failed", &line);
+    eprintln!("{line}");
+    ExitCode::from(FAILURE_EXIT_CODE as u8)
+}
+
+/// Runs the enforcement check in a child and reports on stdout; exit 0 only when enforced.
+fn probe(abi_cap: Option<u32>) -> ExitCode {
+    let report = |usable: bool, abis: (u32, u32), reason: Option<String>| {
+        let (abi, kernel_abi) = abis;
+        let enforcement = if abi >= FULL_ENFORCEMENT_ABI {
+            "full"
+        } else {
+            "partial"
+        };
+        let report = ProbeReport {
+            usable,
+            enforcement,
+            abi,
+            kernel_abi,
+            reason,
+        };
+        println!("{}", report.to_json());
+        ExitCode::from(if usable { 0 } else { 1 })
+    };
+    let dir = PathBuf::from(format!("/tmp/landlock-run-probe-{}", std::process::id()));
+    if let Err(e) = std::fs::create_dir(&dir) {
+        return report(
+            false,
+            (0, 0),
+            Some(format!("cannot create {}: {e}", dir.display())),
+        );
+    }
+    let target = dir.join("must-not-exist");
+    let exe = std::env::current_exe();
+    let child = exe.and_then(|exe| {
+        let mut cmd = Command::new(exe);
+        if let Some(cap) = abi_cap {
+            cmd.arg("--abi-cap").arg(cap.to_string());
+        }
+        cmd.arg("--probe-child").arg(&target).output()
+    });
+    let created = target.exists();
+    let _ = std::fs::remove_file(&target);
+    let _ = std::fs::remove_dir(&dir);
+    match child {
+        Err(e) => report(
+            false,
+            (0, 0),
+            Some(format!("cannot run the probe child: {e}")),
+        ),
+        Ok(out) => {
+            // The child prints "<effective abi> <kernel abi>".
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            let mut numbers = stdout
+                .split_whitespace()
+                .map(|n| n.parse::<u32>().unwrap_or(0));
+            let abi = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            if created {
+                report(
+                    false,
+                    abi,
+                    Some("a write was not denied under a maximal ruleset".into()),
+                )
+            } else if out.status.success() {
+                report(true, abi, None)
+            } else {
+                report(
+                    false,
+                    abi,
+                    Some(if stderr.is_empty() {
+                        format!("probe child exited with {}", out.status)
+                    } else {
+                        stderr
+                    }),
+                )
+            }
+        }
+    }
+}
+
+/// In the probe child: govern every write, grant nothing, and prove a create is denied.
+fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
+    let abi = target_abi(abi_cap);
+    let status = Ruleset::default()
+        .handle_access(governed(abi))
+        .and_then(|r| r.create())
+        .and_then(|r| r.restrict_self());
+    match status {
+        Err(e) => fail(None, &format!("cannot restrict the probe child: {e}")),
+        Ok(s) if s.ruleset == RulesetStatus::NotEnforced => {
+            fail(None, "the kernel does not enforce Landlock")
+        }
+        Ok(s) => {
+            println!(
+                "{} {}",
+                effective_abi(s.landlock, abi),
+                kernel_abi(s.landlock)
+            );
+            match File::create(target) {
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => ExitCode::SUCCESS,
+                Err(e) => fail(None, &format!("probe write failed unexpectedly: {e}")),
+                Ok(_) => fail(None, "probe write was not denied"),
+            }
+        }
+    }
+}
