@@ -1,4 +1,14 @@
-//! The local sandbox provider: per-platform runners (bwrap and the Landlock launcher on Linux,
-//! Seatbelt on macOS) and the dialects each one speaks on stderr.
+//! The local sandbox provider: per-platform runners (bwrap then the Landlock launcher on Linux,
+//! Seatbelt on macOS), their profiles, functional probes, the dialects each one speaks on stderr,
+//! and the spawner that runs a confined launch with its out-of-band status channel.
+//!
+//! Every profile takes its writable set from [`sandbox::writable_roots`], so `workspace-write`
+//! means the same thing on every backend.
 
 pub mod dialect;
+pub mod launch;
+pub mod probe;
+pub mod profile;
+mod provider;
+
+pub use provider::{Backend, LocalConfig, LocalProvider, OperatorRunner, Selection};

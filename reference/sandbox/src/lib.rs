@@ -27,5 +27,5 @@ pub use confined::{
 pub use error::{SANDBOX_UNAVAILABLE, SandboxUnavailable};
 pub use marker::denial_marker;
 pub use mode::{ConfinedMode, ModeParseError, SandboxEnforcement, SandboxMode};
-pub use paths::{PathError, canonical_path, is_within, writable_roots, writable_roots_with};
+pub use paths::{PathError, canonical_path, is_within, writable_roots};
 pub use policy::{ExecutionPolicy, ProviderPolicy};

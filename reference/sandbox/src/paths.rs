@@ -4,7 +4,7 @@
 //! writable set from [`writable_roots`], so "the write tool cannot write /tmp but the shell can"
 //! cannot arise.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
@@ -135,25 +135,16 @@ pub fn is_within(path: &Path, root: &Path) -> bool {
 }
 
 /// The canonical writable set of a confined policy: nothing for `read-only`; for
-/// `workspace-write` the workspace root, `/tmp` and `$TMPDIR` (read from the environment).
-/// `/dev/null` is writable in every confined mode and is granted by each profile separately.
+/// `workspace-write` the workspace root, `/tmp` and the policy's temp dir (when absolute).
+/// Duplicates and roots nested inside another root are removed; order is workspace root, `/tmp`,
+/// temp dir. `/dev/null` is writable in every confined mode and each profile grants it separately.
 pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, PathError> {
-    let tmpdir = std::env::var_os("TMPDIR");
-    writable_roots_with(policy, tmpdir.as_deref())
-}
-
-/// [`writable_roots`] with an explicit `$TMPDIR` value (ignored unless absolute). Duplicates and
-/// roots nested inside another root are removed; order is workspace root, `/tmp`, `$TMPDIR`.
-pub fn writable_roots_with(
-    policy: &ProviderPolicy,
-    tmpdir: Option<&OsStr>,
-) -> Result<Vec<PathBuf>, PathError> {
     if policy.mode == ConfinedMode::ReadOnly {
         return Ok(Vec::new());
     }
     let mut candidates = vec![policy.workspace_root.clone(), PathBuf::from("/tmp")];
-    if let Some(t) = tmpdir.map(Path::new).filter(|t| t.is_absolute()) {
-        candidates.push(t.to_path_buf());
+    if let Some(t) = policy.temp_dir.as_ref().filter(|t| t.is_absolute()) {
+        candidates.push(t.clone());
     }
     let canonical: Vec<PathBuf> = candidates
         .iter()
@@ -249,21 +240,24 @@ mod tests {
         let ro = ProviderPolicy {
             mode: ConfinedMode::ReadOnly,
             workspace_root: root.clone(),
+            temp_dir: Some(root.clone()),
         };
-        assert!(writable_roots_with(&ro, None).expect("roots").is_empty());
-        let ww = ProviderPolicy {
+        assert!(writable_roots(&ro).expect("roots").is_empty());
+        let mut ww = ProviderPolicy {
             mode: ConfinedMode::WorkspaceWrite,
             workspace_root: root.join("ws/."),
+            temp_dir: Some(PathBuf::from("/tmp/")),
         };
         let tmp_canon = canonical_path(Path::new("/tmp")).expect("canon");
-        let roots = writable_roots_with(&ww, Some(OsStr::new("/tmp/"))).expect("roots");
+        let roots = writable_roots(&ww).expect("roots");
         // The workspace (under /tmp in this test) and $TMPDIR=/tmp collapse into /tmp.
         if root.starts_with(&tmp_canon) {
             assert_eq!(roots, vec![tmp_canon]);
         } else {
             assert_eq!(roots, vec![root.join("ws"), tmp_canon]);
         }
-        let relative = writable_roots_with(&ww, Some(OsStr::new("relative/tmp"))).expect("roots");
+        ww.temp_dir = Some(PathBuf::from("relative/tmp"));
+        let relative = writable_roots(&ww).expect("roots");
         assert!(relative.iter().all(|r| r.is_absolute()));
     }
 }

@@ -14,6 +14,9 @@ pub struct ExecutionPolicy {
     pub mode: SandboxMode,
     /// The workspace root (already canonicalized by whoever resolved the policy).
     pub workspace_root: PathBuf,
+    /// The `$TMPDIR` the command will see, which `workspace-write` also makes writable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temp_dir: Option<PathBuf>,
 }
 
 impl ExecutionPolicy {
@@ -23,6 +26,7 @@ impl ExecutionPolicy {
         self.mode.confined().map(|mode| ProviderPolicy {
             mode,
             workspace_root: self.workspace_root.clone(),
+            temp_dir: self.temp_dir.clone(),
         })
     }
 }
@@ -34,4 +38,18 @@ pub struct ProviderPolicy {
     pub mode: ConfinedMode,
     /// The workspace root.
     pub workspace_root: PathBuf,
+    /// The `$TMPDIR` the command will see (writable under `workspace-write` when absolute).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temp_dir: Option<PathBuf>,
+}
+
+impl ProviderPolicy {
+    /// A policy whose temp dir is this process's `$TMPDIR` (what a spawned command inherits).
+    pub fn new(mode: ConfinedMode, workspace_root: impl Into<PathBuf>) -> Self {
+        ProviderPolicy {
+            mode,
+            workspace_root: workspace_root.into(),
+            temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
+        }
+    }
 }

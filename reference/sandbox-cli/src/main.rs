@@ -1,0 +1,215 @@
+//! `sandboxctl`: how a person checks a host by hand.
+//!
+//! - `sandboxctl probe` prints what each backend would do here (usable or why not, enforcement,
+//!   Landlock ABI, bwrap version) and which one the platform chain selects.
+//! - `sandboxctl run --mode M --workspace DIR [--backend B] -- CMD...` confines one command and
+//!   prints its result facts as JSON.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use sandbox::{Classification, ProcessOutcome, SandboxMode, SandboxProvider};
+use sandbox_local::launch::{self, LaunchOptions};
+use sandbox_local::probe::probe_all;
+use sandbox_local::{Backend, LocalConfig, LocalProvider};
+use serde_json::{Value, json};
+
+/// Exit code when the sandbox itself could not confine the command (it never ran).
+const UNAVAILABLE_EXIT: u8 = 125;
+
+#[derive(Parser)]
+#[command(
+    name = "sandboxctl",
+    version,
+    about = "Probe this host's sandbox backends and run a command confined"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print what each backend would do on this host, as JSON.
+    Probe {
+        /// Cap the Landlock ABI the launcher uses.
+        #[arg(long)]
+        abi_cap: Option<u32>,
+    },
+    /// Run one command confined and print the result facts as JSON.
+    Run {
+        /// read-only, workspace-write or danger-full-access.
+        #[arg(long)]
+        mode: SandboxMode,
+        /// The workspace root (default: the current directory).
+        #[arg(long)]
+        workspace: Option<PathBuf>,
+        /// Use this backend instead of the platform chain.
+        #[arg(long)]
+        backend: Option<Backend>,
+        /// Cap the Landlock ABI the launcher uses.
+        #[arg(long)]
+        abi_cap: Option<u32>,
+        /// Kill the command after this many seconds.
+        #[arg(long)]
+        timeout: Option<u64>,
+        /// The command and its arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<OsString>,
+    },
+}
+
+fn main() -> ExitCode {
+    match Cli::parse().command {
+        Command::Probe { abi_cap } => probe(abi_cap),
+        Command::Run {
+            mode,
+            workspace,
+            backend,
+            abi_cap,
+            timeout,
+            command,
+        } => run(mode, workspace, backend, abi_cap, timeout, command),
+    }
+}
+
+fn config(backend: Option<Backend>, abi_cap: Option<u32>) -> LocalConfig {
+    let mut config = backend.map(LocalConfig::only).unwrap_or_default();
+    config.landlock_abi_cap = abi_cap;
+    config
+}
+
+fn probe(abi_cap: Option<u32>) -> ExitCode {
+    let config = config(None, abi_cap);
+    let backends: Vec<Value> = probe_all(&config)
+        .into_iter()
+        .map(|v| {
+            let mut entry = json!({ "backend": v.backend.name(), "program": v.program });
+            match v.result {
+                Ok(facts) => {
+                    entry["usable"] = json!(true);
+                    entry["enforcement"] = json!(facts.enforcement);
+                    entry["version"] = json!(facts.version);
+                    entry["landlock_abi"] = json!(facts.abi);
+                    entry["kernel_landlock_abi"] = json!(facts.kernel_abi);
+                }
+                Err(reason) => {
+                    entry["usable"] = json!(false);
+                    entry["reason"] = json!(reason);
+                }
+            }
+            entry
+        })
+        .collect();
+    let provider = LocalProvider::new(config);
+    let selected = match provider.selection() {
+        Ok(s) => json!({ "backend": s.backend.name(), "enforcement": s.enforcement() }),
+        Err(reason) => json!({ "error": "SANDBOX_UNAVAILABLE", "detail": reason }),
+    };
+    let report = json!({
+        "os": std::env::consts::OS,
+        "chain": provider.config().chain.iter().map(|b| b.name()).collect::<Vec<_>>(),
+        "selected": selected,
+        "backends": backends,
+    });
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&report).unwrap_or_default()
+    );
+    ExitCode::SUCCESS
+}
+
+fn run(
+    mode: SandboxMode,
+    workspace: Option<PathBuf>,
+    backend: Option<Backend>,
+    abi_cap: Option<u32>,
+    timeout: Option<u64>,
+    command: Vec<OsString>,
+) -> ExitCode {
+    let emit = |facts: Value| {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&facts).unwrap_or_default()
+        )
+    };
+    let workspace = workspace
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let workspace = match sandbox::canonical_path(&workspace) {
+        Ok(w) => w,
+        Err(e) => {
+            emit(json!({ "mode": mode, "error": "BAD_WORKSPACE", "detail": e.to_string() }));
+            return ExitCode::from(2);
+        }
+    };
+    let mut options = LaunchOptions::in_dir(&workspace);
+    options.timeout = timeout.map(Duration::from_secs);
+    let policy = sandbox::ExecutionPolicy {
+        mode,
+        workspace_root: workspace.clone(),
+        temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
+    };
+    let confined = match policy.for_provider() {
+        // danger-full-access never reaches a provider.
+        None => sandbox::ConfinedArgv {
+            argv: command,
+            backend: "none".into(),
+            enforcement: sandbox::SandboxEnforcement::Full,
+            denial_signatures: Vec::new(),
+            runner_failure_rules: Vec::new(),
+            status_channel: None,
+        },
+        Some(provider_policy) => {
+            let provider = LocalProvider::new(config(backend, abi_cap));
+            match provider.confine(&command, &provider_policy) {
+                Ok(c) => c,
+                Err(e) => {
+                    emit(json!({
+                        "mode": mode,
+                        "error": e.code(),
+                        "backend": e.backend,
+                        "detail": e.detail,
+                        "runner_failed": true,
+                    }));
+                    return ExitCode::from(UNAVAILABLE_EXIT);
+                }
+            }
+        }
+    };
+    let done = launch::run(&confined, &options);
+    let (exit_code, signal) = match &done.outcome {
+        ProcessOutcome::Exited { code, .. } => (Some(*code), None),
+        ProcessOutcome::Signaled { signal, .. } => (None, Some(*signal)),
+        ProcessOutcome::SpawnFailed(_) => (None, None),
+    };
+    let runner_failed = matches!(done.classification, Classification::RunnerFailure { .. });
+    let mut facts = json!({
+        "mode": mode,
+        "backend": confined.backend,
+        "enforcement": confined.enforcement,
+        "exit_code": exit_code,
+        "signal": signal,
+        "timed_out": done.timed_out,
+        "denied": matches!(done.classification, Classification::Denied { .. }),
+        "runner_failed": runner_failed,
+        "classification": done.classification,
+        "stdout": String::from_utf8_lossy(&done.stdout),
+        "stderr": String::from_utf8_lossy(&done.stderr),
+    });
+    if let Classification::Denied { .. } = done.classification {
+        facts["marker"] = json!(sandbox::denial_marker(mode));
+    }
+    if runner_failed {
+        facts["error"] = json!(sandbox::SANDBOX_UNAVAILABLE);
+    }
+    emit(facts);
+    match (runner_failed, exit_code) {
+        (true, _) => ExitCode::from(UNAVAILABLE_EXIT),
+        (false, Some(code)) => ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)),
+        (false, None) => ExitCode::from(1),
+    }
+}

@@ -1,0 +1,245 @@
+//! Functional probes: a backend is usable only if it actually confines a real command with the
+//! real profile (never `--version`).
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use sandbox::{Classification, PayloadStatus, SandboxEnforcement};
+use serde::Serialize;
+
+use crate::launch::{self, LaunchOptions};
+use crate::profile::WritableSet;
+use crate::provider::{Backend, LocalConfig, wrap};
+
+/// What a passing probe found.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProbeFacts {
+    /// The enforcement the backend achieves here.
+    pub enforcement: SandboxEnforcement,
+    /// The runner's version, when it tells one (bwrap).
+    pub version: Option<String>,
+    /// The Landlock ABI in force (launcher only).
+    pub abi: Option<u32>,
+    /// The kernel's Landlock ABI (launcher only).
+    pub kernel_abi: Option<u32>,
+}
+
+/// One backend's probe result.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ProbeVerdict {
+    /// The backend probed.
+    pub backend: Backend,
+    /// The runner program found, if any.
+    pub program: Option<PathBuf>,
+    /// Facts when usable; why not otherwise.
+    pub result: Result<ProbeFacts, String>,
+}
+
+/// Probes `backend` as `config` would run it.
+pub fn probe(backend: Backend, config: &LocalConfig) -> ProbeVerdict {
+    let program = locate(backend, config);
+    let result = match &program {
+        Err(e) => Err(e.clone()),
+        Ok(p) => match backend {
+            Backend::Bwrap => probe_bwrap(p, config),
+            Backend::Landlock => probe_landlock(p, config),
+            Backend::Seatbelt => probe_seatbelt(p, config),
+        },
+    };
+    ProbeVerdict {
+        backend,
+        program: program.ok(),
+        result,
+    }
+}
+
+/// Probes every backend this platform knows, in chain order, for reports (`probe` command,
+/// certification host facts).
+pub fn probe_all(config: &LocalConfig) -> Vec<ProbeVerdict> {
+    Backend::ALL.iter().map(|b| probe(*b, config)).collect()
+}
+
+fn locate(backend: Backend, config: &LocalConfig) -> Result<PathBuf, String> {
+    match backend {
+        Backend::Bwrap => match &config.bwrap {
+            Some(p) => Ok(p.clone()),
+            None => {
+                which::which("bwrap").map_err(|_| "bwrap is not installed (not on PATH)".into())
+            }
+        },
+        Backend::Landlock => match &config.launcher {
+            Some(p) => Ok(p.clone()),
+            None => locate_launcher(),
+        },
+        Backend::Seatbelt => Ok(config.sandbox_exec.clone()),
+    }
+}
+
+/// Finds `landlock-run`: next to this executable, one level up (test binaries live in `deps/`),
+/// then on `PATH`.
+pub fn locate_launcher() -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
+    let near = exe
+        .parent()
+        .into_iter()
+        .flat_map(|dir| [dir.join("landlock-run"), dir.join("../landlock-run")]);
+    near.into_iter()
+        .find(|p| p.is_file())
+        .and_then(|p| p.canonicalize().ok())
+        .or_else(|| which::which("landlock-run").ok())
+        .ok_or_else(|| {
+            format!(
+                "landlock-run not found next to {} or on PATH (build it: cargo build -p landlock-run)",
+                exe.display()
+            )
+        })
+}
+
+/// A scratch directory for one probe, removed on drop.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Result<Scratch, String> {
+        use std::sync::atomic::{AtomicU32, Ordering};
+        static N: AtomicU32 = AtomicU32::new(0);
+        let dir = PathBuf::from(format!(
+            "/tmp/sandbox-probe-{tag}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+        Ok(Scratch(dir))
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs the real read-only profile over a scratch workspace with a payload that tries to write
+/// into it: usable only when the payload ran, the write was refused, and nothing landed.
+fn functional(
+    backend: Backend,
+    program: &Path,
+    enforcement: SandboxEnforcement,
+    config: &LocalConfig,
+) -> Result<(), String> {
+    let scratch = Scratch::new(backend.name())?;
+    let target = scratch.0.join("must-not-exist");
+    let set = WritableSet {
+        workspace: None,
+        temp: Vec::new(),
+    };
+    let payload: Vec<OsString> = vec![
+        "/bin/sh".into(),
+        "-c".into(),
+        "echo probe > \"$1\"".into(),
+        "sh".into(),
+        target.clone().into(),
+    ];
+    let launch_argv = wrap(
+        backend,
+        program,
+        enforcement,
+        config.landlock_abi_cap,
+        &set,
+        &payload,
+    );
+    let mut options = LaunchOptions::in_dir(&scratch.0);
+    options.timeout = Some(config.probe_timeout);
+    let done = launch::run(&launch_argv, &options);
+    if target.exists() {
+        return Err("a write under the read-only profile was not denied".into());
+    }
+    if done.timed_out {
+        return Err(format!("probe timed out after {:?}", config.probe_timeout));
+    }
+    match (&done.classification, &done.status) {
+        (Classification::RunnerFailure { detail, .. }, _) => Err(detail.clone()),
+        (_, Some(PayloadStatus::NeverRan { .. })) => {
+            Err("the runner did not report that the probe ran".into())
+        }
+        (Classification::Denied { .. }, _) => Ok(()),
+        (other, _) => Err(format!(
+            "the probe write was neither denied nor reported as a runner failure ({})",
+            other.code()
+        )),
+    }
+}
+
+fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, String> {
+    functional(Backend::Bwrap, program, SandboxEnforcement::Full, config)?;
+    let version = std::process::Command::new(program)
+        .arg("--version")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|v| !v.is_empty());
+    Ok(ProbeFacts {
+        enforcement: SandboxEnforcement::Full,
+        version,
+        abi: None,
+        kernel_abi: None,
+    })
+}
+
+fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, String> {
+    let mut argv: Vec<OsString> = vec![program.into(), "--probe".into()];
+    if let Some(cap) = config.landlock_abi_cap {
+        argv.extend(["--abi-cap".into(), cap.to_string().into()]);
+    }
+    let probe = sandbox::ConfinedArgv {
+        argv,
+        backend: "landlock".into(),
+        enforcement: SandboxEnforcement::Full,
+        denial_signatures: Vec::new(),
+        runner_failure_rules: Vec::new(),
+        status_channel: None,
+    };
+    let mut options = LaunchOptions::in_dir("/");
+    options.timeout = Some(config.probe_timeout);
+    let done = launch::run(&probe, &options);
+    if done.timed_out {
+        return Err(format!("probe timed out after {:?}", config.probe_timeout));
+    }
+    if let sandbox::ProcessOutcome::SpawnFailed(f) = &done.outcome {
+        return Err(f.message.clone());
+    }
+    let stdout = String::from_utf8_lossy(&done.stdout);
+    let report = landlock_run::ProbeReport::parse(&stdout).ok_or_else(|| {
+        let stderr = String::from_utf8_lossy(&done.stderr).trim().to_owned();
+        format!("unreadable probe report {:?} {stderr}", stdout.trim())
+    })?;
+    if !report.usable || done.exit_code() != Some(0) {
+        return Err(report
+            .reason
+            .unwrap_or_else(|| "the kernel did not enforce a Landlock ruleset".into()));
+    }
+    let enforcement = if report.enforcement == "full" {
+        SandboxEnforcement::Full
+    } else {
+        SandboxEnforcement::Partial
+    };
+    functional(Backend::Landlock, program, enforcement, config)?;
+    Ok(ProbeFacts {
+        enforcement,
+        version: None,
+        abi: Some(report.abi),
+        kernel_abi: Some(report.kernel_abi),
+    })
+}
+
+fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, String> {
+    if !program.is_file() {
+        return Err(format!("{} does not exist on this host", program.display()));
+    }
+    functional(Backend::Seatbelt, program, SandboxEnforcement::Full, config)?;
+    Ok(ProbeFacts {
+        enforcement: SandboxEnforcement::Full,
+        version: None,
+        abi: None,
+        kernel_abi: None,
+    })
+}

@@ -1,0 +1,144 @@
+//! The argv each backend wraps a payload in. Pure: paths in, argv out. Every profile starts from
+//! the same canonical writable set and grants `/dev/null` in every confined mode, never all of
+//! `/dev`.
+
+use std::ffi::{OsStr, OsString};
+use std::path::{Path, PathBuf};
+
+/// The descriptor number every status channel uses in the child.
+pub const STATUS_FD: i32 = 3;
+
+/// The one device every confined mode may write.
+pub const DEV_NULL: &str = "/dev/null";
+
+/// What a profile needs to know about the writable set.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WritableSet {
+    /// The canonical workspace root, when the mode writes to it (it must exist: a missing root
+    /// is a runner failure, never a silently narrower sandbox).
+    pub workspace: Option<PathBuf>,
+    /// The other writable roots (`/tmp`, `$TMPDIR`), granted only if they exist.
+    pub temp: Vec<PathBuf>,
+}
+
+impl WritableSet {
+    /// Splits [`sandbox::writable_roots`] output into the workspace root and the temp roots.
+    pub fn from_roots(roots: Vec<PathBuf>, workspace_root: &Path) -> WritableSet {
+        let workspace = sandbox::canonical_path(workspace_root).ok();
+        let mut set = WritableSet {
+            workspace: None,
+            temp: Vec::new(),
+        };
+        for root in roots {
+            if Some(&root) == workspace.as_ref() {
+                set.workspace = Some(root);
+            } else {
+                set.temp.push(root);
+            }
+        }
+        set
+    }
+}
+
+fn os(s: &str) -> OsString {
+    OsString::from(s)
+}
+
+/// bwrap: read-only bind of `/`, a fresh `/dev` (its `null` is writable) and `/proc`,
+/// die-with-parent, then a writable bind per root (`--bind-try` for temp roots). With
+/// `status_fd`, bwrap writes its JSON status records there.
+pub fn bwrap_args(set: &WritableSet, status_fd: Option<i32>) -> Vec<OsString> {
+    let mut args = vec![
+        os("--ro-bind"),
+        os("/"),
+        os("/"),
+        os("--dev"),
+        os("/dev"),
+        os("--proc"),
+        os("/proc"),
+        os("--die-with-parent"),
+    ];
+    if let Some(ws) = &set.workspace {
+        args.extend([os("--bind"), ws.clone().into(), ws.clone().into()]);
+    }
+    for t in &set.temp {
+        args.extend([os("--bind-try"), t.clone().into(), t.clone().into()]);
+    }
+    if let Some(fd) = status_fd {
+        args.extend([os("--json-status-fd"), os(&fd.to_string())]);
+    }
+    args.push(os("--"));
+    args
+}
+
+/// The Landlock launcher: `--ro /`, `--rw` per existing root and `/dev/null`.
+pub fn landlock_args(
+    set: &WritableSet,
+    abi_cap: Option<u32>,
+    status_fd: Option<i32>,
+) -> Vec<OsString> {
+    let mut args = Vec::new();
+    if let Some(cap) = abi_cap {
+        args.extend([os("--abi-cap"), os(&cap.to_string())]);
+    }
+    if let Some(fd) = status_fd {
+        args.extend([os("--status-fd"), os(&fd.to_string())]);
+    }
+    args.extend([os("--ro"), os("/")]);
+    if let Some(ws) = &set.workspace {
+        args.extend([os("--rw"), ws.clone().into()]);
+    }
+    for t in set.temp.iter().filter(|t| t.exists()) {
+        args.extend([os("--rw"), t.clone().into()]);
+    }
+    args.extend([os("--rw"), os(DEV_NULL), os("--")]);
+    args
+}
+
+/// The Seatbelt profile text. Paths never appear in it: each writable root is a `(param ...)`
+/// passed with `-D`, so no path can break out of the SBPL string syntax.
+pub fn seatbelt_profile(roots: usize) -> String {
+    let mut profile = String::from(
+        "(version 1)\n(allow default)\n(deny file-write*)\n(allow file-write* (literal \"/dev/null\"))\n",
+    );
+    for i in 0..roots {
+        profile.push_str(&format!(
+            "(allow file-write* (subpath (param \"WRITABLE_ROOT_{i}\")))\n"
+        ));
+    }
+    profile
+}
+
+/// The in-sandbox exec trampoline: reports `{"exec": ...}` on the status fd just before exec'ing
+/// the payload (closing the fd first), or `{"exec-failed": ...}` when the program is not found.
+pub const SEATBELT_TRAMPOLINE: &str = r#"if command -v -- "$1" >/dev/null 2>&1; then printf '{"exec":"ok"}\n' >&3; exec 3>&- "$@"; else printf '{"exec-failed":"trampoline: %s: not found"}\n' "$1" >&3; exit 127; fi"#;
+
+/// `sandbox-exec` arguments (after the program): the profile, one `-D` per root, then the payload
+/// wrapped in the trampoline when a status fd is used.
+pub fn seatbelt_args(set: &WritableSet, status_fd: Option<i32>) -> Vec<OsString> {
+    let roots: Vec<&PathBuf> = set.workspace.iter().chain(set.temp.iter()).collect();
+    let mut args = vec![os("-p"), os(&seatbelt_profile(roots.len()))];
+    for (i, root) in roots.iter().enumerate() {
+        let mut define = OsString::from(format!("WRITABLE_ROOT_{i}="));
+        define.push(root.as_os_str());
+        args.extend([os("-D"), define]);
+    }
+    if status_fd.is_some() {
+        args.extend([
+            os("/bin/sh"),
+            os("-c"),
+            os(SEATBELT_TRAMPOLINE),
+            os("sandbox-trampoline"),
+        ]);
+    }
+    args
+}
+
+/// `program` followed by `args` and then `payload`.
+pub fn assemble(program: &OsStr, args: Vec<OsString>, payload: &[OsString]) -> Vec<OsString> {
+    let mut argv = Vec::with_capacity(1 + args.len() + payload.len());
+    argv.push(program.to_os_string());
+    argv.extend(args);
+    argv.extend(payload.iter().cloned());
+    argv
+}

@@ -1,0 +1,334 @@
+//! The local provider: selects one runner per provider lifetime (functional probes, cached), then
+//! wraps every call's argv in that runner's profile for the call's own policy.
+
+use std::ffi::OsString;
+use std::fmt;
+use std::path::PathBuf;
+use std::str::FromStr;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use sandbox::{
+    ConfinedArgv, ProviderPolicy, RuleError, RunnerFailureRule, SandboxEnforcement,
+    SandboxProvider, SandboxUnavailable, StatusChannel, StatusFormat, writable_roots,
+};
+use serde::{Deserialize, Serialize};
+
+use crate::dialect::{self, Dialect};
+use crate::probe::{self, ProbeFacts, ProbeVerdict};
+use crate::profile::{self, STATUS_FD, WritableSet};
+
+/// A local runner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Backend {
+    /// bubblewrap: mount namespaces with a read-only bind of `/`.
+    Bwrap,
+    /// The `landlock-run` launcher: a Landlock ruleset on itself, then exec.
+    Landlock,
+    /// macOS `sandbox-exec` with an SBPL profile.
+    Seatbelt,
+}
+
+impl Backend {
+    /// Every local backend.
+    pub const ALL: [Backend; 3] = [Backend::Bwrap, Backend::Landlock, Backend::Seatbelt];
+
+    /// Its name in reports and trial names.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Backend::Bwrap => "bwrap",
+            Backend::Landlock => "landlock",
+            Backend::Seatbelt => "seatbelt",
+        }
+    }
+
+    /// Its stderr dialect.
+    pub fn dialect(self) -> Dialect {
+        match self {
+            Backend::Bwrap => dialect::bwrap(),
+            Backend::Landlock => dialect::landlock(),
+            Backend::Seatbelt => dialect::seatbelt(),
+        }
+    }
+
+    /// The chain this platform probes, in order. Empty means fail closed (no backend exists).
+    pub fn platform_chain() -> Vec<Backend> {
+        if cfg!(target_os = "linux") {
+            vec![Backend::Bwrap, Backend::Landlock]
+        } else if cfg!(target_os = "macos") {
+            vec![Backend::Seatbelt]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for Backend {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Backend::ALL
+            .into_iter()
+            .find(|b| b.name() == s)
+            .ok_or_else(|| format!("unknown backend {s:?}; expected bwrap, landlock or seatbelt"))
+    }
+}
+
+/// An operator-asserted bwrap-compatible runner: selection and probes are skipped, its own
+/// runner-failure signatures classify it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperatorRunner {
+    /// The runner command (program and leading arguments) that replaces `bwrap`.
+    pub argv: Vec<OsString>,
+    /// Its validated runner-failure rule.
+    pub rule: RunnerFailureRule,
+}
+
+impl OperatorRunner {
+    /// Validates the command (non-empty) and the signatures (at least one, none empty or
+    /// multi-line).
+    pub fn new<S: AsRef<str>>(argv: Vec<OsString>, signatures: &[S]) -> Result<Self, RuleError> {
+        let rule = RunnerFailureRule::from_signatures(signatures)?;
+        if argv.is_empty() {
+            return Err(RuleError::NoSignatures);
+        }
+        Ok(OperatorRunner { argv, rule })
+    }
+}
+
+/// How the local provider is set up.
+#[derive(Clone, Debug)]
+pub struct LocalConfig {
+    /// Candidates in probe order (default: [`Backend::platform_chain`]).
+    pub chain: Vec<Backend>,
+    /// The bwrap program (default: `bwrap` on `PATH`).
+    pub bwrap: Option<PathBuf>,
+    /// The launcher (default: `landlock-run` next to this executable, then on `PATH`).
+    pub launcher: Option<PathBuf>,
+    /// The Seatbelt runner, always by absolute path.
+    pub sandbox_exec: PathBuf,
+    /// Cap the Landlock ABI the launcher uses (it then reports `partial` below ABI 3).
+    pub landlock_abi_cap: Option<u32>,
+    /// An operator runner, which skips selection entirely.
+    pub operator: Option<OperatorRunner>,
+    /// How long one probe may take before its backend counts as unusable.
+    pub probe_timeout: Duration,
+}
+
+impl Default for LocalConfig {
+    fn default() -> Self {
+        LocalConfig {
+            chain: Backend::platform_chain(),
+            bwrap: None,
+            launcher: None,
+            sandbox_exec: PathBuf::from("/usr/bin/sandbox-exec"),
+            landlock_abi_cap: None,
+            operator: None,
+            probe_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+impl LocalConfig {
+    /// The default configuration restricted to one backend.
+    pub fn only(backend: Backend) -> Self {
+        LocalConfig {
+            chain: vec![backend],
+            ..LocalConfig::default()
+        }
+    }
+}
+
+/// The runner a provider selected for its lifetime.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Selection {
+    /// Which backend.
+    pub backend: Backend,
+    /// The runner program.
+    pub program: PathBuf,
+    /// What its probe found (`None` when selected without probing).
+    pub facts: Option<ProbeFacts>,
+    /// Every probe that ran, in chain order (why earlier candidates were passed over).
+    pub verdicts: Vec<ProbeVerdict>,
+}
+
+impl Selection {
+    /// The enforcement this selection achieves.
+    pub fn enforcement(&self) -> SandboxEnforcement {
+        self.facts
+            .as_ref()
+            .map(|f| f.enforcement)
+            .unwrap_or(SandboxEnforcement::Full)
+    }
+}
+
+/// The local sandbox provider.
+#[derive(Debug)]
+pub struct LocalProvider {
+    config: LocalConfig,
+    selection: OnceLock<Result<Selection, String>>,
+}
+
+impl LocalProvider {
+    /// A provider that selects on first use.
+    pub fn new(config: LocalConfig) -> Self {
+        LocalProvider {
+            config,
+            selection: OnceLock::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &LocalConfig {
+        &self.config
+    }
+
+    /// The cached selection: the first chain candidate whose functional probe passes. A sole
+    /// Seatbelt candidate is selected without probing (its refusal at exec time still fails
+    /// closed). `Err` says why no backend is usable.
+    pub fn selection(&self) -> Result<&Selection, &str> {
+        self.selection
+            .get_or_init(|| select(&self.config))
+            .as_ref()
+            .map_err(String::as_str)
+    }
+}
+
+fn select(config: &LocalConfig) -> Result<Selection, String> {
+    if config.chain.is_empty() {
+        return Err(format!(
+            "no sandbox backend exists for this platform ({}); failing closed",
+            std::env::consts::OS
+        ));
+    }
+    if config.chain == [Backend::Seatbelt] {
+        return Ok(Selection {
+            backend: Backend::Seatbelt,
+            program: config.sandbox_exec.clone(),
+            facts: None,
+            verdicts: Vec::new(),
+        });
+    }
+    let mut verdicts = Vec::new();
+    for &backend in &config.chain {
+        let verdict = probe::probe(backend, config);
+        if let (Ok(facts), Some(program)) = (&verdict.result, &verdict.program) {
+            let (facts, program) = (facts.clone(), program.clone());
+            verdicts.push(verdict);
+            return Ok(Selection {
+                backend,
+                program,
+                facts: Some(facts),
+                verdicts,
+            });
+        }
+        verdicts.push(verdict);
+    }
+    let reasons: Vec<String> = verdicts
+        .iter()
+        .map(|v| {
+            format!(
+                "{}: {}",
+                v.backend,
+                v.result.as_ref().err().map_or("unusable", |s| s)
+            )
+        })
+        .collect();
+    Err(format!(
+        "no usable sandbox backend ({})",
+        reasons.join("; ")
+    ))
+}
+
+/// The confined launch for one backend and program, without selection. Shared by the provider
+/// and the probes so a probe exercises exactly the profile a command gets.
+pub(crate) fn wrap(
+    backend: Backend,
+    program: &std::path::Path,
+    enforcement: SandboxEnforcement,
+    abi_cap: Option<u32>,
+    set: &WritableSet,
+    payload: &[OsString],
+) -> ConfinedArgv {
+    let channel = |format| {
+        Some(StatusChannel {
+            fd: STATUS_FD,
+            format,
+        })
+    };
+    let (args, status_channel) = match backend {
+        Backend::Bwrap => (
+            profile::bwrap_args(set, Some(STATUS_FD)),
+            channel(StatusFormat::BwrapJson),
+        ),
+        Backend::Landlock => (
+            profile::landlock_args(set, abi_cap, Some(STATUS_FD)),
+            channel(StatusFormat::LaunchReport),
+        ),
+        Backend::Seatbelt => (
+            profile::seatbelt_args(set, Some(STATUS_FD)),
+            channel(StatusFormat::LaunchReport),
+        ),
+    };
+    let dialect = backend.dialect();
+    ConfinedArgv {
+        argv: profile::assemble(program.as_os_str(), args, payload),
+        backend: backend.name().to_owned(),
+        enforcement,
+        denial_signatures: dialect.denial_signatures,
+        runner_failure_rules: dialect.runner_failure_rules,
+        status_channel,
+    }
+}
+
+impl SandboxProvider for LocalProvider {
+    fn confine(
+        &self,
+        argv: &[OsString],
+        policy: &ProviderPolicy,
+    ) -> Result<ConfinedArgv, SandboxUnavailable> {
+        let unavailable = |backend: Option<&str>, detail: String| SandboxUnavailable {
+            mode: policy.mode,
+            backend: backend.map(str::to_owned),
+            detail,
+        };
+        if argv.is_empty() {
+            return Err(unavailable(
+                None,
+                "nothing to run: the argv is empty".into(),
+            ));
+        }
+        let roots = writable_roots(policy).map_err(|e| unavailable(None, e.to_string()))?;
+        let set = WritableSet::from_roots(roots, &policy.workspace_root);
+        if let Some(operator) = &self.config.operator {
+            let dialect = dialect::operator(operator.rule.clone());
+            let mut args = operator.argv[1..].to_vec();
+            args.extend(profile::bwrap_args(&set, None));
+            return Ok(ConfinedArgv {
+                argv: profile::assemble(&operator.argv[0], args, argv),
+                backend: "operator".to_owned(),
+                enforcement: SandboxEnforcement::Full,
+                denial_signatures: dialect.denial_signatures,
+                runner_failure_rules: dialect.runner_failure_rules,
+                status_channel: None,
+            });
+        }
+        let selection = self
+            .selection()
+            .map_err(|e| unavailable(None, e.to_owned()))?;
+        Ok(wrap(
+            selection.backend,
+            &selection.program,
+            selection.enforcement(),
+            self.config.landlock_abi_cap,
+            &set,
+            argv,
+        ))
+    }
+}
