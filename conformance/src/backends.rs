@@ -1,25 +1,54 @@
-//! The backends a run certifies, with what each can do on this host.
+//! The backends a run certifies, with what each can do on this host. Usability is decided once,
+//! while the tests are listed, by the same functional probes the provider uses.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
-use sandbox_local::dialect::{self, Dialect};
+use sandbox::{SandboxEnforcement, SandboxProvider};
+use sandbox_local::dialect::Dialect;
+use sandbox_local::probe::{ProbeVerdict, probe};
+use sandbox_local::{Backend as LocalBackend, LocalConfig, LocalProvider};
 
 use crate::model::Capability;
 
 /// A backend under test.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub struct Backend {
-    /// Its name in trial names (`bwrap`, `landlock`, `seatbelt`, `operator`, ...).
+    /// Its name in trial names (`bwrap`, `landlock`, `landlock-abi2`, `seatbelt`, ...).
     pub name: String,
     /// Its stderr dialect; `None` when every scenario must supply one (the operator runner).
     pub dialect: Option<Dialect>,
-    /// What it can do on this host.
+    /// What it can do on a host that suits it: a scenario needing more is not planned for it.
+    pub declared: BTreeSet<Capability>,
+    /// What it can do on this host: a planned scenario needing more is skipped with the reason.
     pub capabilities: BTreeSet<Capability>,
     /// Why it cannot confine on this host, when it cannot.
     pub unusable: Option<String>,
+    /// The enforcement it reports when usable.
+    pub enforcement: Option<SandboxEnforcement>,
+    /// The provider that confines for it, when it can confine here.
+    pub provider: Option<Arc<dyn SandboxProvider>>,
+    /// The local configuration behind it (reference backends only).
+    pub local: Option<LocalConfig>,
+}
+
+impl std::fmt::Debug for Backend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backend")
+            .field("name", &self.name)
+            .field("capabilities", &self.capabilities)
+            .field("unusable", &self.unusable)
+            .field("enforcement", &self.enforcement)
+            .finish()
+    }
 }
 
 impl Backend {
+    /// True when a scenario needing `needs` applies to this backend at all.
+    pub fn applies(&self, needs: &[Capability]) -> bool {
+        needs.iter().all(|c| self.declared.contains(c))
+    }
+
     /// Why this backend cannot run a scenario needing `needs`, or `None` when it can.
     pub fn cannot_run(&self, needs: &[Capability]) -> Option<String> {
         let missing: Vec<&str> = needs
@@ -41,21 +70,157 @@ impl Backend {
             ),
         })
     }
+
+    /// A backend that only has its dialect classified (no host needed).
+    fn dialect_only(name: &str, dialect: Option<Dialect>, unusable: &str) -> Backend {
+        Backend {
+            name: name.to_owned(),
+            dialect,
+            declared: BTreeSet::from([Capability::Classifier]),
+            capabilities: BTreeSet::from([Capability::Classifier]),
+            unusable: Some(unusable.to_owned()),
+            enforcement: None,
+            provider: None,
+            local: None,
+        }
+    }
+
+    /// A reference local backend, probed on this host.
+    fn local(name: &str, backend: LocalBackend, config: LocalConfig) -> Backend {
+        let verdict: ProbeVerdict = probe(backend, &config);
+        let mut declared = BTreeSet::from([
+            Capability::Classifier,
+            Capability::Confine,
+            Capability::StatusChannel,
+        ]);
+        if config.landlock_abi_cap.is_some() {
+            declared.insert(Capability::AbiCap);
+        }
+        let mut capabilities = BTreeSet::from([Capability::Classifier]);
+        let (unusable, enforcement, provider) = match verdict.result {
+            Ok(facts) => {
+                capabilities.clone_from(&declared);
+                let mut pinned = config.clone();
+                // The probe already chose the program; pin it so the provider does not re-probe.
+                match backend {
+                    LocalBackend::Bwrap => pinned.bwrap = verdict.program.clone(),
+                    LocalBackend::Landlock => pinned.launcher = verdict.program.clone(),
+                    LocalBackend::Seatbelt => {}
+                }
+                let provider: Arc<dyn SandboxProvider> = Arc::new(LocalProvider::new(pinned));
+                (None, Some(facts.enforcement), Some(provider))
+            }
+            Err(reason) => (Some(reason), None, None),
+        };
+        Backend {
+            name: name.to_owned(),
+            dialect: Some(backend.dialect()),
+            declared,
+            capabilities,
+            unusable,
+            enforcement,
+            provider,
+            local: Some(config),
+        }
+    }
 }
 
-/// The reference backends. Classification against their dialects needs nothing from the host, so
-/// every one of them runs the pure families everywhere.
+/// True when this process can simulate hostile hosts for the local chain: it runs as root (so
+/// dropping capabilities takes bwrap's namespaces away), `setpriv` exists, and the launcher is
+/// there to use up Landlock's layers.
+fn can_simulate_hosts() -> Result<(), String> {
+    if !nix_is_root() {
+        return Err("simulating a capability-dropped host needs root".into());
+    }
+    which::which("setpriv").map_err(|_| {
+        "simulating a capability-dropped host needs setpriv (util-linux)".to_owned()
+    })?;
+    sandbox_local::probe::locate_launcher().map(|_| ())
+}
+
+fn nix_is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
+        })
+        .unwrap_or(false)
+}
+
+/// The names of the reference backends, in run order.
+pub const REFERENCE_BACKENDS: [&str; 6] = [
+    "bwrap",
+    "landlock",
+    "landlock-abi2",
+    "seatbelt",
+    "operator",
+    "local",
+];
+
+/// The reference backends, probed on this host.
 pub fn reference_backends() -> Vec<Backend> {
-    let pure = |name: &str, dialect: Option<Dialect>| Backend {
-        name: name.to_owned(),
-        dialect,
-        capabilities: BTreeSet::from([Capability::Classifier]),
-        unusable: Some("host probing arrives with the local provider".to_owned()),
-    };
-    vec![
-        pure("bwrap", Some(dialect::bwrap())),
-        pure("landlock", Some(dialect::landlock())),
-        pure("seatbelt", Some(dialect::seatbelt())),
-        pure("operator", None),
-    ]
+    REFERENCE_BACKENDS
+        .iter()
+        .filter_map(|name| reference_backend(name))
+        .collect()
+}
+
+/// One reference backend by name, probed on this host (only it).
+pub fn reference_backend(name: &str) -> Option<Backend> {
+    Some(match name {
+        "bwrap" => Backend::local(
+            "bwrap",
+            LocalBackend::Bwrap,
+            LocalConfig::only(LocalBackend::Bwrap),
+        ),
+        "landlock" => Backend::local(
+            "landlock",
+            LocalBackend::Landlock,
+            LocalConfig::only(LocalBackend::Landlock),
+        ),
+        "landlock-abi2" => Backend::local(
+            "landlock-abi2",
+            LocalBackend::Landlock,
+            LocalConfig {
+                landlock_abi_cap: Some(2),
+                ..LocalConfig::only(LocalBackend::Landlock)
+            },
+        ),
+        "seatbelt" => Backend::local(
+            "seatbelt",
+            LocalBackend::Seatbelt,
+            LocalConfig::only(LocalBackend::Seatbelt),
+        ),
+        "operator" => Backend::dialect_only(
+            "operator",
+            None,
+            "an operator runner is certified with its own command",
+        ),
+        "local" => local_chain(),
+        _ => return None,
+    })
+}
+
+/// The pseudo-backend for selection scenarios: the reference platform chain via `sandboxctl`.
+fn local_chain() -> Backend {
+    let mut chain = Backend::dialect_only("local", None, "");
+    chain.declared = BTreeSet::from([Capability::LocalChain, Capability::HostSimulation]);
+    chain.capabilities = BTreeSet::new();
+    match sandbox_local::probe::locate_sibling("sandboxctl", "sandbox-cli") {
+        Ok(_) => {
+            chain.capabilities.insert(Capability::LocalChain);
+            chain.unusable = None;
+            match can_simulate_hosts() {
+                Ok(()) => {
+                    chain.capabilities.insert(Capability::HostSimulation);
+                }
+                Err(reason) => chain.unusable = Some(reason),
+            }
+        }
+        Err(reason) => chain.unusable = Some(reason),
+    }
+    chain.local = Some(LocalConfig::default());
+    chain
 }

@@ -24,6 +24,19 @@ pub fn scenario_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../scenarios")))
 }
 
+/// Where backends' expectation files live: `CONFORMANCE_EXPECTATIONS`, or the workspace's
+/// `fixtures/expectations/`.
+pub fn expectations_dir() -> PathBuf {
+    std::env::var_os("CONFORMANCE_EXPECTATIONS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../fixtures/expectations"
+            ))
+        })
+}
+
 /// Backends named by `CONFORMANCE_REQUIRE`.
 pub fn required_backends() -> Vec<String> {
     std::env::var("CONFORMANCE_REQUIRE")
@@ -39,12 +52,58 @@ pub fn required_backends() -> Vec<String> {
 /// process with the conclusion.
 pub fn main() -> ! {
     let args = Arguments::from_args();
-    let trials = trials(&scenario_root(), reference_backends(), &required_backends());
+    let required = required_backends();
+    let exact = args.filter.as_deref().filter(|_| args.exact && !args.list);
+    let trials = exact
+        .and_then(|name| targeted(name, &required))
+        .unwrap_or_else(|| {
+            trials(
+                &scenario_root(),
+                &expectations_dir(),
+                reference_backends(),
+                &required,
+            )
+        });
     libtest_mimic::run(
         &args,
         trials.into_iter().map(HarnessTrial::into_libtest).collect(),
     )
     .exit()
+}
+
+/// The fast path for one exactly named case trial (how nextest runs every test): load only its
+/// scenario file and probe only its backend. `None` (fall back to the full plan) unless that
+/// yields exactly the requested trial, so the fast path can never run nothing in its place.
+fn targeted(name: &str, required: &[String]) -> Option<Vec<HarnessTrial>> {
+    let [family, backend, slug, _case] = name.split("::").collect::<Vec<_>>()[..] else {
+        return None;
+    };
+    if !crate::backends::REFERENCE_BACKENDS.contains(&backend) {
+        return None;
+    }
+    let root = scenario_root();
+    let file = ["yaml", "yml"]
+        .iter()
+        .map(|ext| root.join(family).join(format!("{slug}.{ext}")))
+        .find(|p| p.is_file())?;
+    let shown = file
+        .strip_prefix(root.parent().unwrap_or(&root))
+        .unwrap_or(&file);
+    let (scenario, _) = crate::load::load_file(&root, &file, shown).ok()?;
+    let single = crate::load::Suite {
+        scenarios: vec![scenario],
+        errors: Vec::new(),
+    };
+    let backend = crate::backends::reference_backend(backend)?;
+    let expected = crate::expectations::load(&expectations_dir(), &backend.name).ok()?;
+    let planned = plan(&single, std::slice::from_ref(&backend), &[Ok(expected)], "");
+    let backends = Arc::new(vec![backend]);
+    let mut matching: Vec<HarnessTrial> = planned
+        .into_iter()
+        .filter(|t| t.name == name)
+        .map(|t| harness_trial(t, &backends, required))
+        .collect();
+    (matching.len() == 1).then(|| vec![matching.remove(0)])
 }
 
 /// A trial as the harness builds it, before it is handed to libtest-mimic.
@@ -81,11 +140,16 @@ impl HarnessTrial {
 /// The trials for `root` against `backends`, honouring the `required` backends.
 pub fn trials(
     root: &std::path::Path,
+    expectations: &std::path::Path,
     backends: Vec<Backend>,
     required: &[String],
 ) -> Vec<HarnessTrial> {
     let suite = load_suite(root);
-    let planned = plan(&suite, &backends, &root.display().to_string());
+    let expected: Vec<_> = backends
+        .iter()
+        .map(|b| crate::expectations::load(expectations, &b.name).map_err(|e| e.to_string()))
+        .collect();
+    let planned = plan(&suite, &backends, &expected, &root.display().to_string());
     let mut out = Vec::with_capacity(planned.len() + required.len());
     for name in required {
         let verdict = match backends.iter().find(|b| &b.name == name) {
@@ -137,12 +201,24 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
         TrialKind::NoScenarios(root) => Err(format!(
             "no scenario files found under {root}; an empty suite certifies nothing"
         )),
+        TrialKind::BadExpectations(problem) => Err(problem),
         TrialKind::Case {
             backend,
             scenario_id,
             level,
             case,
-        } => run_case(&backends[backend], &case)
-            .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str())),
+            expected_failure,
+        } => {
+            let result = run_case(&backends[backend], &case)
+                .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str()));
+            match (result, expected_failure) {
+                (result, None) => result,
+                // XFAIL: the known, reasoned failure happened.
+                (Err(_), Some(_)) => Ok(()),
+                (Ok(()), Some(reason)) => Err(format!(
+                    "[{scenario_id}] XPASS: expected to fail ({reason}) but passed; remove the expectation"
+                )),
+            }
+        }
     })
 }

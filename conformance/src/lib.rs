@@ -7,8 +7,10 @@
 //! - [`harness`]: the `libtest-mimic` entry point used by `cargo test` and `cargo nextest`.
 
 pub mod backends;
+pub mod expectations;
 pub mod harness;
 pub mod load;
 pub mod model;
 pub mod plan;
 pub mod steps;
+pub mod world;

@@ -9,8 +9,6 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use serde::de::IgnoredAny;
-
 use crate::model::{Capability, Case, Level, ScenarioFile};
 
 /// A scenario that loaded, with its cases expanded.
@@ -202,22 +200,42 @@ pub fn load_file(
         }
     }
 
-    // The header is read with every `${name}` replaced by a plain placeholder, so that a
-    // reference in flow syntax (`{ exit: ${code} }`) is valid YAML before expansion.
+    // Read once with every `${name}` as a plain placeholder (so `{ exit: ${code} }` is valid YAML):
+    // the header, and the cases as untyped trees to expand.
     let placeholder_text = placeholders(&text);
-    let header: ScenarioFile<IgnoredAny> = serde_saphyr::from_str(&placeholder_text)
+    let raw: ScenarioFile<serde_json::Value> = serde_saphyr::from_str(&placeholder_text)
         .map_err(|e| yaml_error(shown, &placeholder_text, &e, None))?;
-    let assignments = expand_matrix(&header, &text, shown)?;
+    let assignments = expand_matrix(&raw, &text, shown)?;
+    let Some(first) = assignments.first() else {
+        return Err(whole_file(
+            "the matrix and its exclusions leave no case to run".into(),
+        ));
+    };
+    // One typed read of the text itself, with the first assignment substituted, so that unknown
+    // keys and wrong types are reported at their own line and column.
+    let substituted = substitute(&text, first, shown)?;
+    let file: ScenarioFile<Case> = serde_saphyr::from_str(&substituted)
+        .map_err(|e| yaml_error(shown, &substituted, &e, Some(first)))?;
 
     let mut cases: Vec<ExpandedCase> = Vec::new();
-    let mut typed_header = None;
-    for vars in assignments {
-        let substituted = substitute(&text, &vars, shown)?;
-        let file: ScenarioFile<Case> = serde_saphyr::from_str(&substituted)
-            .map_err(|e| yaml_error(shown, &substituted, &e, Some(&vars)))?;
-        for case in &file.cases {
+    for vars in &assignments {
+        let typed = raw_vars(&raw, vars);
+        for (index, raw_case) in raw.cases.iter().enumerate() {
+            let case: Case = if vars == first {
+                file.cases[index].clone()
+            } else {
+                serde_json::from_value(substitute_value(raw_case, vars, &typed)).map_err(|e| {
+                    let name = file.cases[index].name.as_str();
+                    let (line, column) = locate(&text, name);
+                    LoadError {
+                        line,
+                        column,
+                        ..whole_file(format!("case {name:?}: {e}{}", describe(vars)))
+                    }
+                })?
+            };
             if !is_trial_segment(&case.name) {
-                let (line, column) = locate(&text, &case.name);
+                let (line, column) = locate(&text, &file.cases[index].name);
                 return Err(LoadError {
                     line,
                     column,
@@ -228,33 +246,27 @@ pub fn load_file(
                 });
             }
             match cases.iter().find(|c| c.name == case.name) {
-                Some(existing) if existing.case == *case => {}
+                Some(existing) if existing.case == case => {}
                 Some(_) => {
-                    let (line, column) = locate(&text, &case.name);
+                    let (line, column) = locate(&text, &file.cases[index].name);
                     return Err(LoadError {
                         line,
                         column,
                         ..whole_file(format!(
                             "duplicate case name {:?}{}; put every matrix axis the case depends on in its name",
                             case.name,
-                            describe(&vars)
+                            describe(vars)
                         ))
                     });
                 }
                 None => cases.push(ExpandedCase {
                     name: case.name.clone(),
                     vars: vars.clone(),
-                    case: case.clone(),
+                    case,
                 }),
             }
         }
-        typed_header.get_or_insert(file);
     }
-    let Some(file) = typed_header else {
-        return Err(whole_file(
-            "the matrix and its exclusions leave no case to run".into(),
-        ));
-    };
     if cases.is_empty() {
         let (line, column) = locate(&text, "cases");
         return Err(LoadError {
@@ -372,8 +384,8 @@ fn locate(text: &str, needle: &str) -> (u64, u64) {
 
 /// The assignments of the matrix (one empty assignment without a matrix), each completed with the
 /// derived variables.
-fn expand_matrix(
-    header: &ScenarioFile<IgnoredAny>,
+fn expand_matrix<C>(
+    header: &ScenarioFile<C>,
     text: &str,
     shown: &Path,
 ) -> Result<Vec<BTreeMap<String, String>>, LoadError> {
@@ -398,12 +410,12 @@ fn expand_matrix(
             return Err(err_at(axis, format!("matrix axis {axis:?} has no values")));
         }
         for v in values {
-            if !is_plain(&v.0) {
+            if !is_plain(&v.text) {
                 return Err(err_at(
-                    &v.0,
+                    &v.text,
                     format!(
                         "matrix value {:?} of axis {axis:?} must be a plain scalar (no quotes, backslashes, braces, '#', ': ' or line breaks)",
-                        v.0
+                        v.text
                     ),
                 ));
             }
@@ -426,7 +438,7 @@ fn expand_matrix(
             .flat_map(|a| {
                 values.iter().map(move |v| {
                     let mut next = a.clone();
-                    next.insert(axis.clone(), v.0.clone());
+                    next.insert(axis.clone(), v.text.clone());
                     next
                 })
             })
@@ -444,7 +456,7 @@ fn expand_matrix(
         !header
             .exclude
             .iter()
-            .any(|ex| ex.iter().all(|(k, v)| a.get(k) == Some(&v.0)))
+            .any(|ex| ex.iter().all(|(k, v)| a.get(k) == Some(&v.text)))
     });
     for assignment in &mut assignments {
         for (name, rules) in &header.derive {
@@ -465,7 +477,7 @@ fn expand_matrix(
                         .iter()
                         .all(|(k, accepted)| assignment.get(k).is_some_and(|v| accepted.accepts(v)))
                 })
-                .map(|rule| rule.value.0.clone())
+                .map(|rule| rule.value.text.clone())
                 .ok_or_else(|| {
                     err_at(
                         name,
@@ -492,7 +504,12 @@ fn is_plain(s: &str) -> bool {
         && !s.contains(": ")
 }
 
-/// The text with every `${name}` turned into the plain scalar `_name`.
+/// The placeholder a `${name}` reference becomes in the untyped read.
+fn placeholder(name: &str) -> String {
+    format!("__scenario_var_{name}__")
+}
+
+/// The text with every `${name}` turned into the plain scalar [`placeholder`]`(name)`.
 fn placeholders(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -501,8 +518,7 @@ fn placeholders(text: &str) -> String {
         let after = &rest[start + 2..];
         match after.find('}') {
             Some(end) => {
-                out.push('_');
-                out.push_str(&after[..end]);
+                out.push_str(&placeholder(&after[..end]));
                 rest = &after[end + 1..];
             }
             None => {
@@ -552,4 +568,63 @@ fn substitute(
     }
     out.push_str(rest);
     Ok(out)
+}
+
+/// Every variable of an assignment with its YAML-typed value (matrix values keep their type;
+/// derived values too).
+fn raw_vars(
+    raw: &ScenarioFile<serde_json::Value>,
+    vars: &BTreeMap<String, String>,
+) -> BTreeMap<String, serde_json::Value> {
+    vars.iter()
+        .map(|(name, text)| {
+            let typed = raw
+                .matrix
+                .get(name)
+                .into_iter()
+                .flatten()
+                .chain(raw.derive.get(name).into_iter().flatten().map(|r| &r.value))
+                .find(|s| &s.text == text)
+                .map(|s| s.value.clone())
+                .unwrap_or_else(|| text.clone().into());
+            (name.clone(), typed)
+        })
+        .collect()
+}
+
+/// Substitutes placeholders in an untyped case: a string that is exactly one placeholder becomes
+/// the typed value; placeholders inside longer strings become the value's text.
+fn substitute_value(
+    value: &serde_json::Value,
+    vars: &BTreeMap<String, String>,
+    typed: &BTreeMap<String, serde_json::Value>,
+) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::String(s) => {
+            if let Some((_, v)) = typed.iter().find(|(name, _)| *s == placeholder(name)) {
+                return v.clone();
+            }
+            let mut out = s.clone();
+            for (name, text) in vars {
+                let token = placeholder(name);
+                if out.contains(&token) {
+                    out = out.replace(&token, text);
+                }
+            }
+            Value::String(out)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| substitute_value(v, vars, typed))
+                .collect(),
+        ),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), substitute_value(v, vars, typed)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
 }

@@ -77,6 +77,12 @@ pub enum Capability {
     StatusChannel,
     /// The backend can be told to use a capped Landlock ABI (and then reports `partial`).
     AbiCap,
+    /// The backend is the reference local provider's platform chain, driven through `sandboxctl`
+    /// (selection scenarios).
+    LocalChain,
+    /// This host can simulate hostile hosts for the chain: root (so dropping capabilities takes
+    /// bwrap's namespaces away), `setpriv`, and the launcher to exhaust Landlock's layers.
+    HostSimulation,
 }
 
 impl Capability {
@@ -87,13 +93,22 @@ impl Capability {
             Capability::Confine => "confine",
             Capability::StatusChannel => "status-channel",
             Capability::AbiCap => "abi-cap",
+            Capability::LocalChain => "local-chain",
+            Capability::HostSimulation => "host-simulation",
         }
     }
 }
 
-/// A matrix value: a plain YAML scalar, kept as the text substituted for `${axis}`.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Scalar(pub String);
+/// A matrix value: a plain YAML scalar. `text` is what `${axis}` becomes inside a longer string;
+/// `value` (keeping the YAML type: integer, boolean or string) is what a whole-value reference
+/// becomes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scalar {
+    /// The scalar as text.
+    pub text: String,
+    /// The scalar with its YAML type.
+    pub value: serde_json::Value,
+}
 
 impl<'de> Deserialize<'de> for Scalar {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -104,16 +119,28 @@ impl<'de> Deserialize<'de> for Scalar {
                 f.write_str("a plain scalar (string, integer or boolean)")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Scalar, E> {
-                Ok(Scalar(v.to_owned()))
+                Ok(Scalar {
+                    text: v.to_owned(),
+                    value: v.into(),
+                })
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Scalar, E> {
-                Ok(Scalar(v.to_string()))
+                Ok(Scalar {
+                    text: v.to_string(),
+                    value: v.into(),
+                })
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
-                Ok(Scalar(v.to_string()))
+                Ok(Scalar {
+                    text: v.to_string(),
+                    value: v.into(),
+                })
             }
             fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<Scalar, E> {
-                Ok(Scalar(v.to_string()))
+                Ok(Scalar {
+                    text: v.to_string(),
+                    value: v.into(),
+                })
             }
         }
         d.deserialize_any(V)
@@ -146,8 +173,8 @@ impl OneOrMany {
     /// True when `value` is accepted.
     pub fn accepts(&self, value: &str) -> bool {
         match self {
-            OneOrMany::One(s) => s.0 == value,
-            OneOrMany::Many(list) => list.iter().any(|s| s.0 == value),
+            OneOrMany::One(s) => s.text == value,
+            OneOrMany::Many(list) => list.iter().any(|s| s.text == value),
         }
     }
 }
@@ -168,6 +195,10 @@ pub struct Case {
 pub enum Step {
     /// Classify a process outcome against the backend's dialect (pure data, no process runs).
     Classify(ClassifyStep),
+    /// Perform one file effect confined, then check the disk.
+    Effect(EffectStep),
+    /// Let the local chain select a backend on a (simulated) host and run a canary command.
+    Select(SelectStep),
 }
 
 impl Step {
@@ -175,6 +206,11 @@ impl Step {
     pub fn needs(&self) -> &'static [Capability] {
         match self {
             Step::Classify(_) => &[Capability::Classifier],
+            Step::Effect(_) => &[Capability::Confine],
+            Step::Select(s) if s.host != Host::Normal => {
+                &[Capability::LocalChain, Capability::HostSimulation]
+            }
+            Step::Select(_) => &[Capability::LocalChain],
         }
     }
 }
@@ -308,4 +344,150 @@ impl ExpectedClass {
             ExpectedClass::Ordinary => "ordinary",
         }
     }
+}
+
+/// An `effect` step: one file effect on one path shape under one confined mode.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EffectStep {
+    /// The confined mode.
+    pub mode: sandbox::ConfinedMode,
+    /// What the command does.
+    pub op: Effect,
+    /// Where it does it, and how the workspace root is spelled.
+    pub shape: Shape,
+    /// What must be true of the host afterwards.
+    pub expect: ExpectedEffect,
+}
+
+/// A file effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Effect {
+    /// Create a new file.
+    Create,
+    /// Replace an existing file's content.
+    Overwrite,
+    /// Append to an existing file.
+    Append,
+    /// `truncate(2)` an existing file by path.
+    Truncate,
+    /// Remove an existing file.
+    Unlink,
+    /// Move a workspace file to the target.
+    RenameIn,
+    /// Move the target into the workspace.
+    RenameOut,
+    /// Create a directory.
+    Mkdir,
+    /// Remove an empty directory.
+    Rmdir,
+    /// Create a symbolic link.
+    Symlink,
+    /// Create a hard link to a workspace file.
+    Hardlink,
+    /// Change an existing file's mode.
+    Chmod,
+}
+
+/// Where an effect lands, and how the workspace root is spelled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shape {
+    /// A directory inside the workspace.
+    Inside,
+    /// Directly in the workspace root.
+    Root,
+    /// `ws/dir/../../outside`.
+    Dotdot,
+    /// An absolute path outside the workspace.
+    AbsoluteOutside,
+    /// Through a symlinked directory inside the workspace that points out.
+    SymlinkDir,
+    /// Through a symlinked file inside the workspace that points out (a dangling one for `create`).
+    SymlinkFile,
+    /// Under `/tmp`.
+    Tmp,
+    /// Under a `$TMPDIR` set outside `/tmp`.
+    Tmpdir,
+    /// `/dev/null`.
+    DevNull,
+    /// Under `/dev/shm`.
+    DevShm,
+    /// A workspace that itself lives under `/tmp`.
+    WsUnderTmp,
+    /// Inside, with the root spelled through a symlink.
+    RootViaSymlink,
+    /// Inside, with the root spelled with a trailing slash.
+    RootTrailingSlash,
+    /// Outside the usual workspace, with `/` as the workspace root.
+    FsRootWorkspace,
+    /// Inside, with names that are not UTF-8.
+    NonUtf8,
+    /// Outside, with names that are not UTF-8.
+    NonUtf8Outside,
+    /// Inside, with names containing spaces.
+    Space,
+    /// Through a hard link made beforehand inside the workspace to a file outside.
+    Prelinked,
+}
+
+/// What must be true of the host after an effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpectedEffect {
+    /// The effect happened, the command succeeded and nothing was classified as denied.
+    Allowed,
+    /// The effect did not happen and the kernel denial was classified (the marker is shown).
+    Denied,
+    /// The host is unchanged; the runner may have let it happen in a private copy (bwrap's fresh
+    /// `/dev`) or denied it.
+    Contained,
+}
+
+/// A `select` step: the reference chain (through `sandboxctl run`) on a host, with a canary
+/// payload that writes inside and outside the workspace.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelectStep {
+    /// The host to simulate.
+    #[serde(default)]
+    pub host: Host,
+    /// Extra `sandboxctl run` arguments; `@fakes/` names a file under `fixtures/fake-runners/`.
+    #[serde(default)]
+    pub args: Vec<String>,
+    /// What must happen.
+    pub expect: SelectExpect,
+}
+
+/// A host to run the chain on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Host {
+    /// This host as it is.
+    #[default]
+    Normal,
+    /// Every capability dropped (`setpriv --bounding-set=-all --inh-caps=-all`): bwrap cannot
+    /// create namespaces, Landlock still works.
+    CapsDropped,
+    /// Capabilities dropped and all 16 Landlock layers already used: no backend can confine.
+    LandlockExhausted,
+}
+
+/// What a `select` step must observe.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SelectExpect {
+    /// The backend that must be selected and confine the canary (inside lands, outside does not).
+    #[serde(default)]
+    pub backend: Option<String>,
+    /// Fail closed: `SANDBOX_UNAVAILABLE`, exit 125, no canary anywhere.
+    #[serde(default)]
+    pub unavailable: bool,
+    /// The enforcement the facts must report.
+    #[serde(default)]
+    pub enforcement: Option<sandbox::SandboxEnforcement>,
+    /// Substrings the runner's words (the detail) must contain.
+    #[serde(default)]
+    pub detail_contains: Vec<String>,
 }

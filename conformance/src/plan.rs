@@ -1,6 +1,7 @@
 //! One trial per (backend, scenario case), with skips decided while listing.
 
 use crate::backends::Backend;
+use crate::expectations::ExpectationFile;
 use crate::load::{ExpandedCase, LoadError, Suite};
 use crate::model::{Capability, Level};
 
@@ -28,16 +29,39 @@ pub enum TrialKind {
         level: Level,
         /// The expanded case.
         case: ExpandedCase,
+        /// Why the backend's expectation file says this case fails, when it does.
+        expected_failure: Option<String>,
     },
     /// A scenario file that failed to load: always fails with the error.
     LoadError(LoadError),
     /// The scenario root held no scenario at all: always fails.
     NoScenarios(String),
+    /// A backend's expectation file is broken: always fails.
+    BadExpectations(String),
 }
 
-/// Plans the trials for `suite` against `backends`.
-pub fn plan(suite: &Suite, backends: &[Backend], root_shown: &str) -> Vec<Trial> {
+/// Plans the trials for `suite` against `backends`, each with its expectation file (if any).
+pub fn plan(
+    suite: &Suite,
+    backends: &[Backend],
+    expectations: &[Result<Option<ExpectationFile>, String>],
+    root_shown: &str,
+) -> Vec<Trial> {
     let mut trials = Vec::new();
+    for (backend, expected) in backends.iter().zip(expectations) {
+        let problem = match expected {
+            Err(e) => Some(e.clone()),
+            Ok(Some(file)) => file.check(&suite.scenarios).err(),
+            Ok(None) => None,
+        };
+        if let Some(problem) = problem {
+            trials.push(Trial {
+                name: format!("expectations::{}::invalid", backend.name),
+                kind: TrialKind::BadExpectations(problem),
+                skip: None,
+            });
+        }
+    }
     for error in &suite.errors {
         let family = error
             .file
@@ -80,6 +104,13 @@ pub fn plan(suite: &Suite, backends: &[Backend], root_shown: &str) -> Vec<Trial>
                 }
                 needs.sort();
                 needs.dedup();
+                if !backend.applies(&needs) {
+                    continue;
+                }
+                let expected_failure = match expectations.get(index) {
+                    Some(Ok(Some(file))) => file.reason_for(scenario, case).map(str::to_owned),
+                    _ => None,
+                };
                 trials.push(Trial {
                     name: format!(
                         "{}::{}::{}::{}",
@@ -90,6 +121,7 @@ pub fn plan(suite: &Suite, backends: &[Backend], root_shown: &str) -> Vec<Trial>
                         scenario_id: scenario.id.clone(),
                         level: scenario.level,
                         case: case.clone(),
+                        expected_failure,
                     },
                     skip: backend.cannot_run(&needs),
                 });

@@ -1,6 +1,8 @@
 //! What each step kind does and how its expectation is checked.
 
 mod classify;
+mod effect;
+mod select;
 
 use crate::backends::Backend;
 use crate::load::ExpandedCase;
@@ -11,6 +13,8 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), String> {
     for (index, step) in case.case.steps.iter().enumerate() {
         let result = match step {
             Step::Classify(s) => classify::run(backend, s),
+            Step::Effect(s) => effect::run(backend, s),
+            Step::Select(s) => select::run(s),
         };
         result.map_err(|e| format!("step {} ({}): {e}", index + 1, step_kind(step)))?;
     }
@@ -20,5 +24,7 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), String> {
 fn step_kind(step: &Step) -> &'static str {
     match step {
         Step::Classify(_) => "classify",
+        Step::Effect(_) => "effect",
+        Step::Select(_) => "select",
     }
 }

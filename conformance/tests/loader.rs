@@ -11,6 +11,10 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/malformed-scenarios")
 }
 
+fn no_expectations() -> PathBuf {
+    PathBuf::from("/nonexistent-expectations")
+}
+
 fn error_for(stem: &str) -> String {
     let suite = load_suite(&fixtures());
     suite
@@ -115,7 +119,7 @@ fn outcomes(trials: Vec<conformance::harness::HarnessTrial>) -> (usize, usize) {
 
 #[test]
 fn every_load_error_is_a_failing_trial_not_a_skip() {
-    let all = trials(&fixtures(), reference_backends(), &[]);
+    let all = trials(&fixtures(), &no_expectations(), reference_backends(), &[]);
     let names: Vec<String> = all.iter().map(|t| t.name.clone()).collect();
     assert!(
         names.contains(&"broken::load-error::unknown_key".to_owned()),
@@ -127,7 +131,7 @@ fn every_load_error_is_a_failing_trial_not_a_skip() {
 #[test]
 fn an_empty_scenario_root_fails() {
     let empty = tempfile::tempdir().expect("tempdir");
-    let all = trials(empty.path(), reference_backends(), &[]);
+    let all = trials(empty.path(), &no_expectations(), reference_backends(), &[]);
     assert_eq!(all.len(), 1);
     assert_eq!(all[0].name, "suite::no_scenarios_found");
     assert_eq!(outcomes(all), (1, 0));
@@ -136,6 +140,11 @@ fn an_empty_scenario_root_fails() {
 #[test]
 fn a_required_backend_that_is_not_in_the_run_fails() {
     let empty = tempfile::tempdir().expect("tempdir");
-    let all = trials(empty.path(), reference_backends(), &["hyperv".to_owned()]);
+    let all = trials(
+        empty.path(),
+        &no_expectations(),
+        reference_backends(),
+        &["hyperv".to_owned()],
+    );
     assert_eq!(outcomes(all), (2, 0));
 }

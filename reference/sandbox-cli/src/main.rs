@@ -14,7 +14,7 @@ use clap::{Parser, Subcommand};
 use sandbox::{Classification, ProcessOutcome, SandboxMode, SandboxProvider};
 use sandbox_local::launch::{self, LaunchOptions};
 use sandbox_local::probe::probe_all;
-use sandbox_local::{Backend, LocalConfig, LocalProvider};
+use sandbox_local::{Backend, LocalConfig, LocalProvider, OperatorRunner};
 use serde_json::{Value, json};
 
 /// Exit code when the sandbox itself could not confine the command (it never ran).
@@ -31,13 +31,35 @@ struct Cli {
     command: Command,
 }
 
+/// Where the runners are and how they are probed.
+#[derive(clap::Args)]
+struct Runners {
+    /// Cap the Landlock ABI the launcher uses (it then reports partial below ABI 3).
+    #[arg(long)]
+    abi_cap: Option<u32>,
+    /// The bwrap program (default: bwrap on PATH).
+    #[arg(long)]
+    bwrap: Option<PathBuf>,
+    /// The landlock-run launcher (default: next to sandboxctl, then on PATH).
+    #[arg(long)]
+    launcher: Option<PathBuf>,
+    /// How long one probe may take, in milliseconds.
+    #[arg(long, default_value_t = 5000)]
+    probe_timeout_ms: u64,
+    /// An operator runner command (bwrap-compatible) that skips selection and probes.
+    #[arg(long)]
+    runner_command: Option<PathBuf>,
+    /// A runner-failure signature of the operator runner (repeatable; at least one required).
+    #[arg(long = "runner-failure-signature")]
+    runner_failure_signatures: Vec<String>,
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Print what each backend would do on this host, as JSON.
     Probe {
-        /// Cap the Landlock ABI the launcher uses.
-        #[arg(long)]
-        abi_cap: Option<u32>,
+        #[command(flatten)]
+        runners: Runners,
     },
     /// Run one command confined and print the result facts as JSON.
     Run {
@@ -50,9 +72,8 @@ enum Command {
         /// Use this backend instead of the platform chain.
         #[arg(long)]
         backend: Option<Backend>,
-        /// Cap the Landlock ABI the launcher uses.
-        #[arg(long)]
-        abi_cap: Option<u32>,
+        #[command(flatten)]
+        runners: Runners,
         /// Kill the command after this many seconds.
         #[arg(long)]
         timeout: Option<u64>,
@@ -64,26 +85,47 @@ enum Command {
 
 fn main() -> ExitCode {
     match Cli::parse().command {
-        Command::Probe { abi_cap } => probe(abi_cap),
+        Command::Probe { runners } => match config(None, &runners) {
+            Ok(config) => probe(config),
+            Err(e) => bad_config(&e),
+        },
         Command::Run {
             mode,
             workspace,
             backend,
-            abi_cap,
+            runners,
             timeout,
             command,
-        } => run(mode, workspace, backend, abi_cap, timeout, command),
+        } => match config(backend, &runners) {
+            Ok(config) => run(mode, workspace, config, timeout, command),
+            Err(e) => bad_config(&e),
+        },
     }
 }
 
-fn config(backend: Option<Backend>, abi_cap: Option<u32>) -> LocalConfig {
-    let mut config = backend.map(LocalConfig::only).unwrap_or_default();
-    config.landlock_abi_cap = abi_cap;
-    config
+fn bad_config(e: &str) -> ExitCode {
+    eprintln!("sandboxctl: bad configuration: {e}");
+    ExitCode::from(2)
 }
 
-fn probe(abi_cap: Option<u32>) -> ExitCode {
-    let config = config(None, abi_cap);
+fn config(backend: Option<Backend>, runners: &Runners) -> Result<LocalConfig, String> {
+    let mut config = backend.map(LocalConfig::only).unwrap_or_default();
+    config.landlock_abi_cap = runners.abi_cap;
+    config.bwrap.clone_from(&runners.bwrap);
+    config.launcher.clone_from(&runners.launcher);
+    config.probe_timeout = Duration::from_millis(runners.probe_timeout_ms);
+    if let Some(cmd) = &runners.runner_command {
+        let operator =
+            OperatorRunner::new(vec![cmd.clone().into()], &runners.runner_failure_signatures)
+                .map_err(|e| format!("--runner-command: {e}"))?;
+        config.operator = Some(operator);
+    } else if !runners.runner_failure_signatures.is_empty() {
+        return Err("--runner-failure-signature needs --runner-command".into());
+    }
+    Ok(config)
+}
+
+fn probe(config: LocalConfig) -> ExitCode {
     let backends: Vec<Value> = probe_all(&config)
         .into_iter()
         .map(|v| {
@@ -125,8 +167,7 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
 fn run(
     mode: SandboxMode,
     workspace: Option<PathBuf>,
-    backend: Option<Backend>,
-    abi_cap: Option<u32>,
+    config: LocalConfig,
     timeout: Option<u64>,
     command: Vec<OsString>,
 ) -> ExitCode {
@@ -164,7 +205,7 @@ fn run(
             status_channel: None,
         },
         Some(provider_policy) => {
-            let provider = LocalProvider::new(config(backend, abi_cap));
+            let provider = LocalProvider::new(config);
             match provider.confine(&command, &provider_policy) {
                 Ok(c) => c,
                 Err(e) => {
@@ -203,8 +244,9 @@ fn run(
     if let Classification::Denied { .. } = done.classification {
         facts["marker"] = json!(sandbox::denial_marker(mode));
     }
-    if runner_failed {
+    if let Classification::RunnerFailure { detail, .. } = &done.classification {
         facts["error"] = json!(sandbox::SANDBOX_UNAVAILABLE);
+        facts["detail"] = json!(detail);
     }
     emit(facts);
     match (runner_failed, exit_code) {

@@ -24,6 +24,8 @@ pub struct LaunchOptions {
     pub cwd: PathBuf,
     /// Extra environment variables (the rest is inherited).
     pub env: Vec<(OsString, OsString)>,
+    /// Inherited environment variables to remove.
+    pub env_remove: Vec<OsString>,
     /// Kill the whole process group after this long.
     pub timeout: Option<Duration>,
 }
@@ -34,6 +36,7 @@ impl LaunchOptions {
         LaunchOptions {
             cwd: cwd.into(),
             env: Vec::new(),
+            env_remove: Vec::new(),
             timeout: None,
         }
     }
@@ -98,6 +101,9 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
         );
     };
     let mut cmd = Command::new(program);
+    for key in &options.env_remove {
+        cmd.env_remove(key);
+    }
     cmd.args(&launch.argv[1..])
         .current_dir(&options.cwd)
         .envs(options.env.iter().map(|(k, v)| (k, v)))

@@ -78,18 +78,24 @@ fn locate(backend: Backend, config: &LocalConfig) -> Result<PathBuf, String> {
 /// Finds `landlock-run`: next to this executable, one level up (test binaries live in `deps/`),
 /// then on `PATH`.
 pub fn locate_launcher() -> Result<PathBuf, String> {
+    locate_sibling("landlock-run", "landlock-run")
+}
+
+/// Finds a program built with this workspace: next to this executable, one level up, then on
+/// `PATH`. `package` names the package to build when it is missing.
+pub fn locate_sibling(program: &str, package: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
     let near = exe
         .parent()
         .into_iter()
-        .flat_map(|dir| [dir.join("landlock-run"), dir.join("../landlock-run")]);
+        .flat_map(|dir| [dir.join(program), dir.join("..").join(program)]);
     near.into_iter()
         .find(|p| p.is_file())
         .and_then(|p| p.canonicalize().ok())
-        .or_else(|| which::which("landlock-run").ok())
+        .or_else(|| which::which(program).ok())
         .ok_or_else(|| {
             format!(
-                "landlock-run not found next to {} or on PATH (build it: cargo build -p landlock-run)",
+                "{program} not found next to {} or on PATH (build it: cargo build -p {package})",
                 exe.display()
             )
         })

@@ -1,0 +1,123 @@
+//! A backend's expectation file: the failures it is known and allowed to have, each with a reason.
+//! An expected failure that passes is an XPASS and fails the run; an entry naming an unknown
+//! scenario is an error; a `must` scenario can never be expected to fail.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::load::{ExpandedCase, LoadError, Scenario};
+use crate::model::{Level, OneOrMany};
+
+/// `fixtures/expectations/<backend>.yaml`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectationFile {
+    /// The backend the file is for (must match the file name).
+    pub backend: String,
+    /// Known failures.
+    #[serde(default)]
+    pub expected_failures: Vec<ExpectedFailure>,
+}
+
+/// One known failure: the cases of a scenario whose variables match `when`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedFailure {
+    /// The scenario id.
+    pub scenario: String,
+    /// Variable (matrix or derived) to accepted value(s); empty matches every case.
+    #[serde(default)]
+    pub when: BTreeMap<String, OneOrMany>,
+    /// Why the backend cannot keep this promise.
+    pub reason: String,
+}
+
+impl ExpectationFile {
+    /// The reason `case` of `scenario` is expected to fail, if it is.
+    pub fn reason_for(&self, scenario: &Scenario, case: &ExpandedCase) -> Option<&str> {
+        self.expected_failures
+            .iter()
+            .find(|e| {
+                e.scenario == scenario.id
+                    && e.when
+                        .iter()
+                        .all(|(k, v)| case.vars.get(k).is_some_and(|val| v.accepts(val)))
+            })
+            .map(|e| e.reason.as_str())
+    }
+
+    /// Checks every entry names a known, non-`must` scenario.
+    pub fn check(&self, scenarios: &[Scenario]) -> Result<(), String> {
+        for e in &self.expected_failures {
+            match scenarios.iter().find(|s| s.id == e.scenario) {
+                None => {
+                    return Err(format!(
+                        "expected failure names scenario {:?}, which does not exist",
+                        e.scenario
+                    ));
+                }
+                Some(s) if s.level == Level::Must => {
+                    return Err(format!(
+                        "scenario {} is a must: it can never be expected to fail",
+                        e.scenario
+                    ));
+                }
+                Some(_) if e.reason.trim().is_empty() => {
+                    return Err(format!("expected failure of {} needs a reason", e.scenario));
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Loads `<dir>/<backend>.yaml` if it exists.
+pub fn load(dir: &Path, backend: &str) -> Result<Option<ExpectationFile>, LoadError> {
+    let path = dir.join(format!("{backend}.yaml"));
+    let shown = path
+        .strip_prefix(dir.parent().and_then(Path::parent).unwrap_or(dir))
+        .unwrap_or(&path)
+        .to_path_buf();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => {
+            return Err(LoadError {
+                file: shown,
+                line: 0,
+                column: 0,
+                message: format!("cannot read: {e}"),
+                snippet: None,
+            });
+        }
+    };
+    let file: ExpectationFile = serde_saphyr::from_str(&text).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map(|l| (l.line(), l.column()))
+            .unwrap_or((0, 0));
+        LoadError {
+            file: shown.clone(),
+            line,
+            column,
+            message: e.without_snippet().to_string(),
+            snippet: None,
+        }
+    })?;
+    if file.backend != backend {
+        return Err(LoadError {
+            file: shown,
+            line: 1,
+            column: 1,
+            message: format!(
+                "the file is for backend {:?}, not {backend:?}",
+                file.backend
+            ),
+            snippet: None,
+        });
+    }
+    Ok(Some(file))
+}

@@ -1,0 +1,379 @@
+//! The `effect` step: one file effect, confined for real, then the host is checked.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use sandbox::{Classification, ProviderPolicy};
+use sandbox_local::launch::{self, LaunchOptions};
+
+use crate::backends::Backend;
+use crate::model::{Effect, EffectStep, ExpectedEffect, Shape};
+use crate::world::{SENTINEL, World, name};
+
+/// Where one effect lands.
+struct Place {
+    /// The workspace root as the policy spells it.
+    root: PathBuf,
+    /// The command's working directory.
+    cwd: PathBuf,
+    /// The path handed to the command (`$T`).
+    target: PathBuf,
+    /// The real workspace (`$W`: where `src` lives and `moved` lands).
+    ws: PathBuf,
+    /// `$TMPDIR` for the command and the policy.
+    temp_dir: Option<PathBuf>,
+    /// The real file whose content or mode the effect changes (links followed).
+    content: PathBuf,
+    /// The directory entry the effect creates or removes (last component not followed).
+    entry: PathBuf,
+}
+
+/// The file name an effect works on.
+fn file_for(op: Effect) -> &'static str {
+    match op {
+        Effect::Overwrite
+        | Effect::Append
+        | Effect::Truncate
+        | Effect::Unlink
+        | Effect::RenameOut
+        | Effect::Chmod => "existing",
+        Effect::Create | Effect::RenameIn | Effect::Hardlink => "new",
+        Effect::Mkdir => "newdir",
+        Effect::Rmdir => "emptydir",
+        Effect::Symlink => "newlink",
+    }
+}
+
+/// The bash script for an effect, on `$T` (target) and `$W` (workspace).
+fn script(op: Effect) -> &'static str {
+    match op {
+        Effect::Create | Effect::Overwrite => r#"printf new > "$T""#,
+        Effect::Append => r#"printf new >> "$T""#,
+        Effect::Truncate => {
+            r#"perl -e 'truncate($ARGV[0], 0) or die "truncate $ARGV[0]: $!\n"' -- "$T""#
+        }
+        Effect::Unlink => r#"rm -f -- "$T""#,
+        Effect::RenameIn => r#"mv -- "$W/src" "$T""#,
+        Effect::RenameOut => r#"mv -- "$T" "$W/moved""#,
+        Effect::Mkdir => r#"mkdir -- "$T""#,
+        Effect::Rmdir => r#"rmdir -- "$T""#,
+        Effect::Symlink => r#"ln -s /etc/hostname "$T""#,
+        Effect::Hardlink => r#"ln -- "$W/src" "$T""#,
+        Effect::Chmod => r#"chmod 600 -- "$T""#,
+    }
+}
+
+fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
+    let w = &world.dir;
+    let file = file_for(op);
+    let plain = |root: PathBuf, ws: PathBuf, spelled: PathBuf, real: PathBuf, suffix: &OsStr| {
+        let n = name(file, suffix);
+        Place {
+            cwd: ws.clone(),
+            root,
+            ws,
+            temp_dir: None,
+            target: spelled.join(&n),
+            content: real.join(&n),
+            entry: real.join(&n),
+        }
+    };
+    let none = OsStr::new("");
+    let ws = w.join("ws");
+    let outside = w.join("outside");
+    let only = |ops: &[Effect]| {
+        if ops.contains(&op) {
+            Ok(())
+        } else {
+            Err(format!("shape {shape:?} does not apply to effect {op:?}"))
+        }
+    };
+    Ok(match shape {
+        Shape::Inside => plain(ws.clone(), ws.clone(), ws.join("dir"), ws.join("dir"), none),
+        Shape::Root => plain(ws.clone(), ws.clone(), ws.clone(), ws.clone(), none),
+        Shape::Dotdot => plain(
+            ws.clone(),
+            ws.clone(),
+            ws.join("dir/../../outside"),
+            outside,
+            none,
+        ),
+        Shape::AbsoluteOutside => plain(ws.clone(), ws.clone(), outside.clone(), outside, none),
+        Shape::SymlinkDir => plain(ws.clone(), ws.clone(), ws.join("link_out"), outside, none),
+        Shape::SymlinkFile => {
+            use Effect::*;
+            only(&[
+                Create, Overwrite, Append, Truncate, Chmod, Unlink, RenameOut,
+            ])?;
+            let (link, real) = if file == "new" {
+                (ws.join("dangling"), outside.join("new"))
+            } else {
+                (ws.join("file_link"), outside.join("existing"))
+            };
+            Place {
+                root: ws.clone(),
+                cwd: ws.clone(),
+                ws,
+                temp_dir: None,
+                target: link.clone(),
+                content: real,
+                entry: link,
+            }
+        }
+        Shape::Tmp => plain(
+            ws.clone(),
+            ws.clone(),
+            world.tmp.clone(),
+            world.tmp.clone(),
+            none,
+        ),
+        Shape::Tmpdir => {
+            let tmpdir = w.join("tmpdir");
+            let mut p = plain(ws.clone(), ws.clone(), tmpdir.clone(), tmpdir.clone(), none);
+            p.temp_dir = Some(tmpdir);
+            p
+        }
+        Shape::DevNull => {
+            only(&[Effect::Overwrite, Effect::Append])?;
+            Place {
+                root: ws.clone(),
+                cwd: ws.clone(),
+                ws,
+                temp_dir: None,
+                target: PathBuf::from("/dev/null"),
+                content: PathBuf::from("/dev/null"),
+                entry: PathBuf::from("/dev/null"),
+            }
+        }
+        Shape::DevShm => {
+            let shm = world
+                .shm
+                .clone()
+                .ok_or_else(|| "this host has no /dev/shm".to_owned())?;
+            plain(ws.clone(), ws.clone(), shm.clone(), shm, none)
+        }
+        Shape::WsUnderTmp => {
+            let tws = world.tmp.join("ws");
+            plain(
+                tws.clone(),
+                tws.clone(),
+                tws.join("dir"),
+                tws.join("dir"),
+                none,
+            )
+        }
+        Shape::RootViaSymlink => {
+            let alias = w.join("ws_alias");
+            let mut p = plain(
+                alias.clone(),
+                ws.clone(),
+                alias.join("dir"),
+                ws.join("dir"),
+                none,
+            );
+            p.cwd = alias;
+            p
+        }
+        Shape::RootTrailingSlash => {
+            let mut spelled = ws.clone().into_os_string();
+            spelled.push("/");
+            let mut p = plain(ws.clone(), ws.clone(), ws.join("dir"), ws.join("dir"), none);
+            p.root = PathBuf::from(spelled);
+            p
+        }
+        Shape::FsRootWorkspace => {
+            let mut p = plain(
+                PathBuf::from("/"),
+                ws.clone(),
+                outside.clone(),
+                outside,
+                none,
+            );
+            p.cwd = PathBuf::from("/");
+            p
+        }
+        Shape::NonUtf8 => {
+            let s = OsStr::from_bytes(b"\xff");
+            plain(ws.clone(), ws.clone(), ws.join("dir"), ws.join("dir"), s)
+        }
+        Shape::NonUtf8Outside => {
+            let s = OsStr::from_bytes(b"\xff");
+            plain(ws.clone(), ws.clone(), outside.clone(), outside, s)
+        }
+        Shape::Space => {
+            let d = ws.join("with space");
+            plain(ws.clone(), ws.clone(), d.clone(), d, OsStr::new(" x"))
+        }
+        Shape::Prelinked => {
+            use Effect::*;
+            only(&[Overwrite, Append, Truncate, Chmod])?;
+            Place {
+                root: ws.clone(),
+                cwd: ws.clone(),
+                target: ws.join("prelinked"),
+                content: outside.join("linked_target"),
+                entry: ws.join("prelinked"),
+                ws,
+                temp_dir: None,
+            }
+        }
+    })
+}
+
+/// What the host shows after the effect.
+#[derive(Debug, PartialEq, Eq)]
+enum State {
+    /// The effect happened in full.
+    Effected,
+    /// The host is exactly as before.
+    Unchanged,
+    /// Something else (a half-done effect): always a failure.
+    Other(String),
+}
+
+fn read(path: &Path) -> Option<String> {
+    std::fs::read(path)
+        .ok()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+fn exists(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok()
+}
+
+fn state(op: Effect, p: &Place) -> State {
+    let content = read(&p.content);
+    let by_content = |unchanged: Option<&str>, effected: Option<&str>| {
+        if content.as_deref() == unchanged {
+            State::Unchanged
+        } else if content.as_deref() == effected {
+            State::Effected
+        } else {
+            State::Other(format!("{} holds {content:?}", p.content.display()))
+        }
+    };
+    let by_entry = |unchanged: bool, effected: bool, what: &str| match (unchanged, effected) {
+        (true, false) => State::Unchanged,
+        (false, true) => State::Effected,
+        _ => State::Other(format!("{}: {what}", p.entry.display())),
+    };
+    let src = p.ws.join("src");
+    match op {
+        Effect::Create => by_content(None, Some("new")),
+        Effect::Overwrite => by_content(Some("old"), Some("new")),
+        Effect::Append => by_content(Some("old"), Some("oldnew")),
+        Effect::Truncate => by_content(Some("old"), Some("")),
+        Effect::Chmod => {
+            match std::fs::metadata(&p.content).map(|m| m.permissions().mode() & 0o777) {
+                Ok(0o644) => State::Unchanged,
+                Ok(0o600) => State::Effected,
+                other => State::Other(format!("{} mode {other:?}", p.content.display())),
+            }
+        }
+        Effect::Unlink => by_entry(exists(&p.entry), !exists(&p.entry), "unlink half-done"),
+        Effect::Rmdir => by_entry(p.entry.is_dir(), !exists(&p.entry), "rmdir half-done"),
+        Effect::RenameOut => by_entry(
+            exists(&p.entry),
+            !exists(&p.entry) && exists(&p.ws.join("moved")),
+            "rename out half-done",
+        ),
+        Effect::RenameIn => by_entry(
+            !exists(&p.entry) && exists(&src),
+            read(&p.entry).as_deref() == Some("src") && !exists(&src),
+            "rename in half-done",
+        ),
+        Effect::Mkdir => by_entry(!exists(&p.entry), p.entry.is_dir(), "not a directory"),
+        Effect::Symlink => by_entry(
+            !exists(&p.entry),
+            std::fs::symlink_metadata(&p.entry).is_ok_and(|m| m.file_type().is_symlink()),
+            "not a symlink",
+        ),
+        Effect::Hardlink => by_entry(
+            !exists(&p.entry),
+            exists(&p.entry) && std::fs::metadata(&src).is_ok_and(|m| m.nlink() == 2),
+            "not a hard link to src",
+        ),
+    }
+}
+
+pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
+    let provider = backend
+        .provider
+        .as_ref()
+        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+    let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+    let place = place(&world, step.shape, step.op)?;
+    let policy = ProviderPolicy {
+        mode: step.mode,
+        workspace_root: place.root.clone(),
+        temp_dir: place.temp_dir.clone(),
+    };
+    let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script(step.op).into()];
+    let confined = provider
+        .confine(&argv, &policy)
+        .map_err(|e| format!("confine refused: {e}"))?;
+    let mut options = LaunchOptions::in_dir(&place.cwd);
+    options.env = vec![
+        ("T".into(), place.target.clone().into_os_string()),
+        ("W".into(), place.ws.clone().into_os_string()),
+    ];
+    match &place.temp_dir {
+        Some(t) => options
+            .env
+            .push(("TMPDIR".into(), t.clone().into_os_string())),
+        None => options.env_remove.push("TMPDIR".into()),
+    }
+    options.timeout = Some(Duration::from_secs(20));
+    let done = launch::run(&confined, &options);
+
+    let observed = if step.shape == Shape::DevNull {
+        None
+    } else {
+        Some(state(step.op, &place))
+    };
+    let describe = || {
+        format!(
+            "{} {:?} on {:?} under {}: exit {:?}, {}, host {:?}, stderr {:?}",
+            backend.name,
+            step.op,
+            step.shape,
+            step.mode,
+            done.exit_code(),
+            serde_json::to_string(&done.classification).unwrap_or_default(),
+            observed,
+            String::from_utf8_lossy(&done.stderr).trim()
+        )
+    };
+    if read(&world.dir.join("outside/sentinel")).as_deref() != Some(SENTINEL) {
+        return Err(format!(
+            "the sentinel outside the workspace changed: {}",
+            describe()
+        ));
+    }
+    if let Classification::RunnerFailure { .. } | Classification::StartFailed { .. } =
+        done.classification
+    {
+        return Err(format!(
+            "the sandbox did not run the command: {}",
+            describe()
+        ));
+    }
+    let denied = matches!(done.classification, Classification::Denied { .. });
+    let ok = match step.expect {
+        ExpectedEffect::Allowed => {
+            done.exit_code() == Some(0)
+                && !denied
+                && observed.as_ref().is_none_or(|s| *s == State::Effected)
+        }
+        ExpectedEffect::Denied => denied && observed == Some(State::Unchanged),
+        ExpectedEffect::Contained => observed == Some(State::Unchanged),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("expected {:?}; got {}", step.expect, describe()))
+    }
+}
