@@ -21,8 +21,9 @@ pub struct World {
     pub dir: PathBuf,
     /// A scratch directory under `/tmp`.
     pub tmp: PathBuf,
-    /// A scratch directory under `/dev/shm` (absent when the host has none).
-    pub shm: Option<PathBuf>,
+    /// A scratch directory under `/dev/shm`, made only when the host has `/dev/shm` (on a host
+    /// without it the path still names where a write must not appear).
+    pub shm: PathBuf,
 }
 
 impl World {
@@ -44,9 +45,7 @@ impl World {
         }
         let dir = base.join(format!("w-{id}"));
         let tmp = PathBuf::from(format!("/tmp/sandbox-conformance-{id}"));
-        let shm = Path::new("/dev/shm")
-            .is_dir()
-            .then(|| PathBuf::from(format!("/dev/shm/sandbox-conformance-{id}")));
+        let shm = PathBuf::from(format!("/dev/shm/sandbox-conformance-{id}"));
         let world = World { dir, tmp, shm };
         world.lay_out()?;
         Ok(world)
@@ -58,8 +57,8 @@ impl World {
             std::fs::create_dir_all(d.join(sub))?;
         }
         std::fs::create_dir_all(self.tmp.join("ws/dir"))?;
-        if let Some(shm) = &self.shm {
-            std::fs::create_dir_all(shm)?;
+        if Path::new("/dev/shm").is_dir() {
+            std::fs::create_dir_all(&self.shm)?;
         }
         std::fs::write(d.join("outside/sentinel"), SENTINEL)?;
         for ws in [d.join("ws"), self.tmp.join("ws")] {
@@ -108,8 +107,6 @@ impl Drop for World {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
         let _ = std::fs::remove_dir_all(&self.tmp);
-        if let Some(shm) = &self.shm {
-            let _ = std::fs::remove_dir_all(shm);
-        }
+        let _ = std::fs::remove_dir_all(&self.shm);
     }
 }

@@ -148,13 +148,13 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
                 entry: PathBuf::from("/dev/null"),
             }
         }
-        Shape::DevShm => {
-            let shm = world
-                .shm
-                .clone()
-                .ok_or_else(|| "this host has no /dev/shm".to_owned())?;
-            plain(ws.clone(), ws.clone(), shm.clone(), shm, none)
-        }
+        Shape::DevShm => plain(
+            ws.clone(),
+            ws.clone(),
+            world.shm.clone(),
+            world.shm.clone(),
+            none,
+        ),
         Shape::WsUnderTmp => {
             let tws = world.tmp.join("ws");
             plain(

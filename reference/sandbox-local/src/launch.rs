@@ -3,15 +3,17 @@
 
 use std::ffi::OsString;
 use std::io::Read;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use command_fds::{CommandFdExt, FdMapping};
 use nix::fcntl::OFlag;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
 use sandbox::{
     Classification, ConfinedArgv, PayloadStatus, ProcessOutcome, SpawnErrorKind, SpawnFailure,
     classify,
@@ -157,21 +159,12 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
             );
         }
     };
-    let stdout = reader(child.stdout.take());
-    let stderr = reader(child.stderr.take());
-    let (exit, timed_out) = wait(&mut child, options.timeout);
-    // Leftovers in the group (backgrounded by the payload) would hold the pipes open.
-    let _ = nix::sys::signal::killpg(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGKILL,
-    );
-    let stdout = join(stdout);
-    let stderr = join(stderr);
+    let (exit, stdout, stderr, timed_out) = supervise(&mut child, options.timeout);
     let status = status_reader.map(|(fd, format)| format.parse(&drain(fd)));
     let outcome = match exit {
         Some(s) => outcome_of(s, stderr),
         None => ProcessOutcome::Signaled {
-            signal: nix::sys::signal::Signal::SIGKILL as i32,
+            signal: Signal::SIGKILL as i32,
             stderr,
         },
     };
@@ -186,40 +179,125 @@ fn outcome_of(status: ExitStatus, stderr: Vec<u8>) -> ProcessOutcome {
     }
 }
 
-/// Waits for the child, killing its process group at the deadline.
-fn wait(child: &mut Child, timeout: Option<Duration>) -> (Option<ExitStatus>, bool) {
-    let Some(timeout) = timeout else {
-        return (child.wait().ok(), false);
-    };
-    let deadline = Instant::now() + timeout;
+/// How long to keep reading after the payload exited, when something it left behind outside its
+/// process group (a `setsid` daemon) still holds its output open.
+const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
+
+/// The longest wait between checks on the payload while its output is still open.
+const POLL_SLICE: Duration = Duration::from_millis(50);
+
+/// Collects stdout and stderr on this thread (one `poll` loop, no reader threads) until the
+/// payload exited and its output closed. When the payload exits, or the deadline passes, its whole
+/// process group is killed while the leader is still unreaped, so the group id cannot have been
+/// reused by then.
+fn supervise(
+    child: &mut Child,
+    timeout: Option<Duration>,
+) -> (Option<ExitStatus>, Vec<u8>, Vec<u8>, bool) {
+    let group = Pid::from_raw(child.id() as i32);
+    let mut pipes: [(Option<OwnedFd>, Vec<u8>); 2] = [
+        (child.stdout.take().map(OwnedFd::from), Vec::new()),
+        (child.stderr.take().map(OwnedFd::from), Vec::new()),
+    ];
+    for (fd, _) in &pipes {
+        if let Some(fd) = fd {
+            let _ = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
+        }
+    }
+    let deadline = timeout.map(|t| Instant::now() + t);
+    let mut timed_out = false;
+    let mut exited_at: Option<Instant> = None;
     loop {
-        match child.try_wait() {
-            Ok(Some(status)) => return (Some(status), false),
-            Ok(None) if Instant::now() >= deadline => {
-                let _ = nix::sys::signal::killpg(
-                    nix::unistd::Pid::from_raw(child.id() as i32),
-                    nix::sys::signal::Signal::SIGKILL,
-                );
-                return (child.wait().ok(), true);
+        if exited_at.is_none() && leader_exited(child) {
+            let _ = killpg(group, Signal::SIGKILL);
+            exited_at = Some(Instant::now());
+        }
+        if exited_at.is_none() && !timed_out && deadline.is_some_and(|d| Instant::now() >= d) {
+            let _ = killpg(group, Signal::SIGKILL);
+            timed_out = true;
+        }
+        let open = pipes.iter().any(|(fd, _)| fd.is_some());
+        match exited_at {
+            Some(_) if !open => break,
+            Some(at) if at.elapsed() >= LEFTOVER_GRACE => break,
+            _ => {}
+        }
+        if !open {
+            // Output closed, payload still running: wait for it (bounded by the deadline).
+            match deadline {
+                None if !timed_out => {
+                    let _ = child.wait();
+                }
+                _ => std::thread::sleep(Duration::from_millis(1)),
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
-            Err(_) => return (None, false),
+            continue;
+        }
+        let slice = deadline
+            .filter(|_| !timed_out)
+            .map(|d| d.saturating_duration_since(Instant::now()).min(POLL_SLICE))
+            .unwrap_or(POLL_SLICE);
+        read_ready(&mut pipes, slice);
+    }
+    let [(_, stdout), (_, stderr)] = pipes;
+    (child.wait().ok(), stdout, stderr, timed_out)
+}
+
+/// Waits up to `slice` for output, then reads whatever is ready; a pipe at EOF is closed.
+fn read_ready(pipes: &mut [(Option<OwnedFd>, Vec<u8>); 2], slice: Duration) {
+    let timeout = PollTimeout::try_from(slice).unwrap_or(PollTimeout::MAX);
+    let ready: Vec<bool> = {
+        let mut fds: Vec<PollFd> = pipes
+            .iter()
+            .filter_map(|(fd, _)| fd.as_ref())
+            .map(|fd| PollFd::new(fd.as_fd(), PollFlags::POLLIN))
+            .collect();
+        let _ = poll(&mut fds, timeout);
+        fds.iter()
+            .map(|f| f.revents().is_some_and(|r| !r.is_empty()))
+            .collect()
+    };
+    let mut ready = ready.into_iter();
+    for (fd, buf) in pipes.iter_mut() {
+        let Some(open) = fd.as_ref() else { continue };
+        if !ready.next().unwrap_or(false) {
+            continue;
+        }
+        let mut chunk = [0u8; 8192];
+        loop {
+            match nix::unistd::read(open, &mut chunk) {
+                Ok(0) => {
+                    *fd = None;
+                    break;
+                }
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Err(nix::errno::Errno::EINTR) => {}
+                Err(nix::errno::Errno::EAGAIN) => break,
+                Err(_) => {
+                    *fd = None;
+                    break;
+                }
+            }
         }
     }
 }
 
-fn reader<R: Read + Send + 'static>(pipe: Option<R>) -> Option<JoinHandle<Vec<u8>>> {
-    pipe.map(|mut p| {
-        std::thread::spawn(move || {
-            let mut buf = Vec::new();
-            let _ = p.read_to_end(&mut buf);
-            buf
-        })
-    })
-}
-
-fn join(handle: Option<JoinHandle<Vec<u8>>>) -> Vec<u8> {
-    handle.and_then(|h| h.join().ok()).unwrap_or_default()
+/// True once the payload has exited. On Linux the leader is left unreaped (`WNOWAIT`) so its
+/// process group id stays reserved until the group is killed; elsewhere it is reaped here.
+fn leader_exited(child: &mut Child) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        match waitid(Id::Pid(Pid::from_raw(child.id() as i32)), flags) {
+            Ok(WaitStatus::StillAlive) => false,
+            Ok(_) => true,
+            Err(_) => child.try_wait().map(|s| s.is_some()).unwrap_or(true),
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        child.try_wait().map(|s| s.is_some()).unwrap_or(true)
+    }
 }
 
 /// Reads what is in the status pipe without waiting for writers that may still hold it.

@@ -1,0 +1,114 @@
+//! The spawner as a user notices it: output is complete, a timeout kills the whole process tree,
+//! and something the payload leaves behind can neither hang the call nor outlive it.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use sandbox::{Classification, ConfinedArgv, ProcessOutcome, SandboxEnforcement};
+use sandbox_local::launch::{self, LaunchOptions};
+
+fn bash(script: &str) -> ConfinedArgv {
+    ConfinedArgv {
+        argv: vec!["bash".into(), "-c".into(), OsString::from(script)],
+        backend: "none".into(),
+        enforcement: SandboxEnforcement::Full,
+        denial_signatures: Vec::new(),
+        runner_failure_rules: Vec::new(),
+        status_channel: None,
+    }
+}
+
+fn pid_alive(pid: &str) -> bool {
+    Path::new(&format!("/proc/{pid}")).exists()
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .unwrap_or_default()
+            .contains(") Z ")
+}
+
+#[test]
+fn output_larger_than_a_pipe_buffer_is_collected_whole() {
+    let done = launch::run(
+        &bash("head -c 1000000 /dev/zero | tr '\\0' a; head -c 300000 /dev/zero | tr '\\0' b >&2"),
+        &LaunchOptions::in_dir("/"),
+    );
+    assert_eq!(done.exit_code(), Some(0));
+    assert_eq!(done.stdout.len(), 1_000_000);
+    assert_eq!(done.stderr.len(), 300_000);
+}
+
+#[test]
+fn a_timeout_kills_the_whole_process_tree() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pidfile = dir.path().join("grandchild");
+    let script = format!("sleep 300 & echo $! > {}; wait", pidfile.display());
+    let mut options = LaunchOptions::in_dir("/");
+    options.timeout = Some(Duration::from_millis(300));
+    let start = Instant::now();
+    let done = launch::run(&bash(&script), &options);
+    assert!(done.timed_out);
+    assert!(start.elapsed() < Duration::from_secs(5));
+    assert!(matches!(done.outcome, ProcessOutcome::Signaled { .. }));
+    let grandchild = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .to_owned();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(
+        !pid_alive(&grandchild),
+        "the backgrounded sleep survived the timeout"
+    );
+}
+
+#[test]
+fn a_background_leftover_holding_stdout_neither_hangs_nor_outlives_the_call() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pidfile = dir.path().join("leftover");
+    let script = format!("sleep 300 & echo $! > {}; echo done", pidfile.display());
+    let start = Instant::now();
+    let done = launch::run(&bash(&script), &LaunchOptions::in_dir("/"));
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+    assert_eq!(done.exit_code(), Some(0));
+    assert_eq!(String::from_utf8_lossy(&done.stdout), "done\n");
+    let leftover = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .to_owned();
+    std::thread::sleep(Duration::from_millis(100));
+    assert!(!pid_alive(&leftover), "the leftover outlived the call");
+}
+
+#[test]
+fn a_missing_workdir_is_a_start_failure_not_a_runner_failure() {
+    let done = launch::run(
+        &bash("true"),
+        &LaunchOptions::in_dir("/nonexistent/workdir"),
+    );
+    assert!(
+        matches!(done.classification, Classification::StartFailed { .. }),
+        "{:?}",
+        done.classification
+    );
+}
+
+#[test]
+fn a_missing_runner_is_a_runner_failure_through_the_spawn_channel() {
+    let mut launch = bash("true");
+    launch.argv.insert(0, "/nonexistent/runner".into());
+    let done = launch::run(&launch, &LaunchOptions::in_dir("/"));
+    assert!(
+        matches!(
+            done.classification,
+            Classification::RunnerFailure {
+                evidence: sandbox::Evidence::SpawnChannel,
+                ..
+            }
+        ),
+        "{:?}",
+        done.classification
+    );
+}

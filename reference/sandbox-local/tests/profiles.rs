@@ -1,0 +1,119 @@
+//! The profiles each backend emits, pinned. Seatbelt cannot run on Linux, so its exact profile and
+//! argv are snapshots (reviewed with `cargo insta review`); on macOS the conformance suite runs it
+//! for real.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use sandbox::{ConfinedMode, ProviderPolicy, SandboxProvider};
+use sandbox_local::profile::{self, WritableSet};
+use sandbox_local::{Backend, LocalConfig, LocalProvider, OperatorRunner};
+
+fn set() -> WritableSet {
+    WritableSet {
+        workspace: Some(PathBuf::from("/work/my \"project\"")),
+        temp: vec![PathBuf::from("/tmp"), PathBuf::from("/var/folders/xy/T")],
+    }
+}
+
+fn lines(argv: &[OsString]) -> String {
+    argv.iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn seatbelt_profile_names_no_path_at_all() {
+    insta::assert_snapshot!("seatbelt_profile_read_only", profile::seatbelt_profile(0));
+    insta::assert_snapshot!("seatbelt_profile_three_roots", profile::seatbelt_profile(3));
+}
+
+#[test]
+fn seatbelt_argv_passes_paths_as_parameters_and_wraps_the_trampoline() {
+    let args = profile::seatbelt_args(&set(), Some(profile::STATUS_FD));
+    insta::assert_snapshot!("seatbelt_args_workspace_write", lines(&args));
+}
+
+#[test]
+fn bwrap_argv_binds_only_the_writable_set() {
+    insta::assert_snapshot!(
+        "bwrap_args_workspace_write",
+        lines(&profile::bwrap_args(&set(), Some(profile::STATUS_FD)))
+    );
+    let read_only = WritableSet {
+        workspace: None,
+        temp: Vec::new(),
+    };
+    insta::assert_snapshot!(
+        "bwrap_args_read_only",
+        lines(&profile::bwrap_args(&read_only, Some(profile::STATUS_FD)))
+    );
+}
+
+#[test]
+fn landlock_argv_grants_dev_null_and_existing_temp_roots_only() {
+    let args = profile::landlock_args(&set(), Some(2), Some(profile::STATUS_FD));
+    // /var/folders/xy/T does not exist on this host, so it is not granted (a missing root would
+    // make the launcher refuse every command).
+    insta::assert_snapshot!("landlock_args_workspace_write_capped", lines(&args));
+}
+
+#[test]
+fn an_empty_chain_fails_closed() {
+    let provider = LocalProvider::new(LocalConfig {
+        chain: Vec::new(),
+        ..LocalConfig::default()
+    });
+    let err = provider
+        .confine(
+            &["true".into()],
+            &ProviderPolicy::new(ConfinedMode::ReadOnly, "/"),
+        )
+        .expect_err("no chain, no sandbox");
+    assert_eq!(err.code(), "SANDBOX_UNAVAILABLE");
+    assert!(
+        err.detail
+            .contains("no sandbox backend exists for this platform"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_sole_seatbelt_candidate_is_selected_without_probing() {
+    let provider = LocalProvider::new(LocalConfig::only(Backend::Seatbelt));
+    let launch = provider
+        .confine(
+            &["bash".into(), "-c".into(), "true".into()],
+            &ProviderPolicy::new(ConfinedMode::ReadOnly, "/"),
+        )
+        .expect("selected without probing");
+    assert_eq!(launch.argv[0], "/usr/bin/sandbox-exec");
+    assert_eq!(launch.backend, "seatbelt");
+    assert!(launch.status_channel.is_some());
+}
+
+#[test]
+fn an_empty_argv_is_refused() {
+    let provider = LocalProvider::new(LocalConfig::only(Backend::Seatbelt));
+    let err = provider
+        .confine(&[], &ProviderPolicy::new(ConfinedMode::ReadOnly, "/"))
+        .expect_err("empty argv");
+    assert!(err.detail.contains("empty"), "{err}");
+}
+
+#[test]
+fn operator_runners_need_a_command_and_valid_signatures() {
+    assert!(OperatorRunner::new(vec!["/usr/bin/jail".into()], &["jail: "]).is_ok());
+    assert!(OperatorRunner::new::<&str>(vec!["/usr/bin/jail".into()], &[]).is_err());
+    assert!(OperatorRunner::new(vec!["/usr/bin/jail".into()], &["a\nb"]).is_err());
+    assert!(OperatorRunner::new(Vec::new(), &["jail: "]).is_err());
+}
+
+#[test]
+fn the_selection_is_probed_once_per_provider() {
+    let provider = LocalProvider::new(LocalConfig::only(Backend::Landlock));
+    let first = provider.selection().map(|s| s as *const _);
+    let second = provider.selection().map(|s| s as *const _);
+    assert_eq!(first, second);
+}
