@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use sandbox::{SandboxEnforcement, SandboxProvider};
 use sandbox_local::dialect::Dialect;
-use sandbox_local::probe::{ProbeVerdict, probe};
+use sandbox_local::probe::{ProbeFacts, ProbeVerdict, probe};
 use sandbox_local::{Backend as LocalBackend, LocalConfig, LocalProvider};
 
+use crate::external::External;
 use crate::model::Capability;
 
 /// A backend under test.
@@ -30,6 +31,12 @@ pub struct Backend {
     pub provider: Option<Arc<dyn SandboxProvider>>,
     /// The local configuration behind it (reference backends only).
     pub local: Option<LocalConfig>,
+    /// Its version, for reports.
+    pub version: Option<String>,
+    /// What its probe found (reference backends).
+    pub facts: Option<ProbeFacts>,
+    /// The protocol connection, for an external backend.
+    pub external: Option<Arc<External>>,
 }
 
 impl std::fmt::Debug for Backend {
@@ -44,16 +51,20 @@ impl std::fmt::Debug for Backend {
 }
 
 impl Backend {
-    /// True when a scenario needing `needs` applies to this backend at all.
+    /// True when a scenario needing `needs` applies to this backend at all. `classifier` follows
+    /// from having a dialect of its own; every other capability is declared.
     pub fn applies(&self, needs: &[Capability]) -> bool {
-        needs.iter().all(|c| self.declared.contains(c))
+        needs.iter().all(|c| match c {
+            Capability::Classifier => self.dialect.is_some(),
+            other => self.declared.contains(other),
+        })
     }
 
     /// Why this backend cannot run a scenario needing `needs`, or `None` when it can.
     pub fn cannot_run(&self, needs: &[Capability]) -> Option<String> {
         let missing: Vec<&str> = needs
             .iter()
-            .filter(|c| !self.capabilities.contains(c))
+            .filter(|c| **c != Capability::Classifier && !self.capabilities.contains(c))
             .map(|c| c.as_str())
             .collect();
         if missing.is_empty() {
@@ -76,27 +87,67 @@ impl Backend {
         Backend {
             name: name.to_owned(),
             dialect,
-            declared: BTreeSet::from([Capability::Classifier]),
-            capabilities: BTreeSet::from([Capability::Classifier]),
+            declared: BTreeSet::new(),
+            capabilities: BTreeSet::new(),
             unusable: Some(unusable.to_owned()),
             enforcement: None,
             provider: None,
             local: None,
+            version: None,
+            facts: None,
+            external: None,
         }
+    }
+
+    /// An external backend that completed the handshake.
+    pub fn external(external: External) -> Backend {
+        let external = Arc::new(external);
+        let declared: BTreeSet<Capability> = external
+            .capabilities
+            .iter()
+            .copied()
+            .filter(|c| *c != Capability::Classifier)
+            .collect();
+        let provider: Arc<dyn SandboxProvider> = external.clone();
+        Backend {
+            name: external.implementation.name.clone(),
+            dialect: None,
+            capabilities: declared.clone(),
+            declared,
+            unusable: None,
+            enforcement: Some(external.enforcement),
+            provider: Some(provider),
+            local: None,
+            version: Some(external.implementation.version.clone()),
+            facts: None,
+            external: Some(external),
+        }
+    }
+
+    /// An external backend whose handshake failed: listed in the report, never certified.
+    pub fn external_failed(name: &str, why: &str) -> Backend {
+        Backend::dialect_only(name, None, why)
     }
 
     /// A reference local backend, probed on this host.
     fn local(name: &str, backend: LocalBackend, config: LocalConfig) -> Backend {
         let verdict: ProbeVerdict = probe(backend, &config);
-        let mut declared = BTreeSet::from([
-            Capability::Classifier,
-            Capability::Confine,
-            Capability::StatusChannel,
-        ]);
+        let mut declared = BTreeSet::from([Capability::Confine, Capability::StatusChannel]);
         if config.landlock_abi_cap.is_some() {
             declared.insert(Capability::AbiCap);
         }
-        let mut capabilities = BTreeSet::from([Capability::Classifier]);
+        let mut capabilities = BTreeSet::new();
+        let facts = verdict.result.as_ref().ok().cloned();
+        let version = match (&facts, backend) {
+            (Some(f), LocalBackend::Landlock) => Some(format!(
+                "landlock-run {} (ABI {} of kernel ABI {})",
+                env!("CARGO_PKG_VERSION"),
+                f.abi.unwrap_or(0),
+                f.kernel_abi.unwrap_or(0)
+            )),
+            (Some(f), _) => f.version.clone(),
+            (None, _) => None,
+        };
         let (unusable, enforcement, provider) = match verdict.result {
             Ok(facts) => {
                 capabilities.clone_from(&declared);
@@ -121,6 +172,9 @@ impl Backend {
             enforcement,
             provider,
             local: Some(config),
+            version,
+            facts,
+            external: None,
         }
     }
 }
@@ -193,9 +247,14 @@ pub fn reference_backend(name: &str) -> Option<Backend> {
             LocalBackend::Seatbelt,
             LocalConfig::only(LocalBackend::Seatbelt),
         ),
+        // An operator runner speaks bwrap's denial dialect; its failure rule is its own, so the
+        // scenarios give it inline.
         "operator" => Backend::dialect_only(
             "operator",
-            None,
+            Some(sandbox_local::dialect::Dialect {
+                runner_failure_rules: Vec::new(),
+                ..sandbox_local::dialect::bwrap()
+            }),
             "an operator runner is certified with its own command",
         ),
         "local" => local_chain(),
@@ -207,7 +266,6 @@ pub fn reference_backend(name: &str) -> Option<Backend> {
 fn local_chain() -> Backend {
     let mut chain = Backend::dialect_only("local", None, "");
     chain.declared = BTreeSet::from([Capability::LocalChain, Capability::HostSimulation]);
-    chain.capabilities = BTreeSet::new();
     match sandbox_local::probe::locate_sibling("sandboxctl", "sandbox-cli") {
         Ok(_) => {
             chain.capabilities.insert(Capability::LocalChain);

@@ -16,6 +16,13 @@ use crate::model::{Level, OneOrMany};
 pub struct ExpectationFile {
     /// The backend the file is for (must match the file name).
     pub backend: String,
+    /// The capabilities the backend must report on a certifying host: a backend that silently
+    /// loses one (and so is no longer planned for its scenarios) fails its guard.
+    #[serde(default)]
+    pub capabilities: Option<Vec<crate::model::Capability>>,
+    /// The most skipped cases a certifying run may have (the committed baseline).
+    #[serde(default)]
+    pub max_skipped: Option<usize>,
     /// Known failures.
     #[serde(default)]
     pub expected_failures: Vec<ExpectedFailure>,
@@ -81,7 +88,16 @@ pub fn load(dir: &Path, backend: &str) -> Result<Option<ExpectationFile>, LoadEr
         .strip_prefix(dir.parent().and_then(Path::parent).unwrap_or(dir))
         .unwrap_or(&path)
         .to_path_buf();
-    let text = match std::fs::read_to_string(&path) {
+    load_path(&path, shown, backend)
+}
+
+/// Loads the expectation file at `path` for `backend`; a missing file is `None`.
+pub fn load_path(
+    path: &Path,
+    shown: std::path::PathBuf,
+    backend: &str,
+) -> Result<Option<ExpectationFile>, LoadError> {
+    let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => {

@@ -152,16 +152,11 @@ pub fn trials(
     let planned = plan(&suite, &backends, &expected, &root.display().to_string());
     let mut out = Vec::with_capacity(planned.len() + required.len());
     for name in required {
-        let verdict = match backends.iter().find(|b| &b.name == name) {
+        let verdict = match backends.iter().position(|b| &b.name == name) {
             None => Err(format!(
                 "CONFORMANCE_REQUIRE names {name:?}, which is not a backend of this run"
             )),
-            Some(b) => match &b.unusable {
-                Some(reason) => Err(format!(
-                    "required backend {name} is not usable on this host: {reason}"
-                )),
-                None => Ok(()),
-            },
+            Some(index) => guard(&backends[index], index, &expected[index], &planned),
         };
         out.push(HarnessTrial::new(
             format!("suite::require::{name}"),
@@ -174,6 +169,69 @@ pub fn trials(
         out.push(harness_trial(trial, &backends, required));
     }
     out
+}
+
+/// The guard of a required backend, never skipped: it is usable here, its capabilities are the
+/// committed ones, no `must` case of it is skipped, and its skips stay within the committed
+/// baseline.
+fn guard(
+    backend: &Backend,
+    index: usize,
+    expected: &Result<Option<crate::expectations::ExpectationFile>, String>,
+    planned: &[Trial],
+) -> Result<(), String> {
+    if let Some(reason) = &backend.unusable {
+        return Err(format!(
+            "required backend {} is not usable on this host: {reason}",
+            backend.name
+        ));
+    }
+    let mine = planned.iter().filter_map(|t| match &t.kind {
+        TrialKind::Case { backend, level, .. } if *backend == index => Some((t, *level)),
+        _ => None,
+    });
+    let (mut cases, mut skipped, mut must_skipped) = (0, 0, Vec::new());
+    for (trial, level) in mine {
+        cases += 1;
+        if trial.skip.is_some() {
+            skipped += 1;
+            if level == crate::model::Level::Must {
+                must_skipped.push(trial.name.clone());
+            }
+        }
+    }
+    if cases == 0 {
+        return Err(format!("no scenario case is planned for {}", backend.name));
+    }
+    if let Some(first) = must_skipped.first() {
+        return Err(format!(
+            "{} must case(s) of {} would be skipped, for example {first}",
+            must_skipped.len(),
+            backend.name
+        ));
+    }
+    let file = expected.as_ref().map_err(Clone::clone)?.as_ref();
+    if let Some(committed) = file.and_then(|f| f.capabilities.clone()) {
+        let mut committed = committed;
+        committed.retain(|c| *c != crate::model::Capability::Classifier);
+        committed.sort();
+        let actual: Vec<_> = backend.capabilities.iter().copied().collect();
+        if committed != actual {
+            return Err(format!(
+                "{}: capabilities here {actual:?}, committed {committed:?}",
+                backend.name
+            ));
+        }
+    }
+    if let Some(max) = file.and_then(|f| f.max_skipped)
+        && skipped > max
+    {
+        return Err(format!(
+            "{}: {skipped} cases skipped, committed baseline {max}",
+            backend.name
+        ));
+    }
+    Ok(())
 }
 
 fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]) -> HarnessTrial {

@@ -7,10 +7,13 @@
 //! - [`harness`]: the `libtest-mimic` entry point used by `cargo test` and `cargo nextest`.
 
 pub mod backends;
+pub mod certify;
 pub mod expectations;
+pub mod external;
 pub mod harness;
 pub mod load;
 pub mod model;
 pub mod plan;
+pub mod protocol;
 pub mod steps;
 pub mod world;

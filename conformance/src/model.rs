@@ -66,10 +66,14 @@ impl Level {
 
 /// What a backend must be able to do on this host for a scenario to run. A closed vocabulary:
 /// an unknown capability is a load error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, serde::Serialize,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Capability {
-    /// Pure classification against the backend's dialect; needs nothing from the host.
+    /// Pure classification against the backend's own dialect; needs nothing from the host. A
+    /// backend has it exactly when it has a dialect of its own (a reference backend), so it is
+    /// never declared or committed.
     Classifier,
     /// The backend can confine a real command on this host.
     Confine,

@@ -48,12 +48,18 @@ pub fn plan(
     root_shown: &str,
 ) -> Vec<Trial> {
     let mut trials = Vec::new();
+    let mut valid: Vec<Option<&ExpectationFile>> = Vec::with_capacity(backends.len());
     for (backend, expected) in backends.iter().zip(expectations) {
         let problem = match expected {
             Err(e) => Some(e.clone()),
             Ok(Some(file)) => file.check(&suite.scenarios).err(),
             Ok(None) => None,
         };
+        // A broken expectation file excuses nothing: its entries are not applied at all.
+        valid.push(match (expected, &problem) {
+            (Ok(Some(file)), None) => Some(file),
+            _ => None,
+        });
         if let Some(problem) = problem {
             trials.push(Trial {
                 name: format!("expectations::{}::invalid", backend.name),
@@ -107,10 +113,12 @@ pub fn plan(
                 if !backend.applies(&needs) {
                     continue;
                 }
-                let expected_failure = match expectations.get(index) {
-                    Some(Ok(Some(file))) => file.reason_for(scenario, case).map(str::to_owned),
-                    _ => None,
-                };
+                let expected_failure = valid
+                    .get(index)
+                    .copied()
+                    .flatten()
+                    .and_then(|file| file.reason_for(scenario, case))
+                    .map(str::to_owned);
                 trials.push(Trial {
                     name: format!(
                         "{}::{}::{}::{}",

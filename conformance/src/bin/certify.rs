@@ -1,0 +1,241 @@
+//! `certify`: run every scenario against a backend and write a certificate report.
+//!
+//! - `certify` certifies every reference backend usable on this host.
+//! - `certify --backend bwrap --backend landlock` certifies those (an unusable one fails).
+//! - `certify [--expectations FILE] -- COMMAND ARGS...` certifies an external backend that speaks
+//!   the JSON-lines protocol (`conformance/protocol/README.md`).
+//!
+//! Exit code 0 only when every backend in the run is certified; 1 when not; 2 on bad usage.
+
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use clap::Parser;
+use conformance::backends::{Backend, REFERENCE_BACKENDS, reference_backend};
+use conformance::certify::{self, CaseResult, Options, Report, Status};
+use conformance::expectations::{self, ExpectationFile};
+use conformance::external::External;
+use conformance::harness::{expectations_dir, scenario_root};
+
+#[derive(Parser)]
+#[command(
+    name = "certify",
+    version,
+    about = "Certify sandbox backends against the conformance suite"
+)]
+struct Cli {
+    /// Certify this reference backend (repeatable; default: every backend usable on this host).
+    #[arg(long = "backend")]
+    backends: Vec<String>,
+    /// Only this scenario family (repeatable).
+    #[arg(long = "family")]
+    families: Vec<String>,
+    /// Where to write report.json, junit.xml and matrix.md.
+    #[arg(long, default_value = "certify-report")]
+    out: PathBuf,
+    /// Cases run at once (default: twice the cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// The longest one case may take, in seconds.
+    #[arg(long, default_value_t = 60)]
+    case_timeout: u64,
+    /// The longest an external backend may take to answer one request, in seconds.
+    #[arg(long, default_value_t = 10)]
+    protocol_timeout: u64,
+    /// The external backend's expectation file (reference backends use fixtures/expectations/).
+    #[arg(long)]
+    expectations: Option<PathBuf>,
+    /// The scenario root (default: the workspace's scenarios/).
+    #[arg(long)]
+    scenarios: Option<PathBuf>,
+    /// An external backend command speaking the JSON-lines protocol.
+    #[arg(last = true)]
+    command: Vec<OsString>,
+}
+
+type Planned = Vec<(Backend, Result<Option<ExpectationFile>, String>)>;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let (backends, excluded) = match select_backends(&cli) {
+        Ok(selected) => selected,
+        Err(e) => {
+            eprintln!("certify: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let names: Vec<String> = backends.iter().map(|(b, _)| b.name.clone()).collect();
+    eprintln!("certify: backends {}", names.join(", "));
+    for (name, reason) in &excluded {
+        eprintln!("certify: not certifying {name} here: {reason}");
+    }
+    let jobs = cli
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() * 2));
+    let options = Options {
+        scenarios: cli.scenarios.clone().unwrap_or_else(scenario_root),
+        backends,
+        families: cli.families.clone(),
+        jobs,
+        case_timeout: Duration::from_secs(cli.case_timeout),
+        excluded,
+    };
+    let last_shown = Mutex::new(0usize);
+    let tty = std::io::stderr().is_terminal();
+    let progress = move |done: usize, total: usize, result: &CaseResult| {
+        if result.status.is_bad() && !tty {
+            eprintln!("certify: {:?} {}", result.status, result.trial);
+        }
+        let Ok(mut last) = last_shown.lock() else {
+            return;
+        };
+        let step = (total / 10).max(1);
+        if tty {
+            eprint!("\rcertify: {done}/{total} cases");
+            if done == total {
+                eprintln!();
+            }
+        } else if done == total || done >= *last + step {
+            *last = done;
+            eprintln!("certify: {done}/{total} cases");
+        }
+        let _ = std::io::stderr().flush();
+    };
+    let report = certify::run(options, &progress);
+    summarize(&report);
+    if let Err(e) = certify::write(&report, &cli.out) {
+        eprintln!(
+            "certify: cannot write the report to {}: {e}",
+            cli.out.display()
+        );
+        return ExitCode::from(2);
+    }
+    println!(
+        "report: {0}/report.json, {0}/junit.xml, {0}/matrix.md",
+        cli.out.display()
+    );
+    if report.certified() {
+        println!("CERTIFIED in {:.1} s", report.wall_seconds);
+        ExitCode::SUCCESS
+    } else {
+        println!("NOT CERTIFIED ({:.1} s)", report.wall_seconds);
+        ExitCode::from(1)
+    }
+}
+
+/// The backends of this run, and the reference backends left out because they cannot run here.
+fn select_backends(cli: &Cli) -> Result<(Planned, Vec<(String, String)>), String> {
+    let dir = expectations_dir();
+    if !cli.command.is_empty() {
+        if !cli.backends.is_empty() {
+            return Err("give either --backend or an external command, not both".into());
+        }
+        let timeout = Duration::from_secs(cli.protocol_timeout);
+        let backend = match External::start(&cli.command, timeout) {
+            Ok(external) => {
+                let name = external.implementation.name.clone();
+                if name.is_empty()
+                    || !name.chars().all(|c| {
+                        c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_'
+                    })
+                {
+                    return Err(format!(
+                        "the backend calls itself {name:?}; names are lowercase letters, digits, '-' and '_'"
+                    ));
+                }
+                Backend::external(external)
+            }
+            Err(failure) => {
+                let mut dead = Backend::external_failed("external", &failure.to_string());
+                dead.version = None;
+                dead
+            }
+        };
+        let expected = match &cli.expectations {
+            None => Ok(None),
+            Some(path) => expectations::load_path(path, path.clone(), &backend.name)
+                .map_err(|e| e.to_string()),
+        };
+        return Ok((vec![(backend, expected)], Vec::new()));
+    }
+    let explicit = !cli.backends.is_empty();
+    let names: Vec<String> = if explicit {
+        cli.backends.clone()
+    } else {
+        REFERENCE_BACKENDS
+            .iter()
+            .filter(|n| **n != "operator")
+            .map(|n| (*n).to_owned())
+            .collect()
+    };
+    let mut planned = Vec::new();
+    let mut excluded = Vec::new();
+    for name in names {
+        let backend = reference_backend(&name).ok_or_else(|| {
+            format!(
+                "unknown backend {name:?}; reference backends are {}",
+                REFERENCE_BACKENDS.join(", ")
+            )
+        })?;
+        if !explicit && let Some(reason) = &backend.unusable {
+            excluded.push((name, reason.clone()));
+            continue;
+        }
+        let expected = expectations::load(&dir, &backend.name).map_err(|e| e.to_string());
+        planned.push((backend, expected));
+    }
+    Ok((planned, excluded))
+}
+
+fn summarize(report: &Report) {
+    println!();
+    for line in certify::markdown(report).lines() {
+        if line.starts_with('|') {
+            println!("{line}");
+        }
+    }
+    println!();
+    for b in &report.backends {
+        for p in &b.problems {
+            println!("{}: {p}", b.name);
+        }
+    }
+    for p in &report.suite_problems {
+        println!("suite: {p}");
+    }
+    let bad: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status.is_bad()).collect();
+    for c in bad.iter().take(20) {
+        let m = c.message.as_deref().unwrap_or("").replace('\n', " ");
+        println!(
+            "{:?} {}: {}",
+            c.status,
+            c.trial,
+            m.chars().take(200).collect::<String>()
+        );
+    }
+    if bad.len() > 20 {
+        println!("... and {} more failed cases in the report", bad.len() - 20);
+    }
+    let skipped = report
+        .cases
+        .iter()
+        .filter(|c| c.status == Status::Skip)
+        .count();
+    println!(
+        "{} cases, {} skipped, wall {:.1} s; slowest families: {}",
+        report.cases.len(),
+        skipped,
+        report.wall_seconds,
+        report
+            .family_seconds
+            .iter()
+            .take(3)
+            .map(|(f, s)| format!("{f} {s:.1} s"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+}

@@ -1,0 +1,104 @@
+//! `reference-backend --backend NAME`: a reference backend (bwrap, landlock, landlock-abi2,
+//! seatbelt) behind the JSON-lines protocol, so the reference is certified through exactly the
+//! path an external backend takes: `certify --expectations fixtures/expectations/landlock.yaml --
+//! target/debug/reference-backend --backend landlock`.
+
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+
+use conformance::backends::reference_backend;
+use conformance::protocol::{Implementation, PROTOCOL_VERSION, Request, Response};
+use sandbox::{ProviderPolicy, SANDBOX_UNAVAILABLE, SandboxEnforcement};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let name = match args.as_slice() {
+        [flag, name] if flag == "--backend" => name.clone(),
+        _ => {
+            eprintln!("usage: reference-backend --backend bwrap|landlock|landlock-abi2|seatbelt");
+            return ExitCode::from(2);
+        }
+    };
+    let Some(backend) = reference_backend(&name).filter(|b| b.local.is_some() && name != "local")
+    else {
+        eprintln!("reference-backend: {name:?} is not a local reference backend");
+        return ExitCode::from(2);
+    };
+    let stdin = std::io::stdin();
+    let mut stdout = std::io::stdout();
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { break };
+        let answer = match serde_json::from_str::<Request>(&line) {
+            Err(e) => Response::Error {
+                code: "MALFORMED_REQUEST".into(),
+                message: e.to_string(),
+            },
+            Ok(Request::Shutdown) => break,
+            Ok(Request::Hello { protocol, .. }) if protocol != PROTOCOL_VERSION => {
+                Response::Error {
+                    code: "PROTOCOL_VERSION".into(),
+                    message: format!("this backend speaks protocol {PROTOCOL_VERSION}"),
+                }
+            }
+            Ok(Request::Hello { .. }) => Response::Hello {
+                protocol: PROTOCOL_VERSION,
+                implementation: Implementation {
+                    name: backend.name.clone(),
+                    version: backend.version.clone().unwrap_or_default(),
+                },
+                capabilities: backend
+                    .capabilities
+                    .iter()
+                    .copied()
+                    .filter(|c| *c != conformance::model::Capability::Classifier)
+                    .collect(),
+                enforcement: backend.enforcement.unwrap_or(SandboxEnforcement::Full),
+            },
+            Ok(Request::Confine { id, argv, policy }) => {
+                let policy = ProviderPolicy {
+                    mode: policy.mode,
+                    workspace_root: policy.workspace_root,
+                    temp_dir: policy.temp_dir,
+                };
+                let argv: Vec<_> = argv.into_iter().map(Into::into).collect();
+                match backend.provider.as_ref().map(|p| p.confine(&argv, &policy)) {
+                    Some(Ok(c)) => Response::Confined {
+                        id,
+                        argv: c
+                            .argv
+                            .iter()
+                            .map(|a| a.to_string_lossy().into_owned())
+                            .collect(),
+                        enforcement: c.enforcement,
+                        denial_signatures: c.denial_signatures,
+                        runner_failure_rules: c.runner_failure_rules,
+                        status_channel: c.status_channel,
+                    },
+                    Some(Err(e)) => Response::Unavailable {
+                        id,
+                        code: SANDBOX_UNAVAILABLE.into(),
+                        detail: e.detail,
+                    },
+                    None => Response::Unavailable {
+                        id,
+                        code: SANDBOX_UNAVAILABLE.into(),
+                        detail: backend
+                            .unusable
+                            .clone()
+                            .unwrap_or_else(|| "backend not usable".into()),
+                    },
+                }
+            }
+        };
+        let Ok(text) = serde_json::to_string(&answer) else {
+            return ExitCode::from(1);
+        };
+        if writeln!(stdout, "{text}")
+            .and_then(|()| stdout.flush())
+            .is_err()
+        {
+            return ExitCode::from(1);
+        }
+    }
+    ExitCode::SUCCESS
+}

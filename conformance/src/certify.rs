@@ -1,0 +1,615 @@
+//! Certification: every scenario against every backend in the run, a status per case, a verdict
+//! per backend, and the reports (JSON, JUnit XML, a Markdown matrix a person reads in a pull
+//! request). The cases run exactly as the test harness runs them; only the bookkeeping differs.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::channel;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+
+use crate::backends::Backend;
+use crate::expectations::ExpectationFile;
+use crate::external::ProtocolFailure;
+use crate::load::{Suite, load_suite};
+use crate::model::Level;
+use crate::plan::{Trial, TrialKind, plan};
+use crate::steps::run_case;
+
+/// What a case came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    /// Passed.
+    Pass,
+    /// An expectation was not met.
+    Fail,
+    /// Could not run on this host (with the reason).
+    Skip,
+    /// Failed as the backend's expectation file says it does.
+    Xfail,
+    /// Expected to fail but passed: the expectation is stale.
+    Xpass,
+    /// The suite or the backend broke (a load error, a protocol failure).
+    Error,
+    /// The case or the backend did not finish in time.
+    Timeout,
+}
+
+impl Status {
+    /// Every status, in report order.
+    pub const ALL: [Status; 7] = [
+        Status::Pass,
+        Status::Fail,
+        Status::Skip,
+        Status::Xfail,
+        Status::Xpass,
+        Status::Error,
+        Status::Timeout,
+    ];
+
+    /// True for the statuses that deny certification by themselves.
+    pub fn is_bad(self) -> bool {
+        matches!(
+            self,
+            Status::Fail | Status::Xpass | Status::Error | Status::Timeout
+        )
+    }
+
+    fn word(self) -> &'static str {
+        match self {
+            Status::Pass => "passed",
+            Status::Fail => "failed",
+            Status::Skip => "skipped",
+            Status::Xfail => "xfail",
+            Status::Xpass => "XPASS",
+            Status::Error => "error",
+            Status::Timeout => "timeout",
+        }
+    }
+}
+
+/// One case's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseResult {
+    /// The trial name (`family::backend::file::case`).
+    pub trial: String,
+    /// The backend (`-` for a suite-level error).
+    pub backend: String,
+    /// The family.
+    pub family: String,
+    /// The scenario id.
+    pub scenario: String,
+    /// The scenario level.
+    pub level: Option<&'static str>,
+    /// What it came to.
+    pub status: Status,
+    /// Why, when it did not simply pass.
+    pub message: Option<String>,
+    /// How long it took, in milliseconds.
+    pub duration_ms: f64,
+}
+
+/// A backend's verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct BackendReport {
+    /// Its name.
+    pub name: String,
+    /// Its version, when known.
+    pub version: Option<String>,
+    /// The enforcement it reports here.
+    pub enforcement: Option<sandbox::SandboxEnforcement>,
+    /// Whether it can confine on this host.
+    pub usable: bool,
+    /// Why not, when it cannot.
+    pub unusable_reason: Option<String>,
+    /// Certified: no bad case, no `must` case skipped, its guard holds.
+    pub certified: bool,
+    /// Cases per status.
+    pub counts: BTreeMap<Status, usize>,
+    /// What denies certification, besides bad cases (the guard's findings).
+    pub problems: Vec<String>,
+}
+
+/// Facts about the host the run happened on.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostFacts {
+    /// `linux`, `macos`, ...
+    pub os: &'static str,
+    /// The kernel release.
+    pub kernel: Option<String>,
+    /// The kernel's Landlock ABI, when the launcher probed it.
+    pub landlock_abi: Option<u32>,
+    /// bwrap's version, when it was probed.
+    pub bwrap_version: Option<String>,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The suite's version.
+    pub suite_version: &'static str,
+    /// The suite's commit, when known.
+    pub commit: Option<String>,
+    /// Where it ran.
+    pub host: HostFacts,
+    /// Unix time the run started.
+    pub started_at: u64,
+    /// Wall time of the run, in seconds.
+    pub wall_seconds: f64,
+    /// Summed case time per family, in seconds (the slowest families first).
+    pub family_seconds: Vec<(String, f64)>,
+    /// Every backend's verdict.
+    pub backends: Vec<BackendReport>,
+    /// Every case.
+    pub cases: Vec<CaseResult>,
+    /// Suite-level problems (load errors, no scenarios).
+    pub suite_problems: Vec<String>,
+    /// Backends this host has no use of, with the reason (not certified here, not failing).
+    pub excluded_backends: Vec<(String, String)>,
+}
+
+impl Report {
+    /// Certified: every backend in the run is certified and the suite itself loaded cleanly.
+    pub fn certified(&self) -> bool {
+        self.suite_problems.is_empty()
+            && !self.backends.is_empty()
+            && self.backends.iter().all(|b| b.certified)
+    }
+}
+
+/// How to run a certification.
+pub struct Options {
+    /// The scenario root.
+    pub scenarios: PathBuf,
+    /// The backends to certify, with their expectation files.
+    pub backends: Vec<(Backend, Result<Option<ExpectationFile>, String>)>,
+    /// Only these families (empty: all).
+    pub families: Vec<String>,
+    /// Cases run at once.
+    pub jobs: usize,
+    /// The longest a case may take.
+    pub case_timeout: Duration,
+    /// Backends left out of this run because they cannot run here, with the reason.
+    pub excluded: Vec<(String, String)>,
+}
+
+/// Runs the certification; `progress(done, total, result)` is called after every case.
+pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Sync)) -> Report {
+    let started = Instant::now();
+    let started_at = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let suite: Suite = load_suite(&options.scenarios);
+    let (backends, expectations): (Vec<Backend>, Vec<_>) = options.backends.into_iter().unzip();
+    let planned = plan(
+        &suite,
+        &backends,
+        &expectations,
+        &options.scenarios.display().to_string(),
+    );
+    let levels: BTreeMap<String, Level> = suite
+        .scenarios
+        .iter()
+        .map(|s| (s.id.clone(), s.level))
+        .collect();
+    let families = &options.families;
+    let planned: Vec<Trial> = planned
+        .into_iter()
+        .filter(|t| {
+            families.is_empty()
+                || families
+                    .iter()
+                    .any(|f| t.name.starts_with(&format!("{f}::")))
+                || !matches!(t.kind, TrialKind::Case { .. })
+        })
+        .collect();
+    let total = planned.len();
+    let backends = Arc::new(backends);
+    let queue = Mutex::new(planned.into_iter().collect::<VecDeque<Trial>>());
+    let results = Mutex::new(Vec::with_capacity(total));
+    std::thread::scope(|scope| {
+        for _ in 0..options.jobs.max(1) {
+            scope.spawn(|| {
+                while let Some(trial) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
+                    let result = run_trial(trial, &backends, &levels, options.case_timeout);
+                    let done = {
+                        let Ok(mut all) = results.lock() else { break };
+                        all.push(result.clone());
+                        all.len()
+                    };
+                    progress(done, total, &result);
+                }
+            });
+        }
+    });
+    let mut cases = results.into_inner().unwrap_or_default();
+    cases.sort_by(|a, b| a.trial.cmp(&b.trial));
+    let suite_problems: Vec<String> = cases
+        .iter()
+        .filter(|c| c.backend == "-")
+        .map(|c| c.message.clone().unwrap_or_default())
+        .collect();
+    let backend_reports = backends
+        .iter()
+        .zip(&expectations)
+        .map(|(b, e)| verdict(b, e.as_ref().ok().and_then(Option::as_ref), &cases, &levels))
+        .collect();
+    let mut family_seconds: BTreeMap<String, f64> = BTreeMap::new();
+    for c in &cases {
+        *family_seconds.entry(c.family.clone()).or_default() += c.duration_ms / 1e3;
+    }
+    let mut family_seconds: Vec<(String, f64)> = family_seconds.into_iter().collect();
+    family_seconds.sort_by(|a, b| b.1.total_cmp(&a.1));
+    Report {
+        suite_version: env!("CARGO_PKG_VERSION"),
+        commit: commit(),
+        host: host_facts(&backends),
+        started_at,
+        wall_seconds: started.elapsed().as_secs_f64(),
+        family_seconds,
+        backends: backend_reports,
+        cases,
+        suite_problems,
+        excluded_backends: options.excluded,
+    }
+}
+
+fn run_trial(
+    trial: Trial,
+    backends: &Arc<Vec<Backend>>,
+    levels: &BTreeMap<String, Level>,
+    timeout: Duration,
+) -> CaseResult {
+    let family = trial.name.split("::").next().unwrap_or("").to_owned();
+    let base = |backend: &str, scenario: &str, status, message: Option<String>| CaseResult {
+        trial: trial.name.clone(),
+        backend: backend.to_owned(),
+        family: family.clone(),
+        scenario: scenario.to_owned(),
+        level: levels.get(scenario).map(|l| l.as_str()),
+        status,
+        message,
+        duration_ms: 0.0,
+    };
+    let (backend, scenario_id, case, expected_failure) = match trial.kind {
+        TrialKind::LoadError(e) => return base("-", "", Status::Error, Some(e.to_string())),
+        TrialKind::NoScenarios(root) => {
+            return base(
+                "-",
+                "",
+                Status::Error,
+                Some(format!("no scenario files found under {root}")),
+            );
+        }
+        TrialKind::BadExpectations(problem) => {
+            let name = trial.name.split("::").nth(1).unwrap_or("-").to_owned();
+            return base(&name, "", Status::Error, Some(problem));
+        }
+        TrialKind::Case {
+            backend,
+            scenario_id,
+            case,
+            expected_failure,
+            ..
+        } => (backend, scenario_id, case, expected_failure),
+    };
+    let b = &backends[backend];
+    if let Some(reason) = trial.skip {
+        return base(&b.name, &scenario_id, Status::Skip, Some(reason));
+    }
+    let start = Instant::now();
+    let (tx, rx) = channel();
+    let worker_backends = Arc::clone(backends);
+    std::thread::spawn(move || {
+        let _ = tx.send(run_case(&worker_backends[backend], &case));
+    });
+    let outcome = rx.recv_timeout(timeout);
+    let protocol = b.external.as_ref().and_then(|e| e.failure());
+    let (status, message) = match (outcome, protocol) {
+        (_, Some(ProtocolFailure::Timeout(m))) => (Status::Timeout, Some(m)),
+        (_, Some(ProtocolFailure::Error(m))) => (Status::Error, Some(m)),
+        (Err(_), None) => (
+            Status::Timeout,
+            Some(format!("the case did not finish within {timeout:?}")),
+        ),
+        (Ok(Ok(())), None) => match expected_failure {
+            None => (Status::Pass, None),
+            Some(reason) => (
+                Status::Xpass,
+                Some(format!("expected to fail ({reason}) but passed")),
+            ),
+        },
+        (Ok(Err(e)), None) => match expected_failure {
+            None => (Status::Fail, Some(e)),
+            Some(reason) => (Status::Xfail, Some(reason)),
+        },
+    };
+    let mut result = base(&b.name, &scenario_id, status, message);
+    result.duration_ms = start.elapsed().as_secs_f64() * 1e3;
+    result
+}
+
+/// A backend's verdict, with its guard: a usable backend, no bad case, no `must` case skipped,
+/// the committed capabilities and skip baseline held.
+fn verdict(
+    backend: &Backend,
+    expected: Option<&ExpectationFile>,
+    cases: &[CaseResult],
+    levels: &BTreeMap<String, Level>,
+) -> BackendReport {
+    let mine: Vec<&CaseResult> = cases.iter().filter(|c| c.backend == backend.name).collect();
+    let mut counts: BTreeMap<Status, usize> = BTreeMap::new();
+    for c in &mine {
+        *counts.entry(c.status).or_default() += 1;
+    }
+    let mut problems: Vec<String> = mine
+        .iter()
+        .filter(|c| c.family == "expectations")
+        .filter_map(|c| c.message.as_ref().map(|m| format!("expectation file: {m}")))
+        .collect();
+    if let Some(reason) = &backend.unusable
+        && backend.provider.is_none()
+        && backend.external.is_none()
+    {
+        problems.push(format!("not usable on this host: {reason}"));
+    }
+    let must_skipped = mine
+        .iter()
+        .filter(|c| c.status == Status::Skip && levels.get(&c.scenario) == Some(&Level::Must))
+        .count();
+    if must_skipped > 0 {
+        problems.push(format!("{must_skipped} must case(s) skipped"));
+    }
+    if mine
+        .iter()
+        .all(|c| c.status != Status::Pass && c.status != Status::Xfail)
+    {
+        problems.push("no case ran".into());
+    }
+    if let Some(file) = expected {
+        if let Some(committed) = &file.capabilities {
+            let mut committed = committed.clone();
+            committed.sort();
+            let actual: Vec<_> = backend.capabilities.iter().copied().collect();
+            committed.retain(|c| *c != crate::model::Capability::Classifier);
+            if committed != actual {
+                problems.push(format!(
+                    "capabilities on this host {actual:?} differ from the committed {committed:?}"
+                ));
+            }
+        }
+        let skipped = counts.get(&Status::Skip).copied().unwrap_or(0);
+        if let Some(max) = file.max_skipped
+            && skipped > max
+        {
+            problems.push(format!(
+                "{skipped} cases skipped, more than the committed {max}"
+            ));
+        }
+    }
+    let bad = mine.iter().any(|c| c.status.is_bad());
+    BackendReport {
+        name: backend.name.clone(),
+        version: backend.version.clone(),
+        enforcement: backend.enforcement,
+        usable: backend.provider.is_some() || backend.unusable.is_none(),
+        unusable_reason: backend.unusable.clone(),
+        certified: !bad && problems.is_empty(),
+        counts,
+        problems,
+    }
+}
+
+fn commit() -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+fn host_facts(backends: &[Backend]) -> HostFacts {
+    let facts = |name: &str| {
+        backends
+            .iter()
+            .find(|b| b.name == name)
+            .and_then(|b| b.facts.clone())
+    };
+    HostFacts {
+        os: std::env::consts::OS,
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .ok()
+            .map(|k| k.trim().to_owned()),
+        landlock_abi: facts("landlock").and_then(|f| f.kernel_abi),
+        bwrap_version: facts("bwrap").and_then(|f| f.version),
+    }
+}
+
+/// One matrix cell: the non-zero counts.
+fn cell(counts: &BTreeMap<Status, usize>) -> String {
+    let parts: Vec<String> = Status::ALL
+        .iter()
+        .filter_map(|s| {
+            counts
+                .get(s)
+                .filter(|n| **n > 0)
+                .map(|n| format!("{n} {}", s.word()))
+        })
+        .collect();
+    if parts.is_empty() {
+        "-".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// The family x backend matrix, as Markdown.
+pub fn markdown(report: &Report) -> String {
+    let mut families: Vec<&str> = report.cases.iter().map(|c| c.family.as_str()).collect();
+    families.sort_unstable();
+    families.dedup();
+    let mut out = String::from("# Certification report\n\n");
+    out.push_str(&format!(
+        "Suite {} (commit {}) on {} {} (Landlock ABI {}, {}), {:.1} s wall.\n\n",
+        report.suite_version,
+        report.commit.as_deref().unwrap_or("unknown"),
+        report.host.os,
+        report.host.kernel.as_deref().unwrap_or("?"),
+        report
+            .host
+            .landlock_abi
+            .map(|a| a.to_string())
+            .unwrap_or_else(|| "none".into()),
+        report.host.bwrap_version.as_deref().unwrap_or("no bwrap"),
+        report.wall_seconds
+    ));
+    out.push_str("| family |");
+    for b in &report.backends {
+        out.push_str(&format!(" {} |", b.name));
+    }
+    out.push_str("\n|---|");
+    out.push_str(&"---|".repeat(report.backends.len()));
+    out.push('\n');
+    for family in families.iter().filter(|f| !f.is_empty()) {
+        out.push_str(&format!("| {family} |"));
+        for b in &report.backends {
+            let mut counts = BTreeMap::new();
+            for c in report
+                .cases
+                .iter()
+                .filter(|c| c.family == *family && c.backend == b.name)
+            {
+                *counts.entry(c.status).or_default() += 1;
+            }
+            out.push_str(&format!(" {} |", cell(&counts)));
+        }
+        out.push('\n');
+    }
+    out.push_str("| **enforcement** |");
+    for b in &report.backends {
+        out.push_str(&format!(
+            " {} |",
+            b.enforcement.map(|e| e.as_str()).unwrap_or("-")
+        ));
+    }
+    out.push_str("\n| **certified** |");
+    for b in &report.backends {
+        out.push_str(if b.certified { " yes |" } else { " **no** |" });
+    }
+    out.push_str("\n\n");
+    if !report.excluded_backends.is_empty() {
+        out.push_str("## Not certified on this host\n\n");
+        for (name, reason) in &report.excluded_backends {
+            out.push_str(&format!("- {name}: {reason}\n"));
+        }
+        out.push('\n');
+    }
+    let problems: Vec<String> = report
+        .suite_problems
+        .iter()
+        .map(|p| format!("- suite: {p}"))
+        .chain(
+            report
+                .backends
+                .iter()
+                .flat_map(|b| b.problems.iter().map(move |p| format!("- {}: {p}", b.name))),
+        )
+        .collect();
+    if !problems.is_empty() {
+        out.push_str("## Problems\n\n");
+        out.push_str(&problems.join("\n"));
+        out.push_str("\n\n");
+    }
+    let bad: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status.is_bad()).collect();
+    if !bad.is_empty() {
+        out.push_str(&format!("## Failed cases ({})\n\n", bad.len()));
+        for c in bad.iter().take(100) {
+            let message = c.message.as_deref().unwrap_or("").replace('\n', " ");
+            let short: String = message.chars().take(300).collect();
+            out.push_str(&format!("- `{}` {:?}: {short}\n", c.trial, c.status));
+        }
+        if bad.len() > 100 {
+            out.push_str(&format!(
+                "- ... and {} more (see report.json)\n",
+                bad.len() - 100
+            ));
+        }
+        out.push('\n');
+    }
+    let xfails: BTreeMap<(&str, &str), usize> = report
+        .cases
+        .iter()
+        .filter(|c| c.status == Status::Xfail)
+        .fold(BTreeMap::new(), |mut acc, c| {
+            *acc.entry((c.backend.as_str(), c.message.as_deref().unwrap_or("")))
+                .or_default() += 1;
+            acc
+        });
+    if !xfails.is_empty() {
+        out.push_str("## Expected failures\n\n");
+        for ((backend, reason), n) in xfails {
+            out.push_str(&format!("- {backend}: {n} case(s): {reason}\n"));
+        }
+        out.push('\n');
+    }
+    out.push_str("## Slowest families (summed case time)\n\n");
+    for (family, secs) in report.family_seconds.iter().take(5) {
+        out.push_str(&format!("- {family}: {secs:.1} s\n"));
+    }
+    out
+}
+
+/// The run as JUnit XML: one test suite per backend.
+pub fn junit(report: &Report) -> Result<String, String> {
+    use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
+    let mut junit = quick_junit::Report::new("certify");
+    let mut names: Vec<&str> = report.cases.iter().map(|c| c.backend.as_str()).collect();
+    names.sort_unstable();
+    names.dedup();
+    for name in names {
+        let mut suite = TestSuite::new(name);
+        for c in report.cases.iter().filter(|c| c.backend == name) {
+            let mut status = match c.status {
+                Status::Pass | Status::Xfail => TestCaseStatus::success(),
+                Status::Skip => TestCaseStatus::skipped(),
+                Status::Fail | Status::Xpass => {
+                    TestCaseStatus::non_success(NonSuccessKind::Failure)
+                }
+                Status::Error | Status::Timeout => {
+                    TestCaseStatus::non_success(NonSuccessKind::Error)
+                }
+            };
+            if let Some(m) = &c.message {
+                status.set_message(format!("{:?}: {m}", c.status));
+            }
+            let mut case = TestCase::new(c.trial.as_str(), status);
+            case.set_classname(c.family.as_str());
+            case.set_time(Duration::from_secs_f64(c.duration_ms / 1e3));
+            if c.status == Status::Xfail {
+                case.set_system_out(format!("XFAIL: {}", c.message.as_deref().unwrap_or("")));
+            }
+            suite.add_test_case(case);
+        }
+        junit.add_test_suite(suite);
+    }
+    junit.to_string().map_err(|e| e.to_string())
+}
+
+/// Writes `report.json`, `junit.xml` and `matrix.md` into `dir`.
+pub fn write(report: &Report, dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    std::fs::write(dir.join("report.json"), json)?;
+    std::fs::write(
+        dir.join("junit.xml"),
+        junit(report).map_err(std::io::Error::other)?,
+    )?;
+    std::fs::write(dir.join("matrix.md"), markdown(report))
+}

@@ -1,0 +1,310 @@
+//! An external backend: a process speaking the JSON-lines protocol, used as a
+//! [`SandboxProvider`]. A crash, a closed pipe, a malformed answer or a late answer is recorded as
+//! a protocol failure; every case from then on is an error, never a pass.
+
+use std::ffi::OsString;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sandbox::{
+    ConfinedArgv, ProviderPolicy, SANDBOX_UNAVAILABLE, SandboxEnforcement, SandboxProvider,
+    SandboxUnavailable,
+};
+
+use crate::model::Capability;
+use crate::protocol::{Implementation, PROTOCOL_VERSION, Request, Response, WirePolicy};
+
+/// Why the conversation with a backend broke down.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProtocolFailure {
+    /// It crashed, closed its pipe, or answered something that is not the protocol.
+    Error(String),
+    /// It did not answer in time.
+    Timeout(String),
+}
+
+impl std::fmt::Display for ProtocolFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProtocolFailure::Error(m) => write!(f, "protocol error: {m}"),
+            ProtocolFailure::Timeout(m) => write!(f, "protocol timeout: {m}"),
+        }
+    }
+}
+
+struct Conn {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    next_id: u64,
+}
+
+/// A running external backend.
+pub struct External {
+    /// Who it says it is.
+    pub implementation: Implementation,
+    /// What it says it can do here.
+    pub capabilities: Vec<Capability>,
+    /// The enforcement it says it achieves here.
+    pub enforcement: SandboxEnforcement,
+    conn: Mutex<Conn>,
+    failure: Mutex<Option<ProtocolFailure>>,
+    stderr: Arc<Mutex<Vec<u8>>>,
+    timeout: Duration,
+}
+
+impl External {
+    /// Starts `command` and performs the handshake.
+    pub fn start(command: &[OsString], timeout: Duration) -> Result<External, ProtocolFailure> {
+        let Some(program) = command.first() else {
+            return Err(ProtocolFailure::Error("no backend command given".into()));
+        };
+        let mut child = Command::new(program)
+            .args(&command[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| ProtocolFailure::Error(format!("cannot start {program:?}: {e}")))?;
+        let (tx, lines) = channel();
+        if let Some(stdout) = child.stdout.take() {
+            std::thread::spawn(move || {
+                for line in BufReader::new(stdout).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let stderr = Arc::new(Mutex::new(Vec::new()));
+        if let Some(mut pipe) = child.stderr.take() {
+            let sink = Arc::clone(&stderr);
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = pipe.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    if let Ok(mut s) = sink.lock() {
+                        s.extend_from_slice(&buf[..n]);
+                    }
+                }
+            });
+        }
+        let stdin = child.stdin.take();
+        let mut conn = Conn {
+            child,
+            stdin,
+            lines,
+            next_id: 1,
+        };
+        let hello = Request::Hello {
+            protocol: PROTOCOL_VERSION,
+            suite: env!("CARGO_PKG_VERSION").to_owned(),
+        };
+        let answer = exchange(&mut conn, &hello, timeout, &stderr)?;
+        let (implementation, capabilities, enforcement) = match answer {
+            Response::Hello {
+                protocol,
+                implementation,
+                capabilities,
+                enforcement,
+            } => {
+                if protocol != PROTOCOL_VERSION {
+                    return Err(ProtocolFailure::Error(format!(
+                        "the backend speaks protocol {protocol}, the harness {PROTOCOL_VERSION}"
+                    )));
+                }
+                (implementation, capabilities, enforcement)
+            }
+            Response::Error { code, message } => {
+                return Err(ProtocolFailure::Error(format!(
+                    "handshake refused: {code}: {message}"
+                )));
+            }
+            other => {
+                return Err(ProtocolFailure::Error(format!(
+                    "expected a hello answer, got {other:?}"
+                )));
+            }
+        };
+        Ok(External {
+            implementation,
+            capabilities,
+            enforcement,
+            conn: Mutex::new(conn),
+            failure: Mutex::new(None),
+            stderr,
+            timeout,
+        })
+    }
+
+    /// The protocol failure that ended the conversation, if any.
+    pub fn failure(&self) -> Option<ProtocolFailure> {
+        self.failure.lock().ok().and_then(|f| f.clone())
+    }
+
+    /// Sends `shutdown` and waits briefly for the backend to exit; kills it otherwise.
+    pub fn shutdown(&self) {
+        let Ok(mut conn) = self.conn.lock() else {
+            return;
+        };
+        if let Some(mut stdin) = conn.stdin.take()
+            && let Ok(line) = serde_json::to_string(&Request::Shutdown)
+        {
+            let _ = writeln!(stdin, "{line}");
+        }
+        for _ in 0..50 {
+            if matches!(conn.child.try_wait(), Ok(Some(_))) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = conn.child.kill();
+        let _ = conn.child.wait();
+    }
+}
+
+/// Sends one request and reads one answer.
+fn exchange(
+    conn: &mut Conn,
+    request: &Request,
+    timeout: Duration,
+    stderr: &Mutex<Vec<u8>>,
+) -> Result<Response, ProtocolFailure> {
+    let tail = || {
+        let s = stderr.lock().map(|s| s.clone()).unwrap_or_default();
+        let text = String::from_utf8_lossy(&s);
+        let last: Vec<&str> = text.lines().rev().take(3).collect();
+        if last.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (backend stderr: {})",
+                last.into_iter().rev().collect::<Vec<_>>().join(" | ")
+            )
+        }
+    };
+    let line = serde_json::to_string(request).map_err(|e| ProtocolFailure::Error(e.to_string()))?;
+    let stdin = conn
+        .stdin
+        .as_mut()
+        .ok_or_else(|| ProtocolFailure::Error("the backend's stdin is closed".into()))?;
+    writeln!(stdin, "{line}")
+        .and_then(|()| stdin.flush())
+        .map_err(|e| {
+            ProtocolFailure::Error(format!("cannot write to the backend: {e}{}", tail()))
+        })?;
+    let answer = match conn.lines.recv_timeout(timeout) {
+        Ok(answer) => answer,
+        Err(RecvTimeoutError::Timeout) => {
+            return Err(ProtocolFailure::Timeout(format!(
+                "no answer within {timeout:?}{}",
+                tail()
+            )));
+        }
+        Err(RecvTimeoutError::Disconnected) => {
+            let status = conn.child.try_wait().ok().flatten();
+            return Err(ProtocolFailure::Error(format!(
+                "the backend closed its stdout{}{}",
+                status
+                    .map(|s| format!(" and exited ({s})"))
+                    .unwrap_or_default(),
+                tail()
+            )));
+        }
+    };
+    serde_json::from_str(&answer)
+        .map_err(|e| ProtocolFailure::Error(format!("malformed answer {answer:?}: {e}{}", tail())))
+}
+
+impl SandboxProvider for External {
+    fn confine(
+        &self,
+        argv: &[OsString],
+        policy: &ProviderPolicy,
+    ) -> Result<ConfinedArgv, SandboxUnavailable> {
+        let broken = |failure: &ProtocolFailure| SandboxUnavailable {
+            mode: policy.mode,
+            backend: Some(self.implementation.name.clone()),
+            detail: failure.to_string(),
+        };
+        if let Some(f) = self.failure() {
+            return Err(broken(&f));
+        }
+        let mut record = |failure: ProtocolFailure| {
+            let err = broken(&failure);
+            if let Ok(mut slot) = self.failure.lock() {
+                slot.get_or_insert(failure);
+            }
+            err
+        };
+        let Ok(mut conn) = self.conn.lock() else {
+            return Err(record(ProtocolFailure::Error(
+                "connection lock poisoned".into(),
+            )));
+        };
+        let id = conn.next_id;
+        conn.next_id += 1;
+        let request = Request::Confine {
+            id,
+            argv: argv
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+            policy: WirePolicy {
+                mode: policy.mode,
+                workspace_root: policy.workspace_root.clone(),
+                temp_dir: policy.temp_dir.clone(),
+            },
+        };
+        let answer = exchange(&mut conn, &request, self.timeout, &self.stderr);
+        drop(conn);
+        match answer.map_err(&mut record)? {
+            Response::Confined {
+                id: got,
+                argv,
+                enforcement,
+                denial_signatures,
+                runner_failure_rules,
+                status_channel,
+            } if got == id => {
+                if argv.is_empty() {
+                    return Err(record(ProtocolFailure::Error(
+                        "confined answer with an empty argv".into(),
+                    )));
+                }
+                Ok(ConfinedArgv {
+                    argv: argv.into_iter().map(OsString::from).collect(),
+                    backend: self.implementation.name.clone(),
+                    enforcement,
+                    denial_signatures,
+                    runner_failure_rules,
+                    status_channel,
+                })
+            }
+            Response::Unavailable {
+                id: got,
+                code,
+                detail,
+            } if got == id && code == SANDBOX_UNAVAILABLE => Err(SandboxUnavailable {
+                mode: policy.mode,
+                backend: Some(self.implementation.name.clone()),
+                detail,
+            }),
+            other => Err(record(ProtocolFailure::Error(format!(
+                "unexpected answer to confine #{id}: {other:?}"
+            )))),
+        }
+    }
+}
+
+impl Drop for External {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}

@@ -1,0 +1,114 @@
+//! The backend protocol, version 1: JSON lines over the backend's stdin and stdout.
+//!
+//! The harness sends `hello`, one `confine` per case, then `shutdown`; the backend answers each
+//! request with one line. The harness spawns every returned argv itself and checks the disk, so a
+//! backend cannot certify itself by saying so. The JSON Schema is `conformance/protocol/schema.json`
+//! and the author-facing description `conformance/protocol/README.md`.
+
+use std::path::PathBuf;
+
+use sandbox::{ConfinedMode, RunnerFailureRule, SandboxEnforcement, StatusChannel};
+use serde::{Deserialize, Serialize};
+
+use crate::model::Capability;
+
+/// The protocol version this harness speaks.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// A request from the harness.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Request {
+    /// The handshake.
+    Hello {
+        /// The protocol version the harness speaks.
+        protocol: u32,
+        /// The suite's version.
+        suite: String,
+    },
+    /// Confine one argv under one policy.
+    Confine {
+        /// Echoed in the answer.
+        id: u64,
+        /// The payload argv (UTF-8 in version 1; names that are not travel in the environment).
+        argv: Vec<String>,
+        /// The policy to enforce.
+        policy: WirePolicy,
+    },
+    /// The run is over; exit 0.
+    Shutdown,
+}
+
+/// The policy a `confine` request carries.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WirePolicy {
+    /// `read-only` or `workspace-write`.
+    pub mode: ConfinedMode,
+    /// The workspace root, as the caller spelled it (canonicalize it before use).
+    pub workspace_root: PathBuf,
+    /// The `$TMPDIR` the payload will see (writable under `workspace-write`), if any.
+    #[serde(default)]
+    pub temp_dir: Option<PathBuf>,
+}
+
+/// An answer from the backend.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case")]
+pub enum Response {
+    /// The handshake answer.
+    Hello {
+        /// The protocol version the backend speaks (must equal the harness's).
+        protocol: u32,
+        /// Who the backend is.
+        implementation: Implementation,
+        /// What it can do on this host (`confine`, `status-channel`, ...).
+        capabilities: Vec<Capability>,
+        /// The enforcement it achieves on this host.
+        enforcement: SandboxEnforcement,
+    },
+    /// The confined argv and how to read its result.
+    Confined {
+        /// The request's id.
+        id: u64,
+        /// The argv the harness spawns instead of the payload's.
+        argv: Vec<String>,
+        /// The enforcement of this launch.
+        enforcement: SandboxEnforcement,
+        /// Stderr substrings of a denied file effect.
+        #[serde(default)]
+        denial_signatures: Vec<String>,
+        /// How the runner failing identifies itself on stderr.
+        #[serde(default)]
+        runner_failure_rules: Vec<RunnerFailureRule>,
+        /// An out-of-band channel saying whether the payload ran.
+        #[serde(default)]
+        status_channel: Option<StatusChannel>,
+    },
+    /// No usable sandbox for this request: fail closed.
+    Unavailable {
+        /// The request's id.
+        id: u64,
+        /// Always `SANDBOX_UNAVAILABLE`.
+        code: String,
+        /// The runner's own words.
+        detail: String,
+    },
+    /// The backend cannot serve the request at all (for example an unsupported protocol version).
+    Error {
+        /// A stable code.
+        code: String,
+        /// What went wrong.
+        message: String,
+    },
+}
+
+/// Who a backend is.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Implementation {
+    /// Its name (used in trial names, so lowercase letters, digits, `_` and `-`).
+    pub name: String,
+    /// Its version.
+    pub version: String,
+}

@@ -1,0 +1,226 @@
+//! `certify` as a backend author and a CI maintainer use it: the main command certifies this
+//! host's backends and writes the three reports; an honest external backend is certified; a
+//! dishonest or broken one is rejected and the report says why; nothing broken ever passes.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+const CERTIFY: &str = env!("CARGO_BIN_EXE_certify");
+const ADAPTER: &str = env!("CARGO_BIN_EXE_reference-backend");
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn backend(script: &str) -> Vec<String> {
+    let path = repo().join("fixtures/backends").join(script);
+    vec!["python3".into(), path.display().to_string()]
+}
+
+struct Run {
+    code: Option<i32>,
+    report: Value,
+    matrix: String,
+    junit: String,
+    _out: tempfile::TempDir,
+}
+
+fn certify(args: &[&str], command: &[String]) -> Run {
+    let out = tempfile::tempdir().expect("tempdir");
+    let mut cmd = Command::new(CERTIFY);
+    cmd.args(args).arg("--out").arg(out.path());
+    if !command.is_empty() {
+        cmd.arg("--").args(command);
+    }
+    let status = cmd.output().expect("run certify");
+    let read = |name: &str| std::fs::read_to_string(out.path().join(name)).unwrap_or_default();
+    let report = serde_json::from_str(&read("report.json")).unwrap_or_else(|e| {
+        panic!(
+            "no report.json ({e}); stdout {} stderr {}",
+            String::from_utf8_lossy(&status.stdout),
+            String::from_utf8_lossy(&status.stderr)
+        )
+    });
+    Run {
+        code: status.status.code(),
+        matrix: read("matrix.md"),
+        junit: read("junit.xml"),
+        report,
+        _out: out,
+    }
+}
+
+fn statuses(report: &Value) -> Vec<(String, String)> {
+    report["cases"]
+        .as_array()
+        .map(|cases| {
+            cases
+                .iter()
+                .map(|c| {
+                    (
+                        c["trial"].as_str().unwrap_or("").to_owned(),
+                        c["status"].as_str().unwrap_or("").to_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn count(report: &Value, status: &str) -> usize {
+    statuses(report).iter().filter(|(_, s)| s == status).count()
+}
+
+#[test]
+fn the_main_command_certifies_this_hosts_backends_and_writes_three_reports() {
+    let run = certify(&[], &[]);
+    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    let certified: Vec<&str> = run.report["backends"]
+        .as_array()
+        .expect("backends")
+        .iter()
+        .filter(|b| b["certified"] == true)
+        .filter_map(|b| b["name"].as_str())
+        .collect();
+    for name in ["bwrap", "landlock", "landlock-abi2", "local"] {
+        assert!(
+            certified.contains(&name),
+            "{name} not certified: {}",
+            run.matrix
+        );
+    }
+    let host = &run.report["host"];
+    assert!(host["kernel"].as_str().is_some());
+    assert!(host["landlock_abi"].as_u64().is_some_and(|abi| abi >= 3));
+    assert!(
+        host["bwrap_version"]
+            .as_str()
+            .is_some_and(|v| v.contains("bubblewrap"))
+    );
+    assert!(run.report["suite_version"].as_str().is_some());
+    assert!(run.matrix.contains("| containment |"), "{}", run.matrix);
+    assert!(
+        run.matrix.contains("seatbelt"),
+        "the excluded backend must be named"
+    );
+    assert!(run.junit.contains("<testsuites") && run.junit.contains("containment::bwrap::"));
+    assert_eq!(count(&run.report, "FAIL"), 0);
+    assert!(
+        count(&run.report, "XFAIL") > 0,
+        "landlock's known limits are reported"
+    );
+}
+
+#[test]
+fn the_worked_example_in_python_is_certified() {
+    let run = certify(&[], &backend("example_bwrap_backend.py"));
+    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert!(count(&run.report, "PASS") >= 262);
+    assert_eq!(run.report["backends"][0]["name"], "example-bwrap-py");
+}
+
+#[test]
+fn a_backend_that_passes_argv_through_unconfined_is_rejected_by_name() {
+    let run = certify(&[], &backend("broken_passthrough_backend.py"));
+    assert_eq!(run.code, Some(1));
+    let failed: Vec<String> = statuses(&run.report)
+        .into_iter()
+        .filter(|(_, s)| s == "FAIL")
+        .map(|(t, _)| t)
+        .collect();
+    assert!(failed.len() > 100, "{}", failed.len());
+    let escape =
+        "containment::broken-passthrough::effects::create_absolute_outside_workspace-write";
+    assert!(failed.iter().any(|t| t == escape));
+    assert!(run.matrix.contains(escape), "{}", run.matrix);
+    assert!(run.matrix.contains("**no**"));
+}
+
+#[test]
+fn a_backend_that_crashes_mid_run_is_an_error_never_a_pass() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.extend(["crash-after".into(), "5".into()]);
+    let run = certify(&["--family", "containment"], &cmd);
+    assert_eq!(run.code, Some(1));
+    assert!(count(&run.report, "ERROR") > 200);
+    assert!(count(&run.report, "PASS") <= 5);
+}
+
+#[test]
+fn a_backend_that_answers_malformed_json_is_an_error() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("malformed".into());
+    let run = certify(&[], &cmd);
+    assert_eq!(run.code, Some(1));
+    assert_eq!(count(&run.report, "PASS"), 0);
+    assert_eq!(count(&run.report, "ERROR"), statuses(&run.report).len());
+}
+
+#[test]
+fn a_backend_that_hangs_is_a_timeout() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("hang".into());
+    let run = certify(&["--protocol-timeout", "1"], &cmd);
+    assert_eq!(run.code, Some(1));
+    assert_eq!(count(&run.report, "PASS"), 0);
+    assert!(count(&run.report, "TIMEOUT") > 0);
+}
+
+#[test]
+fn a_backend_on_another_protocol_version_is_not_certified() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("wrong-protocol".into());
+    let run = certify(&[], &cmd);
+    assert_eq!(run.code, Some(1));
+    assert!(run.matrix.contains("protocol 99"), "{}", run.matrix);
+}
+
+#[test]
+fn the_reference_launcher_is_certified_through_the_protocol_too() {
+    let expectations = repo().join("fixtures/expectations/landlock.yaml");
+    let run = certify(
+        &["--expectations", expectations.to_str().expect("utf8")],
+        &[ADAPTER.into(), "--backend".into(), "landlock".into()],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert!(count(&run.report, "XFAIL") > 0);
+}
+
+fn with_expectations(yaml: &str) -> Run {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("example.yaml");
+    std::fs::write(&file, yaml).expect("write");
+    certify(
+        &["--expectations", file.to_str().expect("utf8")],
+        &backend("example_bwrap_backend.py"),
+    )
+}
+
+#[test]
+fn an_expected_failure_that_passes_fails_the_run() {
+    let run = with_expectations(
+        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: CT-002\n    when: { effect: chmod }\n    reason: claimed but untrue\n",
+    );
+    assert_eq!(run.code, Some(1));
+    assert!(count(&run.report, "XPASS") > 0);
+}
+
+#[test]
+fn a_must_scenario_cannot_be_expected_to_fail() {
+    let run = with_expectations(
+        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: CT-001\n    reason: too hard\n",
+    );
+    assert_eq!(run.code, Some(1));
+    assert!(run.matrix.contains("is a must"), "{}", run.matrix);
+}
+
+#[test]
+fn an_expectation_for_an_unknown_scenario_is_an_error() {
+    let run = with_expectations(
+        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: CT-999\n    reason: typo\n",
+    );
+    assert_eq!(run.code, Some(1));
+    assert!(run.matrix.contains("CT-999"), "{}", run.matrix);
+}
