@@ -16,7 +16,7 @@ use crate::model::Capability;
 pub const PROTOCOL_VERSION: u32 = 1;
 
 /// A request from the harness.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Request {
     /// The handshake.
@@ -40,7 +40,7 @@ pub enum Request {
 }
 
 /// The policy a `confine` request carries.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WirePolicy {
     /// `read-only` or `workspace-write`.
@@ -53,7 +53,7 @@ pub struct WirePolicy {
 }
 
 /// An answer from the backend.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "type", rename_all = "kebab-case")]
 pub enum Response {
     /// The handshake answer.
@@ -104,11 +104,21 @@ pub enum Response {
 }
 
 /// Who a backend is.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Implementation {
     /// Its name (used in trial names, so lowercase letters, digits, `_` and `-`).
     pub name: String,
     /// Its version.
     pub version: String,
+}
+
+/// The JSON Schemas of both directions, as published in `conformance/protocol/`.
+pub fn schemas() -> [(&'static str, serde_json::Value); 2] {
+    let request = schemars::schema_for!(Request);
+    let response = schemars::schema_for!(Response);
+    [
+        ("request.schema.json", request.to_value()),
+        ("response.schema.json", response.to_value()),
+    ]
 }

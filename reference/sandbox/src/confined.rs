@@ -50,6 +50,7 @@ pub struct ConfinedArgv {
 /// some remaining line contains a [`fatal_signatures`](Self::fatal_signatures) entry
 /// (case-insensitively). Exit status alone never proves runner failure.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct RunnerFailureRule {
     /// Non-zero exit codes on which the rule may match; `None` permits any non-zero exit.
@@ -129,6 +130,7 @@ impl RunnerFailureRule {
 /// An out-of-band status channel: the consumer passes the write end of a pipe to the runner as
 /// file descriptor [`fd`](Self::fd) and reads it after the process ends.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StatusChannel {
     /// The descriptor number the runner writes its status records to.
     pub fd: i32,
@@ -138,6 +140,7 @@ pub struct StatusChannel {
 
 /// The record formats a status channel can speak.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum StatusFormat {
     /// bwrap's `--json-status-fd`: an `{"exit-code": N}` record exists only when the payload ran.

@@ -138,6 +138,30 @@ wire_string_serde!(SandboxMode);
 wire_string_serde!(ConfinedMode);
 wire_string_serde!(SandboxEnforcement);
 
+/// JSON Schema of a wire-string enum: a string from a closed list.
+#[cfg(feature = "schema")]
+macro_rules! wire_string_schema {
+    ($ty:ty, [$($name:literal),+]) => {
+        impl schemars::JsonSchema for $ty {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($ty).into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                schemars::json_schema!({ "type": "string", "enum": [$($name),+] })
+            }
+        }
+    };
+}
+#[cfg(feature = "schema")]
+wire_string_schema!(
+    SandboxMode,
+    ["read-only", "workspace-write", "danger-full-access"]
+);
+#[cfg(feature = "schema")]
+wire_string_schema!(ConfinedMode, ["read-only", "workspace-write"]);
+#[cfg(feature = "schema")]
+wire_string_schema!(SandboxEnforcement, ["full", "partial"]);
+
 /// How completely the selected backend governs the file effects a mode promises. A reported fact,
 /// never hidden.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
