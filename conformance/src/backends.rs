@@ -124,6 +124,37 @@ impl Backend {
         }
     }
 
+    /// An operator runner (`runner_command` and its signatures), asserted bwrap-compatible: not
+    /// probed, certified by running the scenarios against it.
+    pub fn operator_runner(runner: sandbox_local::OperatorRunner) -> Backend {
+        let config = LocalConfig {
+            operator: Some(runner.clone()),
+            ..LocalConfig::default()
+        };
+        let provider: Arc<dyn SandboxProvider> = Arc::new(LocalProvider::new(config.clone()));
+        let declared = BTreeSet::from([Capability::Confine]);
+        Backend {
+            name: "operator".to_owned(),
+            dialect: Some(sandbox_local::dialect::operator(runner.rule)),
+            capabilities: declared.clone(),
+            declared,
+            unusable: None,
+            enforcement: Some(SandboxEnforcement::Full),
+            provider: Some(provider),
+            local: Some(config),
+            version: Some(
+                runner
+                    .argv
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join(" "),
+            ),
+            facts: None,
+            external: None,
+        }
+    }
+
     /// An external backend whose handshake failed: listed in the report, never certified.
     pub fn external_failed(name: &str, why: &str) -> Backend {
         Backend::dialect_only(name, None, why)

@@ -188,6 +188,40 @@ fn the_reference_launcher_is_certified_through_the_protocol_too() {
     assert!(count(&run.report, "XFAIL") > 0);
 }
 
+#[test]
+fn an_operator_runner_is_certifiable_directly() {
+    let run = certify(
+        &[
+            "--runner-command",
+            "/usr/bin/bwrap",
+            "--runner-failure-signature",
+            "bwrap: ",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert!(
+        count(&run.report, "PASS") >= 262 + 11,
+        "containment and its runner-failure cases"
+    );
+}
+
+#[test]
+fn an_operator_runner_that_drops_its_profile_is_rejected() {
+    let fake = repo().join("fixtures/fake-runners/bwrap-passthrough");
+    let run = certify(
+        &[
+            "--runner-command",
+            fake.to_str().expect("utf8"),
+            "--runner-failure-signature",
+            "bwrap: ",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, Some(1));
+    assert!(count(&run.report, "FAIL") > 100);
+}
+
 fn with_expectations(yaml: &str) -> Run {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("example.yaml");

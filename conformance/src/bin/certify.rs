@@ -52,6 +52,12 @@ struct Cli {
     /// The scenario root (default: the workspace's scenarios/).
     #[arg(long)]
     scenarios: Option<PathBuf>,
+    /// Certify an operator runner: a bwrap-compatible runner command, used unprobed.
+    #[arg(long)]
+    runner_command: Option<PathBuf>,
+    /// A runner-failure signature of the operator runner (repeatable; at least one).
+    #[arg(long = "runner-failure-signature")]
+    runner_failure_signatures: Vec<String>,
     /// An external backend command speaking the JSON-lines protocol.
     #[arg(last = true)]
     command: Vec<OsString>,
@@ -130,6 +136,29 @@ fn main() -> ExitCode {
 /// The backends of this run, and the reference backends left out because they cannot run here.
 fn select_backends(cli: &Cli) -> Result<(Planned, Vec<(String, String)>), String> {
     let dir = expectations_dir();
+    if let Some(runner) = &cli.runner_command {
+        if !cli.command.is_empty() || !cli.backends.is_empty() {
+            return Err("--runner-command certifies that runner alone".into());
+        }
+        let runner = sandbox_local::OperatorRunner::new(
+            vec![runner.clone().into()],
+            &cli.runner_failure_signatures,
+        )
+        .map_err(|e| format!("--runner-command: {e}"))?;
+        let expected = match &cli.expectations {
+            None => Ok(None),
+            Some(path) => {
+                expectations::load_path(path, path.clone(), "operator").map_err(|e| e.to_string())
+            }
+        };
+        return Ok((
+            vec![(Backend::operator_runner(runner), expected)],
+            Vec::new(),
+        ));
+    }
+    if !cli.runner_failure_signatures.is_empty() {
+        return Err("--runner-failure-signature needs --runner-command".into());
+    }
     if !cli.command.is_empty() {
         if !cli.backends.is_empty() {
             return Err("give either --backend or an external command, not both".into());
