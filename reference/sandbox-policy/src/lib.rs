@@ -1,0 +1,201 @@
+//! The one home of sandbox policy: the deployment default (mode and workspace root), the
+//! per-session knob events and their folds, the write path for each knob, and [`PolicyService::resolve`],
+//! which every tool calls so none of them repeats the precedence.
+//!
+//! Precedence: an approved grant > the session's last knob event > the deployment default.
+//! Workspace root: the session's cwd (canonicalized with filesystem semantics first) > the
+//! configured root.
+
+mod session;
+
+pub use session::{
+    ApprovalPolicy, Event, Session, effective_approval_policy, effective_sandbox_mode,
+};
+
+use std::path::{Path, PathBuf};
+
+use sandbox::{ExecutionPolicy, PathError, SandboxMode, canonical_path};
+
+/// Why a policy could not be resolved or configured.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The workspace root cannot be canonicalized.
+    #[error("workspace root {path:?}: {source}")]
+    Root {
+        /// The root as given.
+        path: PathBuf,
+        /// Why.
+        source: PathError,
+    },
+    /// The configured workspace root is not an existing directory.
+    #[error("workspace root {0:?} is not an existing directory")]
+    NotADirectory(PathBuf),
+}
+
+/// The deployment's policy: its default mode and workspace root, validated at load.
+#[derive(Clone, Debug)]
+pub struct PolicyService {
+    default_mode: SandboxMode,
+    default_approval: ApprovalPolicy,
+    workspace_root: PathBuf,
+    temp_dir: Option<PathBuf>,
+}
+
+impl PolicyService {
+    /// A service with `default_mode` and `workspace_root` (canonicalized now; it must exist).
+    /// The temp dir commands see is this process's `$TMPDIR`.
+    pub fn new(default_mode: SandboxMode, workspace_root: &Path) -> Result<Self, PolicyError> {
+        let root = canonical_path(workspace_root).map_err(|source| PolicyError::Root {
+            path: workspace_root.to_path_buf(),
+            source,
+        })?;
+        if !root.is_dir() {
+            return Err(PolicyError::NotADirectory(workspace_root.to_path_buf()));
+        }
+        Ok(PolicyService {
+            default_mode,
+            default_approval: ApprovalPolicy::Ask,
+            workspace_root: root,
+            temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
+        })
+    }
+
+    /// The same service with another default approval policy.
+    pub fn with_default_approval(mut self, policy: ApprovalPolicy) -> Self {
+        self.default_approval = policy;
+        self
+    }
+
+    /// The same service with another `$TMPDIR` for commands (writable under `workspace-write`).
+    pub fn with_temp_dir(mut self, temp_dir: Option<PathBuf>) -> Self {
+        self.temp_dir = temp_dir;
+        self
+    }
+
+    /// The deployment default mode.
+    pub fn default_mode(&self) -> SandboxMode {
+        self.default_mode
+    }
+
+    /// The deployment default approval policy.
+    pub fn default_approval(&self) -> ApprovalPolicy {
+        self.default_approval
+    }
+
+    /// The configured (canonical) workspace root, the fallback for calls without a session.
+    pub fn workspace_root(&self) -> &Path {
+        &self.workspace_root
+    }
+
+    /// The mode a call in `session` runs under without a grant.
+    pub fn effective_mode(&self, session: Option<&Session>) -> SandboxMode {
+        session
+            .and_then(|s| effective_sandbox_mode(&s.events()))
+            .unwrap_or(self.default_mode)
+    }
+
+    /// The approval policy in force for `session`.
+    pub fn effective_approval(&self, session: Option<&Session>) -> ApprovalPolicy {
+        session
+            .and_then(|s| effective_approval_policy(&s.events()))
+            .unwrap_or(self.default_approval)
+    }
+
+    /// The complete policy of one call: `granted` (an approved escalation) > the session's last
+    /// `sandbox/mode` event > the default; root = the session's cwd > the configured root.
+    pub fn resolve(
+        &self,
+        session: Option<&Session>,
+        granted: Option<SandboxMode>,
+    ) -> Result<ExecutionPolicy, PolicyError> {
+        let mode = granted.unwrap_or_else(|| self.effective_mode(session));
+        let workspace_root = match session {
+            Some(s) => canonical_path(s.cwd()).map_err(|source| PolicyError::Root {
+                path: s.cwd().to_path_buf(),
+                source,
+            })?,
+            None => self.workspace_root.clone(),
+        };
+        Ok(ExecutionPolicy {
+            mode,
+            workspace_root,
+            temp_dir: self.temp_dir.clone(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grant_beats_session_beats_default() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let service = PolicyService::new(SandboxMode::ReadOnly, dir.path()).expect("service");
+        let session = Session::new("s", dir.path());
+        assert_eq!(
+            service.resolve(Some(&session), None).expect("r").mode,
+            SandboxMode::ReadOnly
+        );
+        session.set_sandbox_mode(SandboxMode::WorkspaceWrite);
+        assert_eq!(
+            service.resolve(Some(&session), None).expect("r").mode,
+            SandboxMode::WorkspaceWrite
+        );
+        assert_eq!(
+            service
+                .resolve(Some(&session), Some(SandboxMode::DangerFullAccess))
+                .expect("r")
+                .mode,
+            SandboxMode::DangerFullAccess
+        );
+        assert_eq!(
+            service.resolve(None, None).expect("r").mode,
+            SandboxMode::ReadOnly
+        );
+    }
+
+    #[test]
+    fn two_sessions_resolve_their_own_roots_through_one_service() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (a, b) = (dir.path().join("a"), dir.path().join("b"));
+        std::fs::create_dir_all(&a).expect("a");
+        std::fs::create_dir_all(&b).expect("b");
+        let service = PolicyService::new(SandboxMode::WorkspaceWrite, dir.path()).expect("service");
+        let (sa, sb) = (Session::new("a", &a), Session::new("b", &b));
+        sb.set_sandbox_mode(SandboxMode::ReadOnly);
+        let (pa, pb) = (
+            service.resolve(Some(&sa), None).expect("a"),
+            service.resolve(Some(&sb), None).expect("b"),
+        );
+        assert_eq!(pa.workspace_root, std::fs::canonicalize(&a).expect("canon"));
+        assert_eq!(pb.workspace_root, std::fs::canonicalize(&b).expect("canon"));
+        assert_eq!(
+            (pa.mode, pb.mode),
+            (SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly)
+        );
+    }
+
+    #[test]
+    fn a_session_cwd_through_symlink_dotdot_is_where_commands_run() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canon");
+        std::fs::create_dir_all(base.join("real/inner")).expect("mkdir");
+        std::os::unix::fs::symlink(base.join("real/inner"), base.join("link")).expect("symlink");
+        let service = PolicyService::new(SandboxMode::ReadOnly, &base).expect("service");
+        let session = Session::new("s", &base.join("link/.."));
+        let root = service
+            .resolve(Some(&session), None)
+            .expect("r")
+            .workspace_root;
+        assert_eq!(root, base.join("real"));
+    }
+
+    #[test]
+    fn a_missing_configured_root_fails_loudly() {
+        assert!(matches!(
+            PolicyService::new(SandboxMode::ReadOnly, Path::new("/nonexistent/root")),
+            Err(PolicyError::NotADirectory(_))
+        ));
+    }
+}

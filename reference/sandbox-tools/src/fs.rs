@@ -1,0 +1,315 @@
+//! The fenced filesystem: the in-process twin of the shell's sandbox.
+//!
+//! Reads pass in every mode. `read-only` denies every write and edit. `workspace-write`
+//! re-canonicalizes the target immediately before writing and fences it against
+//! [`sandbox::writable_roots`], the set every shell backend enforces, so a file the write tool may
+//! create is exactly a file the shell may create. On Linux the write itself then walks from the
+//! writable root with `openat2(RESOLVE_BENEATH)`, so a symlink swapped into the path after the
+//! check cannot carry the write outside (`EXDEV`); what remains is a rename racing the final
+//! component between our `renameat` and a reader, which is not an escape. Writes are atomic: a
+//! temporary file in the target's directory, then `renameat` over the target.
+//!
+//! This is a policy fence in trusted code over model-chosen paths, not a kernel boundary; kernel
+//! isolation of untrusted code is the shell's job.
+
+use std::path::{Path, PathBuf};
+
+use sandbox::{ExecutionPolicy, SandboxMode, canonical_path, is_within, writable_roots};
+
+/// The stable code of a write the sandbox policy refused.
+pub const FS_SANDBOX_DENIED: &str = "FS_SANDBOX_DENIED";
+/// The stable code of a write the host refused (permissions, read-only mount): the world, not the
+/// policy.
+pub const FS_PERMISSION_DENIED: &str = "FS_PERMISSION_DENIED";
+
+/// Why a filesystem operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum FsError {
+    /// The sandbox policy refused the write.
+    #[error("{FS_SANDBOX_DENIED}: writing {path:?} is denied under {mode} mode")]
+    SandboxDenied {
+        /// The effective mode.
+        mode: SandboxMode,
+        /// The path as asked.
+        path: PathBuf,
+    },
+    /// The host refused it.
+    #[error("{FS_PERMISSION_DENIED}: {path:?}: {source}")]
+    PermissionDenied {
+        /// The path.
+        path: PathBuf,
+        /// The host's error.
+        source: std::io::Error,
+    },
+    /// The file does not exist.
+    #[error("FS_NOT_FOUND: {0:?} does not exist")]
+    NotFound(PathBuf),
+    /// An edit's old text is not in the file (exactly once).
+    #[error("FS_EDIT_NO_MATCH: the text to replace occurs {count} times in {path:?}, not once")]
+    EditNoMatch {
+        /// The file.
+        path: PathBuf,
+        /// How often it occurs.
+        count: usize,
+    },
+    /// The path is unusable (NUL byte, symlink loop, ...).
+    #[error("FS_BAD_PATH: {0}")]
+    BadPath(String),
+    /// Anything else the host said.
+    #[error("FS_IO: {path:?}: {source}")]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The host's error.
+        source: std::io::Error,
+    },
+}
+
+impl FsError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            FsError::SandboxDenied { .. } => FS_SANDBOX_DENIED,
+            FsError::PermissionDenied { .. } => FS_PERMISSION_DENIED,
+            FsError::NotFound(_) => "FS_NOT_FOUND",
+            FsError::EditNoMatch { .. } => "FS_EDIT_NO_MATCH",
+            FsError::BadPath(_) => "FS_BAD_PATH",
+            FsError::Io { .. } => "FS_IO",
+        }
+    }
+}
+
+fn io_error(path: &Path, e: std::io::Error) -> FsError {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => FsError::NotFound(path.to_path_buf()),
+        std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::ReadOnlyFilesystem => {
+            FsError::PermissionDenied {
+                path: path.to_path_buf(),
+                source: e,
+            }
+        }
+        _ => FsError::Io {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    }
+}
+
+/// A filesystem: fenced by the call's policy, or not at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FileSystem {
+    /// Enforces the call's policy on every mutation.
+    Fenced,
+    /// Ignores the policy (a non-confining composition: honestly unconfined).
+    Local,
+}
+
+impl FileSystem {
+    /// True when this filesystem enforces a sandbox mode (the escalation fields are advertised).
+    pub fn confines(self) -> bool {
+        self == FileSystem::Fenced
+    }
+
+    /// Reads a file as text; reads pass in every mode.
+    pub fn read(self, path: &Path) -> Result<String, FsError> {
+        let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
+        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    }
+
+    /// Writes `content` to `path` (creating missing parent directories) under `policy`.
+    pub fn write(
+        self,
+        path: &Path,
+        content: &str,
+        policy: &ExecutionPolicy,
+    ) -> Result<(), FsError> {
+        let target = self.fence(path, policy)?;
+        write_beneath(&target, content.as_bytes()).map_err(|e| match e {
+            WriteError::Escaped => FsError::SandboxDenied {
+                mode: policy.mode,
+                path: path.to_path_buf(),
+            },
+            WriteError::Io(e) => io_error(path, e),
+        })
+    }
+
+    /// Replaces the one occurrence of `old` in `path` with `new` under `policy`.
+    pub fn edit(
+        self,
+        path: &Path,
+        old: &str,
+        new: &str,
+        policy: &ExecutionPolicy,
+    ) -> Result<(), FsError> {
+        // Fence first: a denied edit must not even reveal whether the text matches.
+        self.fence(path, policy)?;
+        let current = self.read(path)?;
+        let count = if old.is_empty() {
+            0
+        } else {
+            current.matches(old).count()
+        };
+        if count != 1 {
+            return Err(FsError::EditNoMatch {
+                path: path.to_path_buf(),
+                count,
+            });
+        }
+        self.write(path, &current.replacen(old, new, 1), policy)
+    }
+
+    /// The canonical target when `policy` permits writing `path`; re-canonicalized now, just
+    /// before the write.
+    fn fence(self, path: &Path, policy: &ExecutionPolicy) -> Result<Fenced, FsError> {
+        let canonical = canonical_path(path).map_err(|e| FsError::BadPath(e.to_string()))?;
+        let denied = || FsError::SandboxDenied {
+            mode: policy.mode,
+            path: path.to_path_buf(),
+        };
+        let provider = match (self, policy.for_provider()) {
+            (FileSystem::Local, _) | (_, None) => {
+                return Ok(Fenced {
+                    root: None,
+                    target: canonical,
+                });
+            }
+            (FileSystem::Fenced, Some(p)) => p,
+        };
+        let roots = writable_roots(&provider).map_err(|e| FsError::BadPath(e.to_string()))?;
+        let root = roots
+            .into_iter()
+            .find(|r| is_within(&canonical, r))
+            .ok_or_else(denied)?;
+        Ok(Fenced {
+            root: Some(root),
+            target: canonical,
+        })
+    }
+}
+
+/// A target that passed the fence, with the writable root it lies beneath.
+struct Fenced {
+    root: Option<PathBuf>,
+    target: PathBuf,
+}
+
+enum WriteError {
+    /// The walk from the root left it (a symlink swapped in after the check).
+    Escaped,
+    Io(std::io::Error),
+}
+
+impl From<std::io::Error> for WriteError {
+    fn from(e: std::io::Error) -> Self {
+        WriteError::Io(e)
+    }
+}
+
+#[cfg(target_os = "linux")]
+fn write_beneath(fenced: &Fenced, content: &[u8]) -> Result<(), WriteError> {
+    use nix::errno::Errno;
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
+    use nix::sys::stat::{Mode, mkdirat};
+    use std::io::Write;
+
+    let Some(root) = &fenced.root else {
+        return write_plain(&fenced.target, content).map_err(WriteError::Io);
+    };
+    let (dir_rel, name) = match fenced.target.strip_prefix(root) {
+        // An alias spelling of the root (identity containment): no relative walk exists, so the
+        // fence's canonical check is what holds.
+        Err(_) => return write_plain(&fenced.target, content).map_err(WriteError::Io),
+        Ok(rel) => match (rel.parent(), rel.file_name()) {
+            (Some(parent), Some(name)) => (parent.to_path_buf(), name.to_os_string()),
+            _ => {
+                return Err(WriteError::Io(std::io::Error::other(
+                    "cannot write a writable root itself",
+                )));
+            }
+        },
+    };
+    let errno = |e: Errno| match e {
+        Errno::EXDEV | Errno::ELOOP => WriteError::Escaped,
+        other => WriteError::Io(std::io::Error::from(other)),
+    };
+    let beneath = |flags: OFlag| {
+        OpenHow::new()
+            .flags(flags | OFlag::O_CLOEXEC)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS)
+    };
+    let mut dir = open(
+        root.as_path(),
+        OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(errno)?;
+    for component in dir_rel.components() {
+        let part = component.as_os_str();
+        let next = match openat2(&dir, part, beneath(OFlag::O_DIRECTORY)) {
+            Err(Errno::ENOENT) => {
+                mkdirat(&dir, part, Mode::from_bits_truncate(0o755)).map_err(errno)?;
+                openat2(&dir, part, beneath(OFlag::O_DIRECTORY)).map_err(errno)?
+            }
+            other => other.map_err(errno)?,
+        };
+        dir = next;
+    }
+    let mode = std::fs::metadata(&fenced.target)
+        .map(|m| {
+            Mode::from_bits_truncate(
+                std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777,
+            )
+        })
+        .unwrap_or_else(|_| Mode::from_bits_truncate(0o644));
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(&name);
+    temp_name.push(format!(".tmp-{}", std::process::id()));
+    let temp = openat2(
+        &dir,
+        temp_name.as_os_str(),
+        beneath(OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW).mode(mode),
+    )
+    .map_err(errno)?;
+    let mut file = std::fs::File::from(temp);
+    let written = file.write_all(content).and_then(|()| file.sync_all());
+    drop(file);
+    let renamed = written.map_err(WriteError::Io).and_then(|()| {
+        nix::fcntl::renameat(&dir, temp_name.as_os_str(), &dir, name.as_os_str()).map_err(errno)
+    });
+    if renamed.is_err() {
+        let _ = nix::unistd::unlinkat(
+            &dir,
+            temp_name.as_os_str(),
+            nix::unistd::UnlinkatFlags::NoRemoveDir,
+        );
+    }
+    renamed
+}
+
+#[cfg(not(target_os = "linux"))]
+fn write_beneath(fenced: &Fenced, content: &[u8]) -> Result<(), WriteError> {
+    write_plain(&fenced.target, content).map_err(WriteError::Io)
+}
+
+/// An atomic write by path: a temporary file beside the target, then a rename over it.
+fn write_plain(target: &Path, content: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = target
+        .parent()
+        .ok_or_else(|| std::io::Error::other("the target has no parent directory"))?;
+    std::fs::create_dir_all(dir)?;
+    let name = target
+        .file_name()
+        .ok_or_else(|| std::io::Error::other("the target has no file name"))?;
+    let mut temp_name = std::ffi::OsString::from(".");
+    temp_name.push(name);
+    temp_name.push(format!(".tmp-{}", std::process::id()));
+    let temp = dir.join(temp_name);
+    let result = std::fs::File::create(&temp)
+        .and_then(|mut f| f.write_all(content).and_then(|()| f.sync_all()))
+        .and_then(|()| std::fs::rename(&temp, target));
+    if result.is_err() {
+        let _ = std::fs::remove_file(&temp);
+    }
+    result
+}

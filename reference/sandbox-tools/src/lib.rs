@@ -1,0 +1,14 @@
+//! What the model calls: a confined shell and a fenced filesystem, the `bash`, `write` and `edit`
+//! tools over them, and the one escalation choreography all three share.
+//!
+//! - [`shell`]: confines the exact `bash -c` argv through a provider, spawns it directly,
+//!   classifies with the one classifier, and reports the mode the call actually ran under.
+//! - [`fs`]: reads pass; writes are fenced against the same writable set as the shell backends.
+//! - [`escalation`]: pairing, strict widening, approval, and a stable code per outcome.
+//! - [`tools`]: the model-facing tools, their schemas and their result text.
+
+pub mod approval;
+pub mod escalation;
+pub mod fs;
+pub mod shell;
+pub mod tools;

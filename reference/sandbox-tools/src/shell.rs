@@ -1,0 +1,266 @@
+//! The confined shell executor: one call = one policy = one confined `bash -c` launch.
+//!
+//! The exact argv `bash -c <command>` is confined by the provider and the returned argv is spawned
+//! directly (no outer shell evaluates anything, `BASH_ENV` included, outside the sandbox). The
+//! command sees `$TMPDIR` exactly as the policy's writable set does. `danger-full-access` never
+//! touches the provider. Result facts say the mode the call actually ran under, so an escalated
+//! call and its neighbours never mix.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::sync::mpsc::{Receiver, channel};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sandbox::{
+    Classification, ConfinedArgv, ExecutionPolicy, ProcessOutcome, SandboxEnforcement, SandboxMode,
+    SandboxProvider, SandboxUnavailable,
+};
+use sandbox_local::launch::{self, LaunchOptions};
+use serde::Serialize;
+
+/// The most output kept per stream; the rest is cut with a note.
+pub const OUTPUT_LIMIT: usize = 256 * 1024;
+
+/// One shell call.
+#[derive(Clone, Debug)]
+pub struct ShellRequest {
+    /// The command, run as `bash -c <command>`.
+    pub command: String,
+    /// Its working directory (default: the workspace root).
+    pub workdir: Option<PathBuf>,
+    /// Kill the whole process tree after this long.
+    pub timeout: Option<Duration>,
+}
+
+/// What a finished call did.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShellResult {
+    /// The mode it actually ran under.
+    pub mode: SandboxMode,
+    /// The backend that confined it (`none` under `danger-full-access`).
+    pub backend: String,
+    /// The enforcement of that launch.
+    pub enforcement: SandboxEnforcement,
+    /// Its exit code, when it exited.
+    pub exit_code: Option<i32>,
+    /// The signal that killed it, when one did.
+    pub signal: Option<i32>,
+    /// The kernel refused a file effect.
+    pub denied: bool,
+    /// The sandbox itself failed and the command never ran (background tasks only; a foreground
+    /// call returns [`ShellError::SandboxUnavailable`] instead).
+    pub runner_failed: bool,
+    /// The runner's own words when it failed.
+    pub runner_detail: Option<String>,
+    /// The timeout killed it.
+    pub timed_out: bool,
+    /// Its stdout (cut at [`OUTPUT_LIMIT`]).
+    pub stdout: String,
+    /// Its stderr (cut at [`OUTPUT_LIMIT`]).
+    pub stderr: String,
+}
+
+/// Why a foreground call did not produce a result.
+#[derive(Debug, thiserror::Error)]
+pub enum ShellError {
+    /// The sandbox could not confine the command; it never ran.
+    #[error(transparent)]
+    SandboxUnavailable(#[from] SandboxUnavailable),
+    /// The command could not start (a missing workdir, a resource limit).
+    #[error("SHELL_START_FAILED: {0}")]
+    StartFailed(String),
+}
+
+impl ShellError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ShellError::SandboxUnavailable(_) => sandbox::SANDBOX_UNAVAILABLE,
+            ShellError::StartFailed(_) => "SHELL_START_FAILED",
+        }
+    }
+}
+
+/// A background task's id.
+pub type TaskId = u64;
+
+/// The shell: confining when it has a provider, honestly unconfined when it has none.
+pub struct ShellExecutor {
+    provider: Option<Arc<dyn SandboxProvider>>,
+    tasks: Mutex<HashMap<TaskId, Receiver<ShellResult>>>,
+    next_task: Mutex<TaskId>,
+}
+
+impl ShellExecutor {
+    /// A confining shell over `provider`.
+    pub fn confining(provider: Arc<dyn SandboxProvider>) -> ShellExecutor {
+        ShellExecutor {
+            provider: Some(provider),
+            tasks: Mutex::new(HashMap::new()),
+            next_task: Mutex::new(1),
+        }
+    }
+
+    /// A shell that never confines (the escalation fields are not advertised over it).
+    pub fn unconfined() -> ShellExecutor {
+        ShellExecutor {
+            provider: None,
+            tasks: Mutex::new(HashMap::new()),
+            next_task: Mutex::new(1),
+        }
+    }
+
+    /// True when calls are confined (so a sandbox mode means something here).
+    pub fn confines(&self) -> bool {
+        self.provider.is_some()
+    }
+
+    /// The launch for `request` under `policy`: the provider's, or the bare argv when the mode
+    /// (or this shell) does not confine.
+    fn launch(
+        &self,
+        request: &ShellRequest,
+        policy: &ExecutionPolicy,
+    ) -> Result<(ConfinedArgv, SandboxMode), SandboxUnavailable> {
+        let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), request.command.clone().into()];
+        match (&self.provider, policy.for_provider()) {
+            (Some(provider), Some(provider_policy)) => {
+                Ok((provider.confine(&argv, &provider_policy)?, policy.mode))
+            }
+            (None, _) | (_, None) => Ok((
+                ConfinedArgv {
+                    argv,
+                    backend: "none".into(),
+                    enforcement: SandboxEnforcement::Full,
+                    denial_signatures: Vec::new(),
+                    runner_failure_rules: Vec::new(),
+                    status_channel: None,
+                },
+                // An unconfined shell runs everything with full access, whatever was asked.
+                if self.provider.is_some() {
+                    policy.mode
+                } else {
+                    SandboxMode::DangerFullAccess
+                },
+            )),
+        }
+    }
+
+    /// Runs `request` in the foreground. A runner failure is [`ShellError::SandboxUnavailable`]
+    /// with the runner's words: the command never ran.
+    pub fn run(
+        &self,
+        request: &ShellRequest,
+        policy: &ExecutionPolicy,
+    ) -> Result<ShellResult, ShellError> {
+        let (launch_argv, mode) = self.launch(request, policy)?;
+        let result = execute(&launch_argv, mode, request, policy);
+        if result.runner_failed {
+            return Err(ShellError::SandboxUnavailable(SandboxUnavailable {
+                mode: policy
+                    .mode
+                    .confined()
+                    .unwrap_or(sandbox::ConfinedMode::ReadOnly),
+                backend: Some(launch_argv.backend.clone()),
+                detail: result.runner_detail.unwrap_or_default(),
+            }));
+        }
+        if result.exit_code.is_none()
+            && result.signal.is_none()
+            && let Some(start) = &result.runner_detail
+        {
+            return Err(ShellError::StartFailed(start.clone()));
+        }
+        Ok(result)
+    }
+
+    /// Starts `request` in the background under its own policy; its facts stay its own.
+    pub fn start(
+        &self,
+        request: ShellRequest,
+        policy: ExecutionPolicy,
+    ) -> Result<TaskId, ShellError> {
+        let (launch_argv, mode) = self.launch(&request, &policy)?;
+        let (tx, rx) = channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(execute(&launch_argv, mode, &request, &policy));
+        });
+        let id = {
+            let mut next = self.next_task.lock().unwrap_or_else(|p| p.into_inner());
+            let id = *next;
+            *next += 1;
+            id
+        };
+        self.tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, rx);
+        Ok(id)
+    }
+
+    /// Waits up to `wait` for a background task; `None` while it still runs or for an unknown id.
+    /// A settled task whose runner failed carries `runner_failed`.
+    pub fn output(&self, task: TaskId, wait: Duration) -> Option<ShellResult> {
+        let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        tasks.get(&task)?.recv_timeout(wait).ok()
+    }
+}
+
+fn cut(bytes: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(OUTPUT_LIMIT)]).into_owned();
+    if bytes.len() > OUTPUT_LIMIT {
+        format!(
+            "{text}\n[output cut: {} bytes not shown]",
+            bytes.len() - OUTPUT_LIMIT
+        )
+    } else {
+        text
+    }
+}
+
+/// Spawns and classifies one launch; never fails (a failure is in the facts).
+fn execute(
+    launch_argv: &ConfinedArgv,
+    mode: SandboxMode,
+    request: &ShellRequest,
+    policy: &ExecutionPolicy,
+) -> ShellResult {
+    let cwd = request
+        .workdir
+        .clone()
+        .unwrap_or_else(|| policy.workspace_root.clone());
+    let mut options = LaunchOptions::in_dir(cwd);
+    options.timeout = request.timeout;
+    match &policy.temp_dir {
+        Some(t) => options
+            .env
+            .push(("TMPDIR".into(), t.clone().into_os_string())),
+        None => options.env_remove.push("TMPDIR".into()),
+    }
+    let done = launch::run(launch_argv, &options);
+    let (exit_code, signal) = match &done.outcome {
+        ProcessOutcome::Exited { code, .. } => (Some(*code), None),
+        ProcessOutcome::Signaled { signal, .. } => (None, Some(*signal)),
+        ProcessOutcome::SpawnFailed(_) => (None, None),
+    };
+    let (runner_failed, runner_detail) = match &done.classification {
+        Classification::RunnerFailure { detail, .. } => (true, Some(detail.clone())),
+        Classification::StartFailed { detail } => (false, Some(detail.clone())),
+        _ => (false, None),
+    };
+    ShellResult {
+        mode,
+        backend: launch_argv.backend.clone(),
+        enforcement: launch_argv.enforcement,
+        exit_code,
+        signal,
+        denied: matches!(done.classification, Classification::Denied { .. }),
+        runner_failed,
+        runner_detail,
+        timed_out: done.timed_out,
+        stdout: cut(&done.stdout),
+        stderr: cut(&done.stderr),
+    }
+}

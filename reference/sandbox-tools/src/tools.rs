@@ -1,0 +1,411 @@
+//! The model-facing tools: `bash`, `bash_output`, `write`, `edit`. The escalation fields exist in
+//! a tool's schema exactly when the mounted shell or filesystem confines. The sandbox mode is
+//! never stated; a denied result names the mode in its marker and, when escalation is advertised,
+//! carries the hint at the point of denial.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sandbox::{ExecutionPolicy, SandboxMode, denial_marker};
+use sandbox_policy::{PolicyService, Session};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::approval::ApprovalService;
+use crate::escalation::{Asker, EscalationFields, Refusal, approve};
+use crate::fs::{FileSystem, FsError};
+use crate::shell::{ShellExecutor, ShellRequest, ShellResult};
+
+/// The model-facing result of one tool call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolOutput {
+    /// `OK`, `DENIED`, `FS_SANDBOX_DENIED`, `SANDBOX_UNAVAILABLE`, `BAD_ARGUMENTS`, an
+    /// `ESCALATION_*` code, ...
+    pub code: String,
+    /// What the model reads.
+    pub text: String,
+    /// Structured facts (the mode the call ran under, denied, exit code, ...).
+    pub facts: Value,
+}
+
+impl ToolOutput {
+    fn new(code: &str, text: String, facts: Value) -> ToolOutput {
+        ToolOutput {
+            code: code.to_owned(),
+            text,
+            facts,
+        }
+    }
+
+    fn refused(r: Refusal) -> ToolOutput {
+        ToolOutput::new(r.code, r.text, json!({ "ran": false }))
+    }
+}
+
+/// Who is calling.
+#[derive(Clone, Copy)]
+pub struct CallContext<'a> {
+    /// The calling session (its cwd is the workspace root; its log holds the knobs).
+    pub session: Option<&'a Session>,
+    /// The agent approval questions are routed through.
+    pub agent: Option<&'a str>,
+    /// This call's id.
+    pub call_id: &'a str,
+}
+
+/// The shared denial teaching: the marker, then (when escalation is advertised) the hint.
+pub fn denial_text(mode: SandboxMode, tool: &str, advertised: bool) -> String {
+    let mut text = format!(
+        "{}\nThe sandbox refused a file access. Do not try to work around it (no other paths, tools or copies).",
+        denial_marker(mode)
+    );
+    if advertised {
+        text.push_str(&format!(
+            "\nIf this access is needed, call {tool} again once with the same arguments plus sandbox_permissions (the narrowest sufficient of \"workspace-write\", \"danger-full-access\") and a justification; the user decides."
+        ));
+    }
+    text
+}
+
+const BASH_DESCRIPTION: &str = "Run a shell command with bash. Commands run in a file sandbox: a file access the sandbox does not allow fails, and the result then carries [sandbox: file access denied under <mode> mode]. Attempt commands even when they may be denied; never retry around a denial.";
+const ESCALATION_DESCRIPTION: &str = " After a denial you may retry the same call once with sandbox_permissions and a justification; the user is asked and decides.";
+
+/// The tools over one composition.
+pub struct Toolbox {
+    policy: Arc<PolicyService>,
+    shell: Arc<ShellExecutor>,
+    fs: FileSystem,
+    approval: Option<Arc<dyn ApprovalService>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BashArgs {
+    command: String,
+    #[serde(default)]
+    timeout_ms: Option<u64>,
+    #[serde(default)]
+    run_in_background: bool,
+    #[serde(default)]
+    sandbox_permissions: Option<String>,
+    #[serde(default)]
+    justification: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OutputArgs {
+    task_id: u64,
+    #[serde(default)]
+    wait_ms: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WriteArgs {
+    path: String,
+    content: String,
+    #[serde(default)]
+    sandbox_permissions: Option<String>,
+    #[serde(default)]
+    justification: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EditArgs {
+    path: String,
+    old_text: String,
+    new_text: String,
+    #[serde(default)]
+    sandbox_permissions: Option<String>,
+    #[serde(default)]
+    justification: Option<String>,
+}
+
+fn bad_arguments(tool: &str, e: impl std::fmt::Display) -> ToolOutput {
+    ToolOutput::new(
+        "BAD_ARGUMENTS",
+        format!("{tool}: bad arguments: {e}. Nothing was run."),
+        json!({ "ran": false }),
+    )
+}
+
+impl Toolbox {
+    /// A composition: the policy home, a shell, a filesystem, and (optionally) an approval service.
+    pub fn new(
+        policy: Arc<PolicyService>,
+        shell: Arc<ShellExecutor>,
+        fs: FileSystem,
+        approval: Option<Arc<dyn ApprovalService>>,
+    ) -> Toolbox {
+        Toolbox {
+            policy,
+            shell,
+            fs,
+            approval,
+        }
+    }
+
+    /// True when `tool` advertises the escalation fields (its executor or filesystem confines).
+    pub fn advertises_escalation(&self, tool: &str) -> bool {
+        match tool {
+            "bash" => self.shell.confines(),
+            "write" | "edit" => self.fs.confines(),
+            _ => false,
+        }
+    }
+
+    /// The tool definitions (name, description, JSON Schema of the arguments).
+    pub fn schemas(&self) -> Value {
+        let escalation = |tool: &str, mut props: serde_json::Map<String, Value>| {
+            if self.advertises_escalation(tool) {
+                props.insert(
+                    "sandbox_permissions".into(),
+                    json!({ "type": "string", "enum": ["workspace-write", "danger-full-access"],
+                            "description": "Only to retry a denied call once with wider file access; needs justification." }),
+                );
+                props.insert(
+                    "justification".into(),
+                    json!({ "type": "string", "description": "Why the wider access is needed; shown to the user." }),
+                );
+            }
+            Value::Object(props)
+        };
+        let describe = |tool: &str, base: &str| {
+            if self.advertises_escalation(tool) {
+                format!("{base}{ESCALATION_DESCRIPTION}")
+            } else {
+                base.to_owned()
+            }
+        };
+        let props = |v: Value| v.as_object().cloned().unwrap_or_default();
+        json!([
+            { "name": "bash", "description": describe("bash", BASH_DESCRIPTION),
+              "parameters": { "type": "object", "required": ["command"], "additionalProperties": false,
+                "properties": escalation("bash", props(json!({
+                  "command": { "type": "string" },
+                  "timeout_ms": { "type": "integer", "minimum": 1 },
+                  "run_in_background": { "type": "boolean" } }))) } },
+            { "name": "bash_output", "description": "Read the result of a background bash task.",
+              "parameters": { "type": "object", "required": ["task_id"], "additionalProperties": false,
+                "properties": { "task_id": { "type": "integer" }, "wait_ms": { "type": "integer" } } } },
+            { "name": "write", "description": describe("write", "Write a file (replacing it). Writes outside what the sandbox allows fail with [sandbox: file access denied under <mode> mode]; never retry around a denial."),
+              "parameters": { "type": "object", "required": ["path", "content"], "additionalProperties": false,
+                "properties": escalation("write", props(json!({
+                  "path": { "type": "string" }, "content": { "type": "string" } }))) } },
+            { "name": "edit", "description": describe("edit", "Replace the one occurrence of old_text in a file with new_text. Denied edits fail like writes."),
+              "parameters": { "type": "object", "required": ["path", "old_text", "new_text"], "additionalProperties": false,
+                "properties": escalation("edit", props(json!({
+                  "path": { "type": "string" }, "old_text": { "type": "string" }, "new_text": { "type": "string" } }))) } }
+        ])
+    }
+
+    /// Runs one tool call.
+    pub fn call(&self, tool: &str, args: &Value, ctx: &CallContext<'_>) -> ToolOutput {
+        match tool {
+            "bash" => match BashArgs::deserialize(args) {
+                Ok(a) => self.bash(a, ctx),
+                Err(e) => bad_arguments(tool, e),
+            },
+            "bash_output" => match OutputArgs::deserialize(args) {
+                Ok(a) => self.bash_output(a),
+                Err(e) => bad_arguments(tool, e),
+            },
+            "write" => match WriteArgs::deserialize(args) {
+                Ok(a) => {
+                    let fields = EscalationFields {
+                        sandbox_permissions: a.sandbox_permissions,
+                        justification: a.justification,
+                    };
+                    self.mutate("write", &a.path, fields, ctx, |fs, path, policy| {
+                        fs.write(path, &a.content, policy)
+                    })
+                }
+                Err(e) => bad_arguments(tool, e),
+            },
+            "edit" => match EditArgs::deserialize(args) {
+                Ok(a) => {
+                    let fields = EscalationFields {
+                        sandbox_permissions: a.sandbox_permissions,
+                        justification: a.justification,
+                    };
+                    self.mutate("edit", &a.path, fields, ctx, |fs, path, policy| {
+                        fs.edit(path, &a.old_text, &a.new_text, policy)
+                    })
+                }
+                Err(e) => bad_arguments(tool, e),
+            },
+            other => bad_arguments(other, "no such tool"),
+        }
+    }
+
+    /// Validates the escalation fields, asks when they ask, and resolves the call's policy.
+    fn policy_for(
+        &self,
+        tool: &str,
+        subject: &str,
+        fields: &EscalationFields,
+        ctx: &CallContext<'_>,
+    ) -> Result<(ExecutionPolicy, bool), ToolOutput> {
+        let ask = fields
+            .validate(self.advertises_escalation(tool))
+            .map_err(ToolOutput::refused)?;
+        let granted = match &ask {
+            None => None,
+            Some(ask) => Some(
+                approve(
+                    ask,
+                    &Asker {
+                        policy: &self.policy,
+                        session: ctx.session,
+                        approval: self.approval.as_deref(),
+                        agent: ctx.agent,
+                        call_id: ctx.call_id,
+                        tool,
+                        subject,
+                    },
+                )
+                .map_err(ToolOutput::refused)?,
+            ),
+        };
+        let policy = self.policy.resolve(ctx.session, granted).map_err(|e| {
+            ToolOutput::new(
+                "POLICY_ERROR",
+                format!("{tool}: {e}. Nothing was run."),
+                json!({ "ran": false }),
+            )
+        })?;
+        Ok((policy, granted.is_some()))
+    }
+
+    fn bash(&self, a: BashArgs, ctx: &CallContext<'_>) -> ToolOutput {
+        if a.command.contains('\0') {
+            return bad_arguments("bash", "the command contains a NUL byte");
+        }
+        let fields = EscalationFields {
+            sandbox_permissions: a.sandbox_permissions,
+            justification: a.justification,
+        };
+        let (policy, escalated) = match self.policy_for("bash", &a.command, &fields, ctx) {
+            Ok(p) => p,
+            Err(out) => return out,
+        };
+        let request = ShellRequest {
+            command: a.command,
+            workdir: None,
+            timeout: a.timeout_ms.map(Duration::from_millis),
+        };
+        if a.run_in_background {
+            return match self.shell.start(request, policy.clone()) {
+                Ok(task) => ToolOutput::new(
+                    "STARTED",
+                    format!("started background task {task}; read it with bash_output"),
+                    json!({ "task_id": task, "mode": policy.mode, "escalated": escalated }),
+                ),
+                Err(e) => ToolOutput::new(e.code(), e.to_string(), json!({ "ran": false })),
+            };
+        }
+        match self.shell.run(&request, &policy) {
+            Ok(result) => self.shell_output(&result, escalated),
+            Err(e) => ToolOutput::new(
+                e.code(),
+                e.to_string(),
+                json!({ "ran": false, "mode": policy.mode }),
+            ),
+        }
+    }
+
+    fn bash_output(&self, a: OutputArgs) -> ToolOutput {
+        let wait = Duration::from_millis(a.wait_ms.unwrap_or(30_000));
+        match self.shell.output(a.task_id, wait) {
+            None => ToolOutput::new(
+                "RUNNING",
+                format!("task {} has not finished (or does not exist)", a.task_id),
+                json!({ "task_id": a.task_id }),
+            ),
+            Some(result) if result.runner_failed => ToolOutput::new(
+                sandbox::SANDBOX_UNAVAILABLE,
+                format!(
+                    "[sandbox unavailable: the command never ran] {}",
+                    result.runner_detail.clone().unwrap_or_default()
+                ),
+                facts(&result, false),
+            ),
+            Some(result) => self.shell_output(&result, false),
+        }
+    }
+
+    fn shell_output(&self, result: &ShellResult, escalated: bool) -> ToolOutput {
+        let mut text = match (result.exit_code, result.signal) {
+            (Some(code), _) => format!("exit code: {code}"),
+            (None, Some(signal)) => format!("killed by signal {signal}"),
+            (None, None) => "did not run".into(),
+        };
+        if result.timed_out {
+            text.push_str(" (timed out)");
+        }
+        for (name, stream) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
+            if !stream.is_empty() {
+                text.push_str(&format!("\n{name}:\n{stream}"));
+            }
+        }
+        let code = if result.denied {
+            text.push('\n');
+            text.push_str(&denial_text(
+                result.mode,
+                "bash",
+                self.advertises_escalation("bash"),
+            ));
+            "DENIED"
+        } else {
+            "OK"
+        };
+        ToolOutput::new(code, text, facts(result, escalated))
+    }
+
+    fn mutate(
+        &self,
+        tool: &str,
+        path: &str,
+        fields: EscalationFields,
+        ctx: &CallContext<'_>,
+        op: impl FnOnce(FileSystem, &std::path::Path, &ExecutionPolicy) -> Result<(), FsError>,
+    ) -> ToolOutput {
+        if path.contains('\0') {
+            return bad_arguments(tool, "the path contains a NUL byte");
+        }
+        let (policy, escalated) = match self.policy_for(tool, path, &fields, ctx) {
+            Ok(p) => p,
+            Err(out) => return out,
+        };
+        let target = policy.workspace_root.join(PathBuf::from(path));
+        let facts =
+            json!({ "ran": true, "mode": policy.mode, "escalated": escalated, "path": target });
+        match op(self.fs, &target, &policy) {
+            Ok(()) => ToolOutput::new("OK", format!("{tool}: {} updated", target.display()), facts),
+            Err(FsError::SandboxDenied { mode, .. }) => ToolOutput::new(
+                crate::fs::FS_SANDBOX_DENIED,
+                denial_text(mode, tool, self.advertises_escalation(tool)),
+                facts,
+            ),
+            Err(e) => ToolOutput::new(e.code(), e.to_string(), facts),
+        }
+    }
+}
+
+fn facts(result: &ShellResult, escalated: bool) -> Value {
+    json!({
+        "ran": !result.runner_failed,
+        "mode": result.mode,
+        "backend": result.backend,
+        "enforcement": result.enforcement,
+        "exit_code": result.exit_code,
+        "signal": result.signal,
+        "denied": result.denied,
+        "runner_failed": result.runner_failed,
+        "timed_out": result.timed_out,
+        "escalated": escalated,
+    })
+}
