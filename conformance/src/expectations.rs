@@ -110,7 +110,7 @@ pub fn load_path(
             });
         }
     };
-    let file: ExpectationFile = serde_saphyr::from_str(&text).map_err(|e| {
+    let file: ExpectationFile = crate::load::read_yaml(&text).map_err(|e| {
         let (line, column) = e
             .location()
             .map(|l| (l.line(), l.column()))

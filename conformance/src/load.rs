@@ -203,8 +203,8 @@ pub fn load_file(
     // Read once with every `${name}` as a plain placeholder (so `{ exit: ${code} }` is valid YAML):
     // the header, and the cases as untyped trees to expand.
     let placeholder_text = placeholders(&text);
-    let raw: ScenarioFile<serde_json::Value> = serde_saphyr::from_str(&placeholder_text)
-        .map_err(|e| yaml_error(shown, &placeholder_text, &e, None))?;
+    let raw: ScenarioFile<serde_json::Value> =
+        read_yaml(&placeholder_text).map_err(|e| yaml_error(shown, &placeholder_text, &e, None))?;
     let assignments = expand_matrix(&raw, &text, shown)?;
     let Some(first) = assignments.first() else {
         return Err(whole_file(
@@ -214,8 +214,8 @@ pub fn load_file(
     // One typed read of the text itself, with the first assignment substituted, so that unknown
     // keys and wrong types are reported at their own line and column.
     let substituted = substitute(&text, first, shown)?;
-    let file: ScenarioFile<Case> = serde_saphyr::from_str(&substituted)
-        .map_err(|e| yaml_error(shown, &substituted, &e, Some(first)))?;
+    let file: ScenarioFile<Case> =
+        read_yaml(&substituted).map_err(|e| yaml_error(shown, &substituted, &e, Some(first)))?;
 
     let mut cases: Vec<ExpandedCase> = Vec::new();
     for vars in &assignments {
@@ -299,6 +299,12 @@ pub fn load_file(
         },
         id_at,
     ))
+}
+
+/// Reads YAML as the suite does everywhere: YAML 1.2 booleans only, so `yes`, `no`, `y` and `on`
+/// stay strings whether a field is typed or not (a typed and an untyped read must agree).
+pub fn read_yaml<T: serde::de::DeserializeOwned>(text: &str) -> Result<T, serde_saphyr::Error> {
+    serde_saphyr::from_str_with_options(text, serde_saphyr::options! { strict_booleans: true })
 }
 
 /// Lowercase letters, digits, `_`, `-`; starting with a letter or digit.
@@ -605,14 +611,7 @@ fn substitute_value(
             if let Some((_, v)) = typed.iter().find(|(name, _)| *s == placeholder(name)) {
                 return v.clone();
             }
-            let mut out = s.clone();
-            for (name, text) in vars {
-                let token = placeholder(name);
-                if out.contains(&token) {
-                    out = out.replace(&token, text);
-                }
-            }
-            Value::String(out)
+            Value::String(substitute_text(s, vars))
         }
         Value::Array(items) => Value::Array(
             items
@@ -620,11 +619,24 @@ fn substitute_value(
                 .map(|v| substitute_value(v, vars, typed))
                 .collect(),
         ),
+        // Keys are text: a reference in a key becomes the value's text, as in the first read.
         Value::Object(map) => Value::Object(
             map.iter()
-                .map(|(k, v)| (k.clone(), substitute_value(v, vars, typed)))
+                .map(|(k, v)| (substitute_text(k, vars), substitute_value(v, vars, typed)))
                 .collect(),
         ),
         other => other.clone(),
     }
+}
+
+/// Every placeholder inside `s` replaced by its value's text.
+fn substitute_text(s: &str, vars: &BTreeMap<String, String>) -> String {
+    let mut out = s.to_owned();
+    for (name, text) in vars {
+        let token = placeholder(name);
+        if out.contains(&token) {
+            out = out.replace(&token, text);
+        }
+    }
+    out
 }

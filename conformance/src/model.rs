@@ -199,6 +199,9 @@ impl OneOrMany {
 pub struct Case {
     /// The trial name's last segment: lowercase letters, digits, `_` and `-`.
     pub name: String,
+    /// The composition `tool` steps run in (one world and one session per case).
+    #[serde(default)]
+    pub setup: Option<ToolSetup>,
     /// Steps run in order; the first failing expectation fails the case.
     pub steps: Vec<Step>,
 }
@@ -213,6 +216,8 @@ pub enum Step {
     Effect(EffectStep),
     /// Let the local chain select a backend on a (simulated) host and run a canary command.
     Select(SelectStep),
+    /// Call one tool (`bash`, `bash_output`, `read`, `write`, `edit`) in the case's composition.
+    Tool(ToolStep),
 }
 
 impl Step {
@@ -225,6 +230,7 @@ impl Step {
                 &[Capability::LocalChain, Capability::HostSimulation]
             }
             Step::Select(_) => &[Capability::LocalChain],
+            Step::Tool(_) => &[Capability::Confine],
         }
     }
 }
@@ -504,4 +510,71 @@ pub struct SelectExpect {
     /// Substrings the runner's words (the detail) must contain.
     #[serde(default)]
     pub detail_contains: Vec<String>,
+}
+
+/// The composition and session a case's `tool` steps share.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolSetup {
+    /// The deployment default mode (default `read-only`).
+    #[serde(default)]
+    pub mode: Option<sandbox::SandboxMode>,
+    /// A `sandbox/mode` knob event in the session.
+    #[serde(default)]
+    pub session_mode: Option<sandbox::SandboxMode>,
+    /// An `approval/policy` knob event in the session (`ask` or `never`).
+    #[serde(default)]
+    pub approval_policy: Option<String>,
+    /// `confining` (default), `non-confining` (unconfined shell and filesystem), or
+    /// `no-approval` (confining, without an approval service).
+    #[serde(default)]
+    pub composition: Option<String>,
+    /// The scripted answers, in order: `allow-once`, `reject`, `cancel`, `unavailable`.
+    #[serde(default)]
+    pub approver: Vec<String>,
+    /// Whether an agent routes approval questions (default true).
+    #[serde(default)]
+    pub agent: Option<bool>,
+    /// `outside`: the commands' `$TMPDIR` is a directory outside `/tmp` (the world's `tmpdir`).
+    #[serde(default)]
+    pub tmpdir: Option<String>,
+}
+
+/// A `tool` step. In every string, `%WS%`, `%OUTSIDE%`, `%TMP%` and `%TMPDIR%` become the
+/// world's paths; an argument that is exactly `%LAST_TASK%` becomes the last started task id.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolStep {
+    /// The tool.
+    pub name: String,
+    /// Its arguments, as the model would send them.
+    pub args: serde_json::Value,
+    /// What must be true afterwards.
+    pub expect: ToolExpect,
+}
+
+/// What a `tool` step must observe.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolExpect {
+    /// The result code (`OK`, `DENIED`, `FS_SANDBOX_DENIED`, `ESCALATION_REJECTED`, ...).
+    pub code: String,
+    /// The exact result text.
+    #[serde(default)]
+    pub text: Option<String>,
+    /// Substrings the result text must contain.
+    #[serde(default)]
+    pub text_contains: Vec<String>,
+    /// Substrings the result text must not contain.
+    #[serde(default)]
+    pub text_lacks: Vec<String>,
+    /// Facts that must hold (a subset of the result's facts).
+    #[serde(default)]
+    pub facts: serde_json::Map<String, serde_json::Value>,
+    /// How many approval questions the case has asked so far.
+    #[serde(default)]
+    pub asked: Option<usize>,
+    /// Files on disk afterwards: path to exact content, or `<absent>`.
+    #[serde(default)]
+    pub files: std::collections::BTreeMap<String, String>,
 }

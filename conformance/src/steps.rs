@@ -3,18 +3,22 @@
 mod classify;
 mod effect;
 mod select;
+mod tool;
 
 use crate::backends::Backend;
 use crate::load::ExpandedCase;
 use crate::model::Step;
 
-/// Runs every step of `case` against `backend`; the first unmet expectation is the error.
+/// Runs every step of `case` against `backend`; the first unmet expectation is the error. `tool`
+/// steps of one case share one world, one session and one composition.
 pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), String> {
+    let mut rig: Option<tool::Rig> = None;
     for (index, step) in case.case.steps.iter().enumerate() {
         let result = match step {
             Step::Classify(s) => classify::run(backend, s),
             Step::Effect(s) => effect::run(backend, s),
             Step::Select(s) => select::run(s),
+            Step::Tool(s) => tool::run(backend, case.case.setup.as_ref(), s, &mut rig),
         };
         result.map_err(|e| format!("step {} ({}): {e}", index + 1, step_kind(step)))?;
     }
@@ -26,5 +30,6 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Classify(_) => "classify",
         Step::Effect(_) => "effect",
         Step::Select(_) => "select",
+        Step::Tool(_) => "tool",
     }
 }

@@ -103,6 +103,28 @@ fn only_the_first_user_of_a_duplicate_id_loads() {
     assert_eq!(suite.errors.len(), 7, "{:#?}", suite.errors);
 }
 
+#[test]
+fn references_in_mapping_keys_expand_in_every_assignment() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("fam")).expect("family");
+    std::fs::write(
+        dir.path().join("fam/keys.yaml"),
+        "id: K-1\ntitle: t\nlevel: must\nseed: s\nmatrix:\n  n: [a, b, c]\ncases:\n  - name: c_${n}\n    steps:\n      - tool:\n          name: read\n          args: { path: x }\n          expect: { code: OK, files: { \"dir-${n}/f\": y } }\n",
+    )
+    .expect("write");
+    let suite = load_suite(dir.path());
+    assert!(suite.errors.is_empty(), "{:#?}", suite.errors);
+    let keys: Vec<String> = suite.scenarios[0]
+        .cases
+        .iter()
+        .map(|c| match &c.case.steps[0] {
+            conformance::model::Step::Tool(t) => t.expect.files.keys().cloned().collect::<String>(),
+            _ => String::new(),
+        })
+        .collect();
+    assert_eq!(keys, ["dir-a/f", "dir-b/f", "dir-c/f"]);
+}
+
 /// Runs every trial directly and counts (failed, ignored).
 fn outcomes(trials: Vec<conformance::harness::HarnessTrial>) -> (usize, usize) {
     let mut failed = 0;

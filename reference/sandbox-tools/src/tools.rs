@@ -1,4 +1,4 @@
-//! The model-facing tools: `bash`, `bash_output`, `write`, `edit`. The escalation fields exist in
+//! The model-facing tools: `bash`, `bash_output`, `read`, `write`, `edit`. The escalation fields exist in
 //! a tool's schema exactly when the mounted shell or filesystem confines. The sandbox mode is
 //! never stated; a denied result names the mode in its marker and, when escalation is advertised,
 //! carries the hint at the point of denial.
@@ -103,6 +103,12 @@ struct OutputArgs {
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+struct ReadArgs {
+    path: String,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 struct WriteArgs {
     path: String,
     content: String,
@@ -188,6 +194,9 @@ impl Toolbox {
                   "command": { "type": "string" },
                   "timeout_ms": { "type": "integer", "minimum": 1 },
                   "run_in_background": { "type": "boolean" } }))) } },
+            { "name": "read", "description": "Read a text file. Reads are never restricted.",
+              "parameters": { "type": "object", "required": ["path"], "additionalProperties": false,
+                "properties": { "path": { "type": "string" } } } },
             { "name": "bash_output", "description": "Read the result of a background bash task.",
               "parameters": { "type": "object", "required": ["task_id"], "additionalProperties": false,
                 "properties": { "task_id": { "type": "integer" }, "wait_ms": { "type": "integer" } } } },
@@ -211,6 +220,10 @@ impl Toolbox {
             },
             "bash_output" => match OutputArgs::deserialize(args) {
                 Ok(a) => self.bash_output(a),
+                Err(e) => bad_arguments(tool, e),
+            },
+            "read" => match ReadArgs::deserialize(args) {
+                Ok(a) => self.read(&a.path, ctx),
                 Err(e) => bad_arguments(tool, e),
             },
             "write" => match WriteArgs::deserialize(args) {
@@ -363,6 +376,28 @@ impl Toolbox {
             "OK"
         };
         ToolOutput::new(code, text, facts(result, escalated))
+    }
+
+    /// Reads pass in every mode; relative paths are under the session's workspace root.
+    fn read(&self, path: &str, ctx: &CallContext<'_>) -> ToolOutput {
+        if path.contains('\0') {
+            return bad_arguments("read", "the path contains a NUL byte");
+        }
+        let root = match self.policy.resolve(ctx.session, None) {
+            Ok(p) => p.workspace_root,
+            Err(e) => {
+                return ToolOutput::new("POLICY_ERROR", e.to_string(), json!({ "ran": false }));
+            }
+        };
+        let target = root.join(path);
+        match self.fs.read(&target) {
+            Ok(text) => ToolOutput::new("OK", text, json!({ "ran": true, "path": target })),
+            Err(e) => ToolOutput::new(
+                e.code(),
+                e.to_string(),
+                json!({ "ran": true, "path": target }),
+            ),
+        }
     }
 
     fn mutate(

@@ -1,0 +1,217 @@
+//! The `tool` step: the reference tools (confined shell, fenced filesystem, shared escalation)
+//! over the backend under test, in one world and one session per case, with a scripted answerer.
+
+use std::sync::Arc;
+
+use sandbox::SandboxMode;
+use sandbox_policy::{ApprovalPolicy, PolicyService, Session};
+use sandbox_tools::approval::{ApprovalService, Decision, ScriptedApprover};
+use sandbox_tools::fs::FileSystem;
+use sandbox_tools::shell::ShellExecutor;
+use sandbox_tools::tools::{CallContext, Toolbox};
+use serde_json::Value;
+
+use crate::backends::Backend;
+use crate::model::{ToolSetup, ToolStep};
+use crate::world::{SENTINEL, World};
+
+/// One case's composition.
+pub(super) struct Rig {
+    world: World,
+    session: Session,
+    approver: Arc<ScriptedApprover>,
+    tools: Toolbox,
+    agent: bool,
+    calls: usize,
+    last_task: Option<u64>,
+}
+
+fn decision(word: &str) -> Result<Decision, String> {
+    Ok(match word {
+        "allow-once" => Decision::AllowedOnce,
+        "reject" => Decision::Rejected,
+        "cancel" => Decision::Cancelled,
+        "unavailable" => Decision::Unavailable,
+        other => return Err(format!("unknown scripted decision {other:?}")),
+    })
+}
+
+impl Rig {
+    fn new(backend: &Backend, setup: &ToolSetup) -> Result<Rig, String> {
+        let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+        let ws = world.dir.join("ws");
+        let temp_dir = match setup.tmpdir.as_deref() {
+            None => None,
+            Some("outside") => Some(world.dir.join("tmpdir")),
+            Some(other) => return Err(format!("unknown tmpdir setting {other:?}")),
+        };
+        let policy = PolicyService::new(setup.mode.unwrap_or(SandboxMode::ReadOnly), &ws)
+            .map_err(|e| e.to_string())?
+            .with_temp_dir(temp_dir);
+        let session = Session::new("case", &ws);
+        if let Some(mode) = setup.session_mode {
+            session.set_sandbox_mode(mode);
+        }
+        match setup.approval_policy.as_deref() {
+            None => {}
+            Some("ask") => session.set_approval_policy(ApprovalPolicy::Ask),
+            Some("never") => session.set_approval_policy(ApprovalPolicy::Never),
+            Some(other) => return Err(format!("unknown approval policy {other:?}")),
+        }
+        let decisions = setup
+            .approver
+            .iter()
+            .map(|d| decision(d))
+            .collect::<Result<Vec<_>, _>>()?;
+        let approver = Arc::new(ScriptedApprover::new(decisions));
+        let provider = backend
+            .provider
+            .clone()
+            .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+        let as_service = |a: &Arc<ScriptedApprover>| -> Arc<dyn ApprovalService> { a.clone() };
+        let (shell, fs, approval) = match setup.composition.as_deref().unwrap_or("confining") {
+            "confining" => (
+                ShellExecutor::confining(provider),
+                FileSystem::Fenced,
+                Some(as_service(&approver)),
+            ),
+            "no-approval" => (ShellExecutor::confining(provider), FileSystem::Fenced, None),
+            "non-confining" => (
+                ShellExecutor::unconfined(),
+                FileSystem::Local,
+                Some(as_service(&approver)),
+            ),
+            other => return Err(format!("unknown composition {other:?}")),
+        };
+        let tools = Toolbox::new(Arc::new(policy), Arc::new(shell), fs, approval);
+        Ok(Rig {
+            world,
+            session,
+            approver,
+            tools,
+            agent: setup.agent.unwrap_or(true),
+            calls: 0,
+            last_task: None,
+        })
+    }
+
+    /// `%WS%` and friends replaced by this world's paths.
+    fn expand(&self, text: &str) -> String {
+        let d = &self.world.dir;
+        text.replace("%WS%", &d.join("ws").display().to_string())
+            .replace("%OUTSIDE%", &d.join("outside").display().to_string())
+            .replace("%TMPDIR%", &d.join("tmpdir").display().to_string())
+            .replace("%TMP%", &self.world.tmp.display().to_string())
+    }
+
+    fn expand_value(&self, value: &Value) -> Value {
+        match value {
+            Value::String(s) if s == "%LAST_TASK%" => {
+                self.last_task.map(Value::from).unwrap_or(Value::Null)
+            }
+            Value::String(s) => Value::String(self.expand(s)),
+            Value::Array(items) => {
+                Value::Array(items.iter().map(|v| self.expand_value(v)).collect())
+            }
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .map(|(k, v)| (k.clone(), self.expand_value(v)))
+                    .collect(),
+            ),
+            other => other.clone(),
+        }
+    }
+}
+
+pub(super) fn run(
+    backend: &Backend,
+    setup: Option<&ToolSetup>,
+    step: &ToolStep,
+    rig: &mut Option<Rig>,
+) -> Result<(), String> {
+    if rig.is_none() {
+        *rig = Some(Rig::new(backend, setup.unwrap_or(&ToolSetup::default()))?);
+    }
+    let Some(rig) = rig.as_mut() else {
+        return Err("no composition".into());
+    };
+    rig.calls += 1;
+    let call_id = format!("call-{}", rig.calls);
+    let args = rig.expand_value(&step.args);
+    let out = rig.tools.call(
+        &step.name,
+        &args,
+        &CallContext {
+            session: Some(&rig.session),
+            agent: rig.agent.then_some("conformance-agent"),
+            call_id: &call_id,
+        },
+    );
+    if let Some(task) = out.facts.get("task_id").and_then(Value::as_u64) {
+        rig.last_task = Some(task);
+    }
+    let describe = || {
+        format!(
+            "{} {}: {} {:?} facts {}",
+            backend.name, step.name, out.code, out.text, out.facts
+        )
+    };
+    let expect = &step.expect;
+    if out.code != expect.code {
+        return Err(format!("expected code {}, got {}", expect.code, describe()));
+    }
+    if let Some(text) = &expect.text
+        && out.text != rig.expand(text)
+    {
+        return Err(format!("expected exactly {text:?}, got {}", describe()));
+    }
+    for needle in &expect.text_contains {
+        if !out.text.contains(&rig.expand(needle)) {
+            return Err(format!("the text lacks {needle:?}: {}", describe()));
+        }
+    }
+    for needle in &expect.text_lacks {
+        if out.text.contains(&rig.expand(needle)) {
+            return Err(format!(
+                "the text must not contain {needle:?}: {}",
+                describe()
+            ));
+        }
+    }
+    for (key, want) in &expect.facts {
+        if out.facts.get(key) != Some(want) {
+            return Err(format!("fact {key} should be {want}: {}", describe()));
+        }
+    }
+    if let Some(asked) = expect.asked {
+        let got = rig.approver.asked().len();
+        if got != asked {
+            return Err(format!(
+                "expected {asked} approval question(s) so far, got {got}: {}",
+                describe()
+            ));
+        }
+    }
+    for (path, want) in &expect.files {
+        let path = rig.expand(path);
+        let got = std::fs::read_to_string(&path).ok();
+        let ok = match want.as_str() {
+            "<absent>" => std::fs::symlink_metadata(&path).is_err(),
+            content => got.as_deref() == Some(content),
+        };
+        if !ok {
+            return Err(format!(
+                "{path} should be {want:?} but holds {got:?}: {}",
+                describe()
+            ));
+        }
+    }
+    let sentinel = std::fs::read_to_string(rig.world.dir.join("outside/sentinel")).ok();
+    if sentinel.as_deref() != Some(SENTINEL) {
+        return Err(format!(
+            "the sentinel outside the workspace changed: {}",
+            describe()
+        ));
+    }
+    Ok(())
+}
