@@ -7,6 +7,8 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use command_fds::{CommandFdExt, FdMapping};
@@ -30,6 +32,8 @@ pub struct LaunchOptions {
     pub env_remove: Vec<OsString>,
     /// Kill the whole process group after this long.
     pub timeout: Option<Duration>,
+    /// Kill the whole process group as soon as this is set (cancellation).
+    pub cancel: Option<Arc<AtomicBool>>,
 }
 
 impl LaunchOptions {
@@ -40,6 +44,7 @@ impl LaunchOptions {
             env: Vec::new(),
             env_remove: Vec::new(),
             timeout: None,
+            cancel: None,
         }
     }
 }
@@ -59,6 +64,8 @@ pub struct Finished {
     pub stderr: Vec<u8>,
     /// The timeout killed it.
     pub timed_out: bool,
+    /// Cancellation killed it.
+    pub cancelled: bool,
 }
 
 impl Finished {
@@ -76,7 +83,7 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
     let finished = |outcome: ProcessOutcome,
                     status: Option<PayloadStatus>,
                     stdout: Vec<u8>,
-                    timed_out: bool| {
+                    (timed_out, cancelled): (bool, bool)| {
         let classification = classify(launch, &outcome, status.as_ref());
         let stderr = match &outcome {
             ProcessOutcome::Exited { stderr, .. } | ProcessOutcome::Signaled { stderr, .. } => {
@@ -91,6 +98,7 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
             stdout,
             stderr,
             timed_out,
+            cancelled,
         }
     };
     let Some(program) = launch.argv.first() else {
@@ -99,7 +107,7 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
             ProcessOutcome::SpawnFailed(failure),
             None,
             Vec::new(),
-            false,
+            (false, false),
         );
     };
     let mut cmd = Command::new(program);
@@ -127,7 +135,7 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
                         ProcessOutcome::SpawnFailed(failure),
                         None,
                         Vec::new(),
-                        false,
+                        (false, false),
                     );
                 }
                 Some((read, channel.format))
@@ -139,7 +147,7 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
                     ProcessOutcome::SpawnFailed(failure),
                     None,
                     Vec::new(),
-                    false,
+                    (false, false),
                 );
             }
         },
@@ -155,11 +163,12 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
                 ProcessOutcome::SpawnFailed(failure),
                 None,
                 Vec::new(),
-                false,
+                (false, false),
             );
         }
     };
-    let (exit, stdout, stderr, timed_out) = supervise(&mut child, options.timeout);
+    let (exit, stdout, stderr, stop) =
+        supervise(&mut child, options.timeout, options.cancel.as_deref());
     let status = status_reader.map(|(fd, format)| format.parse(&drain(fd)));
     let outcome = match exit {
         Some(s) => outcome_of(s, stderr),
@@ -168,7 +177,23 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
             stderr,
         },
     };
-    finished(outcome, status, stdout, timed_out)
+    finished(
+        outcome,
+        status,
+        stdout,
+        (stop == Stop::Deadline, stop == Stop::Cancelled),
+    )
+}
+
+/// Why the supervisor killed the payload, if it did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    /// It ended by itself.
+    No,
+    /// The deadline passed.
+    Deadline,
+    /// It was cancelled.
+    Cancelled,
 }
 
 fn outcome_of(status: ExitStatus, stderr: Vec<u8>) -> ProcessOutcome {
@@ -193,7 +218,8 @@ const POLL_SLICE: Duration = Duration::from_millis(50);
 fn supervise(
     child: &mut Child,
     timeout: Option<Duration>,
-) -> (Option<ExitStatus>, Vec<u8>, Vec<u8>, bool) {
+    cancel: Option<&AtomicBool>,
+) -> (Option<ExitStatus>, Vec<u8>, Vec<u8>, Stop) {
     let group = Pid::from_raw(child.id() as i32);
     let mut pipes: [(Option<OwnedFd>, Vec<u8>); 2] = [
         (child.stdout.take().map(OwnedFd::from), Vec::new()),
@@ -205,17 +231,23 @@ fn supervise(
         }
     }
     let deadline = timeout.map(|t| Instant::now() + t);
-    let mut timed_out = false;
+    let mut stop = Stop::No;
     let mut exited_at: Option<Instant> = None;
     loop {
         if exited_at.is_none() && leader_exited(child) {
             let _ = killpg(group, Signal::SIGKILL);
             exited_at = Some(Instant::now());
         }
-        if exited_at.is_none() && !timed_out && deadline.is_some_and(|d| Instant::now() >= d) {
-            let _ = killpg(group, Signal::SIGKILL);
-            timed_out = true;
+        if exited_at.is_none() && stop == Stop::No {
+            if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
+                let _ = killpg(group, Signal::SIGKILL);
+                stop = Stop::Cancelled;
+            } else if deadline.is_some_and(|d| Instant::now() >= d) {
+                let _ = killpg(group, Signal::SIGKILL);
+                stop = Stop::Deadline;
+            }
         }
+        let timed_out = stop != Stop::No;
         let open = pipes.iter().any(|(fd, _)| fd.is_some());
         match exited_at {
             Some(_) if !open => break,
@@ -239,7 +271,7 @@ fn supervise(
         read_ready(&mut pipes, slice);
     }
     let [(_, stdout), (_, stderr)] = pipes;
-    (child.wait().ok(), stdout, stderr, timed_out)
+    (child.wait().ok(), stdout, stderr, stop)
 }
 
 /// Waits up to `slice` for output, then reads whatever is ready; a pipe at EOF is closed.

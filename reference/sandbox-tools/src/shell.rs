@@ -9,6 +9,7 @@
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{Receiver, channel};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -56,6 +57,8 @@ pub struct ShellResult {
     pub runner_detail: Option<String>,
     /// The timeout killed it.
     pub timed_out: bool,
+    /// Cancellation killed it.
+    pub cancelled: bool,
     /// Its stdout (cut at [`OUTPUT_LIMIT`]).
     pub stdout: String,
     /// Its stderr (cut at [`OUTPUT_LIMIT`]).
@@ -89,7 +92,7 @@ pub type TaskId = u64;
 /// The shell: confining when it has a provider, honestly unconfined when it has none.
 pub struct ShellExecutor {
     provider: Option<Arc<dyn SandboxProvider>>,
-    tasks: Mutex<HashMap<TaskId, Receiver<ShellResult>>>,
+    tasks: Mutex<HashMap<TaskId, (Receiver<ShellResult>, Arc<AtomicBool>)>>,
     next_task: Mutex<TaskId>,
 }
 
@@ -156,7 +159,7 @@ impl ShellExecutor {
         policy: &ExecutionPolicy,
     ) -> Result<ShellResult, ShellError> {
         let (launch_argv, mode) = self.launch(request, policy)?;
-        let result = execute(&launch_argv, mode, request, policy);
+        let result = execute(&launch_argv, mode, request, policy, None);
         if result.runner_failed {
             return Err(ShellError::SandboxUnavailable(SandboxUnavailable {
                 mode: policy
@@ -184,8 +187,10 @@ impl ShellExecutor {
     ) -> Result<TaskId, ShellError> {
         let (launch_argv, mode) = self.launch(&request, &policy)?;
         let (tx, rx) = channel();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&cancel);
         std::thread::spawn(move || {
-            let _ = tx.send(execute(&launch_argv, mode, &request, &policy));
+            let _ = tx.send(execute(&launch_argv, mode, &request, &policy, Some(flag)));
         });
         let id = {
             let mut next = self.next_task.lock().unwrap_or_else(|p| p.into_inner());
@@ -196,15 +201,27 @@ impl ShellExecutor {
         self.tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id, rx);
+            .insert(id, (rx, cancel));
         Ok(id)
+    }
+
+    /// Cancels a background task: its whole process tree is killed. False for an unknown id.
+    pub fn cancel(&self, task: TaskId) -> bool {
+        let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+        match tasks.get(&task) {
+            Some((_, flag)) => {
+                flag.store(true, Ordering::SeqCst);
+                true
+            }
+            None => false,
+        }
     }
 
     /// Waits up to `wait` for a background task; `None` while it still runs or for an unknown id.
     /// A settled task whose runner failed carries `runner_failed`.
     pub fn output(&self, task: TaskId, wait: Duration) -> Option<ShellResult> {
         let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        tasks.get(&task)?.recv_timeout(wait).ok()
+        tasks.get(&task)?.0.recv_timeout(wait).ok()
     }
 }
 
@@ -226,6 +243,7 @@ fn execute(
     mode: SandboxMode,
     request: &ShellRequest,
     policy: &ExecutionPolicy,
+    cancel: Option<Arc<AtomicBool>>,
 ) -> ShellResult {
     let cwd = request
         .workdir
@@ -233,6 +251,7 @@ fn execute(
         .unwrap_or_else(|| policy.workspace_root.clone());
     let mut options = LaunchOptions::in_dir(cwd);
     options.timeout = request.timeout;
+    options.cancel = cancel;
     match &policy.temp_dir {
         Some(t) => options
             .env
@@ -260,6 +279,7 @@ fn execute(
         runner_failed,
         runner_detail,
         timed_out: done.timed_out,
+        cancelled: done.cancelled,
         stdout: cut(&done.stdout),
         stderr: cut(&done.stderr),
     }

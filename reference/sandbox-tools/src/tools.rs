@@ -194,6 +194,9 @@ impl Toolbox {
                   "command": { "type": "string" },
                   "timeout_ms": { "type": "integer", "minimum": 1 },
                   "run_in_background": { "type": "boolean" } }))) } },
+            { "name": "bash_cancel", "description": "Stop a background bash task and everything it started.",
+              "parameters": { "type": "object", "required": ["task_id"], "additionalProperties": false,
+                "properties": { "task_id": { "type": "integer" } } } },
             { "name": "read", "description": "Read a text file. Reads are never restricted.",
               "parameters": { "type": "object", "required": ["path"], "additionalProperties": false,
                 "properties": { "path": { "type": "string" } } } },
@@ -220,6 +223,18 @@ impl Toolbox {
             },
             "bash_output" => match OutputArgs::deserialize(args) {
                 Ok(a) => self.bash_output(a),
+                Err(e) => bad_arguments(tool, e),
+            },
+            "bash_cancel" => match OutputArgs::deserialize(args) {
+                Ok(a) if self.shell.cancel(a.task_id) => ToolOutput::new(
+                    "CANCELLED",
+                    format!(
+                        "task {} is being stopped (its whole process tree)",
+                        a.task_id
+                    ),
+                    json!({ "task_id": a.task_id }),
+                ),
+                Ok(a) => bad_arguments(tool, format!("no task {}", a.task_id)),
                 Err(e) => bad_arguments(tool, e),
             },
             "read" => match ReadArgs::deserialize(args) {
@@ -357,7 +372,10 @@ impl Toolbox {
             (None, None) => "did not run".into(),
         };
         if result.timed_out {
-            text.push_str(" (timed out)");
+            text.push_str(" (timed out: the whole process tree was killed)");
+        }
+        if result.cancelled {
+            text.push_str(" (cancelled: the whole process tree was killed)");
         }
         for (name, stream) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
             if !stream.is_empty() {
@@ -441,6 +459,7 @@ fn facts(result: &ShellResult, escalated: bool) -> Value {
         "denied": result.denied,
         "runner_failed": result.runner_failed,
         "timed_out": result.timed_out,
+        "cancelled": result.cancelled,
         "escalated": escalated,
     })
 }

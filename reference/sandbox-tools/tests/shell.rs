@@ -1,0 +1,167 @@
+//! The confined shell as a user notices it: a broken sandbox is SANDBOX_UNAVAILABLE with the
+//! runner's words (never a failed command), timeouts and cancellation kill the whole process tree,
+//! long output is cut visibly.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sandbox::SandboxMode;
+use sandbox_local::{Backend, LocalConfig, LocalProvider, OperatorRunner};
+use sandbox_policy::{PolicyService, Session};
+use sandbox_tools::fs::FileSystem;
+use sandbox_tools::shell::ShellExecutor;
+use sandbox_tools::tools::{CallContext, ToolOutput, Toolbox};
+use serde_json::{Value, json};
+
+fn fake(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/fake-runners")
+        .join(name)
+}
+
+struct Setup {
+    _dir: tempfile::TempDir,
+    ws: PathBuf,
+    session: Session,
+    tools: Toolbox,
+}
+
+fn setup(config: LocalConfig) -> Setup {
+    std::fs::create_dir_all("/var/tmp").expect("/var/tmp");
+    let dir = tempfile::Builder::new()
+        .prefix("shell-test-")
+        .tempdir_in("/var/tmp")
+        .expect("tempdir");
+    let ws = std::fs::canonicalize(dir.path()).expect("canonical");
+    let policy = Arc::new(PolicyService::new(SandboxMode::WorkspaceWrite, &ws).expect("policy"));
+    let tools = Toolbox::new(
+        policy,
+        Arc::new(ShellExecutor::confining(Arc::new(LocalProvider::new(
+            config,
+        )))),
+        FileSystem::Fenced,
+        None,
+    );
+    Setup {
+        session: Session::new("s", &ws),
+        _dir: dir,
+        ws,
+        tools,
+    }
+}
+
+impl Setup {
+    fn call(&self, tool: &str, args: Value) -> ToolOutput {
+        let ctx = CallContext {
+            session: Some(&self.session),
+            agent: Some("a"),
+            call_id: "c",
+        };
+        self.tools.call(tool, &args, &ctx)
+    }
+}
+
+fn refusing_runner() -> LocalConfig {
+    LocalConfig {
+        operator: Some(
+            OperatorRunner::new(vec![fake("bwrap-refuses").into()], &["bwrap: "]).expect("runner"),
+        ),
+        ..LocalConfig::default()
+    }
+}
+
+fn alive(pid: &str) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
+}
+
+#[test]
+fn a_foreground_runner_failure_is_sandbox_unavailable_with_the_runners_words() {
+    let s = setup(refusing_runner());
+    let out = s.call("bash", json!({ "command": "printf ran > canary" }));
+    assert_eq!(out.code, "SANDBOX_UNAVAILABLE", "{out:?}");
+    assert!(
+        out.text.contains("No permissions to create new namespace"),
+        "{}",
+        out.text
+    );
+    assert_eq!(out.facts["ran"], false);
+    assert!(!s.ws.join("canary").exists(), "the command must never run");
+}
+
+#[test]
+fn a_background_runner_failure_is_stamped_on_the_task() {
+    let s = setup(refusing_runner());
+    let started = s.call(
+        "bash",
+        json!({ "command": "printf ran > canary", "run_in_background": true }),
+    );
+    assert_eq!(started.code, "STARTED");
+    let out = s.call(
+        "bash_output",
+        json!({ "task_id": started.facts["task_id"] }),
+    );
+    assert_eq!(out.code, "SANDBOX_UNAVAILABLE", "{out:?}");
+    assert_eq!(out.facts["runner_failed"], true);
+    assert!(!s.ws.join("canary").exists());
+}
+
+#[test]
+fn a_timeout_kills_the_whole_tree_and_says_so() {
+    let s = setup(LocalConfig::only(Backend::Landlock));
+    let out = s.call(
+        "bash",
+        json!({ "command": "sleep 300 & echo $! > pid; wait", "timeout_ms": 300 }),
+    );
+    assert_eq!(out.facts["timed_out"], true, "{out:?}");
+    assert!(out.text.contains("timed out"));
+    std::thread::sleep(Duration::from_millis(100));
+    let pid = std::fs::read_to_string(s.ws.join("pid")).expect("pid");
+    assert!(
+        !alive(pid.trim()),
+        "the backgrounded sleep survived the timeout"
+    );
+}
+
+#[test]
+fn cancelling_a_background_task_kills_its_tree() {
+    let s = setup(LocalConfig::only(Backend::Bwrap));
+    let started = s.call(
+        "bash",
+        json!({ "command": "sleep 300 & echo $! > pid; wait", "run_in_background": true }),
+    );
+    let task = started.facts["task_id"].clone();
+    for _ in 0..100 {
+        if s.ws.join("pid").exists() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(
+        s.call("bash_cancel", json!({ "task_id": task })).code,
+        "CANCELLED"
+    );
+    let out = s.call("bash_output", json!({ "task_id": task }));
+    assert_eq!(out.facts["cancelled"], true, "{out:?}");
+    std::thread::sleep(Duration::from_millis(100));
+    let pid = std::fs::read_to_string(s.ws.join("pid")).expect("pid");
+    assert!(
+        !alive(pid.trim()),
+        "the backgrounded sleep survived cancellation"
+    );
+}
+
+#[test]
+fn long_output_is_cut_visibly() {
+    let s = setup(LocalConfig::only(Backend::Bwrap));
+    let out = s.call(
+        "bash",
+        json!({ "command": "head -c 2000000 /dev/zero | tr '\\0' a" }),
+    );
+    assert_eq!(out.code, "OK");
+    assert!(
+        out.text.contains("[output cut: "),
+        "the cut must be visible"
+    );
+    assert!(out.text.len() < 600_000);
+}
