@@ -89,10 +89,16 @@ impl ShellError {
 /// A background task's id.
 pub type TaskId = u64;
 
+/// A background task: where its result arrives, and its cancel flag.
+struct Task {
+    result: Receiver<ShellResult>,
+    cancel: Arc<AtomicBool>,
+}
+
 /// The shell: confining when it has a provider, honestly unconfined when it has none.
 pub struct ShellExecutor {
     provider: Option<Arc<dyn SandboxProvider>>,
-    tasks: Mutex<HashMap<TaskId, (Receiver<ShellResult>, Arc<AtomicBool>)>>,
+    tasks: Mutex<HashMap<TaskId, Task>>,
     next_task: Mutex<TaskId>,
 }
 
@@ -201,7 +207,7 @@ impl ShellExecutor {
         self.tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id, (rx, cancel));
+            .insert(id, Task { result: rx, cancel });
         Ok(id)
     }
 
@@ -209,8 +215,8 @@ impl ShellExecutor {
     pub fn cancel(&self, task: TaskId) -> bool {
         let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
         match tasks.get(&task) {
-            Some((_, flag)) => {
-                flag.store(true, Ordering::SeqCst);
+            Some(t) => {
+                t.cancel.store(true, Ordering::SeqCst);
                 true
             }
             None => false,
@@ -221,7 +227,7 @@ impl ShellExecutor {
     /// A settled task whose runner failed carries `runner_failed`.
     pub fn output(&self, task: TaskId, wait: Duration) -> Option<ShellResult> {
         let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        tasks.get(&task)?.0.recv_timeout(wait).ok()
+        tasks.get(&task)?.result.recv_timeout(wait).ok()
     }
 }
 
