@@ -101,62 +101,14 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
             cancelled,
         }
     };
-    let Some(program) = launch.argv.first() else {
-        let failure = spawn_failure(launch, options, &std::io::Error::other("empty argv"));
-        return finished(
-            ProcessOutcome::SpawnFailed(failure),
-            None,
-            Vec::new(),
-            (false, false),
-        );
-    };
-    let mut cmd = Command::new(program);
-    for key in &options.env_remove {
-        cmd.env_remove(key);
-    }
-    cmd.args(&launch.argv[1..])
-        .current_dir(&options.cwd)
-        .envs(options.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let status_reader = match launch.status_channel {
-        None => None,
-        Some(channel) => match nix::unistd::pipe2(OFlag::O_CLOEXEC) {
-            Ok((read, write)) => {
-                if let Err(e) = cmd.fd_mappings(vec![FdMapping {
-                    parent_fd: write,
-                    child_fd: channel.fd,
-                }]) {
-                    let err = std::io::Error::other(format!("status channel: {e:?}"));
-                    let failure = spawn_failure(launch, options, &err);
-                    return finished(
-                        ProcessOutcome::SpawnFailed(failure),
-                        None,
-                        Vec::new(),
-                        (false, false),
-                    );
-                }
-                Some((read, channel.format))
-            }
-            Err(e) => {
-                let err = std::io::Error::from(e);
-                let failure = spawn_failure(launch, options, &err);
-                return finished(
-                    ProcessOutcome::SpawnFailed(failure),
-                    None,
-                    Vec::new(),
-                    (false, false),
-                );
-            }
-        },
-    };
-    let child = cmd.spawn();
-    // The write end lives in `cmd`; drop it so only the child holds it.
-    drop(cmd);
-    let mut child = match child {
-        Ok(child) => child,
+    let spawned = prepare(launch, options).and_then(|(mut cmd, status)| {
+        let child = cmd.spawn();
+        // The status pipe's write end lives in `cmd`; drop it so only the child holds it.
+        drop(cmd);
+        child.map(|c| (c, status))
+    });
+    let (mut child, status_reader) = match spawned {
+        Ok(spawned) => spawned,
         Err(e) => {
             let failure = spawn_failure(launch, options, &e);
             return finished(
@@ -183,6 +135,41 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
         stdout,
         (stop == Stop::Deadline, stop == Stop::Cancelled),
     )
+}
+
+/// The command for `launch`, with its status pipe mapped onto the fd the runner expects.
+fn prepare(
+    launch: &ConfinedArgv,
+    options: &LaunchOptions,
+) -> std::io::Result<(Command, Option<(OwnedFd, sandbox::StatusFormat)>)> {
+    let program = launch
+        .argv
+        .first()
+        .ok_or_else(|| std::io::Error::other("empty argv"))?;
+    let mut cmd = Command::new(program);
+    for key in &options.env_remove {
+        cmd.env_remove(key);
+    }
+    cmd.args(&launch.argv[1..])
+        .current_dir(&options.cwd)
+        .envs(options.env.iter().map(|(k, v)| (k, v)))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let status = match launch.status_channel {
+        None => None,
+        Some(channel) => {
+            let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+            cmd.fd_mappings(vec![FdMapping {
+                parent_fd: write,
+                child_fd: channel.fd,
+            }])
+            .map_err(|e| std::io::Error::other(format!("status channel: {e:?}")))?;
+            Some((read, channel.format))
+        }
+    };
+    Ok((cmd, status))
 }
 
 /// Why the supervisor killed the payload, if it did.

@@ -44,6 +44,14 @@ pub struct Ask {
 }
 
 impl EscalationFields {
+    /// The fields as the model sent them.
+    pub fn new(sandbox_permissions: Option<String>, justification: Option<String>) -> Self {
+        EscalationFields {
+            sandbox_permissions,
+            justification,
+        }
+    }
+
     /// Checks the pairing and the values: `Ok(None)` when no escalation is asked.
     pub fn validate(&self, advertised: bool) -> Result<Option<Ask>, Refusal> {
         let (permissions, justification) = match (&self.sandbox_permissions, &self.justification) {

@@ -243,10 +243,7 @@ impl Toolbox {
             },
             "write" => match WriteArgs::deserialize(args) {
                 Ok(a) => {
-                    let fields = EscalationFields {
-                        sandbox_permissions: a.sandbox_permissions,
-                        justification: a.justification,
-                    };
+                    let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
                     self.mutate("write", &a.path, fields, ctx, |fs, path, policy| {
                         fs.write(path, &a.content, policy)
                     })
@@ -255,10 +252,7 @@ impl Toolbox {
             },
             "edit" => match EditArgs::deserialize(args) {
                 Ok(a) => {
-                    let fields = EscalationFields {
-                        sandbox_permissions: a.sandbox_permissions,
-                        justification: a.justification,
-                    };
+                    let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
                     self.mutate("edit", &a.path, fields, ctx, |fs, path, policy| {
                         fs.edit(path, &a.old_text, &a.new_text, policy)
                     })
@@ -312,10 +306,7 @@ impl Toolbox {
         if a.command.contains('\0') {
             return bad_arguments("bash", "the command contains a NUL byte");
         }
-        let fields = EscalationFields {
-            sandbox_permissions: a.sandbox_permissions,
-            justification: a.justification,
-        };
+        let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
         let (policy, escalated) = match self.policy_for("bash", &a.command, &fields, ctx) {
             Ok(p) => p,
             Err(out) => return out,
