@@ -50,13 +50,18 @@ impl Rig {
             .with_temp_dir(temp_dir);
         let session = Session::new("case", &ws);
         if let Some(mode) = setup.session_mode {
-            session.set_sandbox_mode(mode);
+            session.set_sandbox_mode(mode).map_err(|e| e.to_string())?;
         }
-        match setup.approval_policy.as_deref() {
-            None => {}
-            Some("ask") => session.set_approval_policy(ApprovalPolicy::Ask),
-            Some("never") => session.set_approval_policy(ApprovalPolicy::Never),
+        let approval = match setup.approval_policy.as_deref() {
+            None => None,
+            Some("ask") => Some(ApprovalPolicy::Ask),
+            Some("never") => Some(ApprovalPolicy::Never),
             Some(other) => return Err(format!("unknown approval policy {other:?}")),
+        };
+        if let Some(policy) = approval {
+            session
+                .set_approval_policy(policy)
+                .map_err(|e| e.to_string())?;
         }
         let decisions = setup
             .approver

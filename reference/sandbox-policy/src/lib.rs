@@ -6,6 +6,9 @@
 //! Workspace root: the session's cwd (canonicalized with filesystem semantics first) > the
 //! configured root.
 
+pub mod log;
+pub mod presets;
+pub mod prompt;
 mod session;
 
 pub use session::{
@@ -90,14 +93,14 @@ impl PolicyService {
     /// The mode a call in `session` runs under without a grant.
     pub fn effective_mode(&self, session: Option<&Session>) -> SandboxMode {
         session
-            .and_then(|s| effective_sandbox_mode(&s.events()))
+            .and_then(|s| s.with_events(effective_sandbox_mode))
             .unwrap_or(self.default_mode)
     }
 
     /// The approval policy in force for `session`.
     pub fn effective_approval(&self, session: Option<&Session>) -> ApprovalPolicy {
         session
-            .and_then(|s| effective_approval_policy(&s.events()))
+            .and_then(|s| s.with_events(effective_approval_policy))
             .unwrap_or(self.default_approval)
     }
 
@@ -137,7 +140,9 @@ mod tests {
             service.resolve(Some(&session), None).expect("r").mode,
             SandboxMode::ReadOnly
         );
-        session.set_sandbox_mode(SandboxMode::WorkspaceWrite);
+        session
+            .set_sandbox_mode(SandboxMode::WorkspaceWrite)
+            .expect("append");
         assert_eq!(
             service.resolve(Some(&session), None).expect("r").mode,
             SandboxMode::WorkspaceWrite
@@ -163,7 +168,7 @@ mod tests {
         std::fs::create_dir_all(&b).expect("b");
         let service = PolicyService::new(SandboxMode::WorkspaceWrite, dir.path()).expect("service");
         let (sa, sb) = (Session::new("a", &a), Session::new("b", &b));
-        sb.set_sandbox_mode(SandboxMode::ReadOnly);
+        sb.set_sandbox_mode(SandboxMode::ReadOnly).expect("append");
         let (pa, pb) = (
             service.resolve(Some(&sa), None).expect("a"),
             service.resolve(Some(&sb), None).expect("b"),

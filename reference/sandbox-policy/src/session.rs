@@ -20,8 +20,20 @@ pub enum ApprovalPolicy {
 
 /// One event in a session's log.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type")]
+#[serde(tag = "type", deny_unknown_fields)]
 pub enum Event {
+    /// A turn opened (a prompt was submitted).
+    #[serde(rename = "turn/started")]
+    TurnStarted,
+    /// The open turn closed.
+    #[serde(rename = "turn/ended")]
+    TurnEnded,
+    /// The exact prompt the model was sent for one request.
+    #[serde(rename = "request/header")]
+    RequestHeader {
+        /// The system prompt text.
+        prompt: String,
+    },
     /// The session's sandbox mode knob was switched.
     #[serde(rename = "sandbox/mode")]
     SandboxMode {
@@ -56,12 +68,13 @@ pub enum Event {
     },
 }
 
-/// A session: its immutable cwd and its event log.
+/// A session: its immutable cwd and its event log (in memory, or durable on disk).
 #[derive(Debug)]
 pub struct Session {
     id: String,
     cwd: PathBuf,
     events: Mutex<Vec<Event>>,
+    log: Option<crate::log::SessionLog>,
 }
 
 impl Session {
@@ -71,7 +84,26 @@ impl Session {
             id: id.into(),
             cwd: cwd.to_path_buf(),
             events: Mutex::new(Vec::new()),
+            log: None,
         }
+    }
+
+    /// A durable session backed by the JSON-lines log at `path`: its events are replayed (a torn
+    /// last line from a crash is dropped and reported), and every append is written and synced
+    /// before it counts.
+    pub fn open(
+        id: impl Into<String>,
+        cwd: &Path,
+        path: &Path,
+    ) -> Result<(Session, crate::log::LoadReport), crate::log::LogError> {
+        let (log, report) = crate::log::SessionLog::open(path)?;
+        let session = Session {
+            id: id.into(),
+            cwd: cwd.to_path_buf(),
+            events: Mutex::new(report.events.clone()),
+            log: Some(log),
+        };
+        Ok((session, report))
     }
 
     /// Its id.
@@ -97,19 +129,30 @@ impl Session {
         self.log().clone()
     }
 
-    /// Appends one event.
-    pub fn append(&self, event: Event) {
-        self.log().push(event);
+    /// Runs `f` over the log without copying it (folds on long sessions).
+    pub fn with_events<R>(&self, f: impl FnOnce(&[Event]) -> R) -> R {
+        f(&self.log())
+    }
+
+    /// Appends one event: to the durable log first (when there is one), then to memory, so
+    /// memory never holds an event the disk does not.
+    pub fn append(&self, event: Event) -> Result<(), crate::log::LogError> {
+        let mut events = self.log();
+        if let Some(log) = &self.log {
+            log.append(&event)?;
+        }
+        events.push(event);
+        Ok(())
     }
 
     /// THE write path of the sandbox mode knob: a switch is its event.
-    pub fn set_sandbox_mode(&self, mode: SandboxMode) {
-        self.append(Event::SandboxMode { mode });
+    pub fn set_sandbox_mode(&self, mode: SandboxMode) -> Result<(), crate::log::LogError> {
+        self.append(Event::SandboxMode { mode })
     }
 
     /// THE write path of the approval policy knob.
-    pub fn set_approval_policy(&self, policy: ApprovalPolicy) {
-        self.append(Event::ApprovalPolicy { policy });
+    pub fn set_approval_policy(&self, policy: ApprovalPolicy) -> Result<(), crate::log::LogError> {
+        self.append(Event::ApprovalPolicy { policy })
     }
 }
 

@@ -166,13 +166,24 @@ pub fn approve(ask: &Ask, asker: &Asker<'_>) -> Result<SandboxMode, Refusal> {
         justification: ask.justification.clone(),
         reason: reason.clone(),
     };
+    // The log must be able to reconstruct the exchange: an unrecorded question or answer fails
+    // closed.
+    let unrecorded = |e: sandbox_policy::log::LogError| {
+        refusal(
+            "ESCALATION_UNAVAILABLE",
+            format!(
+                "the approval could not be recorded in the session log ({e}). Nothing was run."
+            ),
+        )
+    };
     if let Some(s) = asker.session {
         s.append(Event::ApprovalAsked {
             call_id: asker.call_id.to_owned(),
             tool: asker.tool.to_owned(),
             mode,
             reason,
-        });
+        })
+        .map_err(unrecorded)?;
     }
     let decision = approval.ask(&request);
     let outcome = match decision {
@@ -185,7 +196,8 @@ pub fn approve(ask: &Ask, asker: &Asker<'_>) -> Result<SandboxMode, Refusal> {
         s.append(Event::ApprovalDecided {
             call_id: asker.call_id.to_owned(),
             outcome: outcome.to_owned(),
-        });
+        })
+        .map_err(unrecorded)?;
     }
     let m = mode.as_str();
     match decision {

@@ -237,7 +237,9 @@ fn a_non_confining_composition_advertises_no_fields_and_refuses_them() {
 #[test]
 fn policy_never_refuses_without_asking_and_says_nobody_was_asked() {
     let s = setup(Backend::Bwrap, vec![Decision::AllowedOnce]);
-    s.session.set_approval_policy(ApprovalPolicy::Never);
+    s.session
+        .set_approval_policy(ApprovalPolicy::Never)
+        .expect("append");
     let out = s.call(
         "bash",
         json!({ "command": "printf x > f", "sandbox_permissions": "workspace-write", "justification": "j" }),
@@ -265,7 +267,9 @@ fn a_nul_byte_in_a_path_or_command_is_refused_cleanly() {
 #[test]
 fn the_fence_denies_an_escape_through_a_symlink_created_inside_the_workspace() {
     let s = setup(Backend::Bwrap, vec![]);
-    s.session.set_sandbox_mode(SandboxMode::WorkspaceWrite);
+    s.session
+        .set_sandbox_mode(SandboxMode::WorkspaceWrite)
+        .expect("append");
     let outside = s.ws.parent().expect("parent").join("outside");
     std::fs::create_dir_all(&outside).expect("outside");
     std::os::unix::fs::symlink(&outside, s.ws.join("link")).expect("symlink");

@@ -1,0 +1,260 @@
+//! Permission presets: one product-facing choice that writes both knobs. A knob combination
+//! outside the table reads as `custom`, which can be switched away from but never selected.
+
+use sandbox::SandboxMode;
+
+use crate::session::{ApprovalPolicy, Event, Session};
+
+/// The id reported for a knob combination that matches no preset.
+pub const CUSTOM: &str = "custom";
+
+/// One preset.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Preset {
+    /// Its id on the wire.
+    pub id: String,
+    /// Its name as shown.
+    pub name: String,
+    /// The sandbox mode it sets.
+    pub mode: SandboxMode,
+    /// The approval policy it sets.
+    pub approval: ApprovalPolicy,
+}
+
+/// Why a preset table or a selection was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PresetError {
+    /// The table uses the reserved id.
+    #[error("preset id {CUSTOM:?} is reserved for combinations outside the table")]
+    ReservedId,
+    /// Two presets share an id.
+    #[error("preset id {0:?} is used twice")]
+    DuplicateId(String),
+    /// Two presets set the same knobs, so the current one would be ambiguous.
+    #[error("presets {0:?} and {1:?} set the same mode and approval policy")]
+    DuplicateKnobs(String, String),
+    /// The deployment defaults match no preset, so a new session would start as `custom`.
+    #[error("the defaults ({mode}, {approval:?}) match no preset")]
+    DefaultsUnmatched {
+        /// The default mode.
+        mode: SandboxMode,
+        /// The default approval policy.
+        approval: ApprovalPolicy,
+    },
+    /// `custom` can be switched away from, never to.
+    #[error("{CUSTOM:?} cannot be selected; choose one of the presets")]
+    CustomSelected,
+    /// No such preset.
+    #[error("unknown preset {0:?}")]
+    Unknown(String),
+}
+
+/// A validated preset table.
+#[derive(Clone, Debug)]
+pub struct PresetTable {
+    presets: Vec<Preset>,
+}
+
+impl PresetTable {
+    /// Validates `presets` against the deployment defaults.
+    pub fn new(
+        presets: Vec<Preset>,
+        default_mode: SandboxMode,
+        default_approval: ApprovalPolicy,
+    ) -> Result<PresetTable, PresetError> {
+        for (i, p) in presets.iter().enumerate() {
+            if p.id == CUSTOM {
+                return Err(PresetError::ReservedId);
+            }
+            for q in &presets[..i] {
+                if q.id == p.id {
+                    return Err(PresetError::DuplicateId(p.id.clone()));
+                }
+                if (q.mode, q.approval) == (p.mode, p.approval) {
+                    return Err(PresetError::DuplicateKnobs(q.id.clone(), p.id.clone()));
+                }
+            }
+        }
+        let table = PresetTable { presets };
+        if table.matching(default_mode, default_approval).is_none() {
+            return Err(PresetError::DefaultsUnmatched {
+                mode: default_mode,
+                approval: default_approval,
+            });
+        }
+        Ok(table)
+    }
+
+    /// The standard table: read-only + ask, workspace-write + ask, danger-full-access + never.
+    pub fn standard(
+        default_mode: SandboxMode,
+        default_approval: ApprovalPolicy,
+    ) -> Result<PresetTable, PresetError> {
+        let preset = |id: &str, name: &str, mode, approval| Preset {
+            id: id.into(),
+            name: name.into(),
+            mode,
+            approval,
+        };
+        PresetTable::new(
+            vec![
+                preset(
+                    "read-only",
+                    "Read only",
+                    SandboxMode::ReadOnly,
+                    ApprovalPolicy::Ask,
+                ),
+                preset(
+                    "workspace-write",
+                    "Workspace",
+                    SandboxMode::WorkspaceWrite,
+                    ApprovalPolicy::Ask,
+                ),
+                preset(
+                    "full-access",
+                    "Full access",
+                    SandboxMode::DangerFullAccess,
+                    ApprovalPolicy::Never,
+                ),
+            ],
+            default_mode,
+            default_approval,
+        )
+    }
+
+    /// The presets, in order.
+    pub fn presets(&self) -> &[Preset] {
+        &self.presets
+    }
+
+    fn matching(&self, mode: SandboxMode, approval: ApprovalPolicy) -> Option<&Preset> {
+        self.presets
+            .iter()
+            .find(|p| p.mode == mode && p.approval == approval)
+    }
+
+    /// The current preset id for these knob values, or [`CUSTOM`].
+    pub fn current(&self, mode: SandboxMode, approval: ApprovalPolicy) -> &str {
+        self.matching(mode, approval)
+            .map_or(CUSTOM, |p| p.id.as_str())
+    }
+
+    /// The knob events that switch a session from its current values to preset `id`: only the
+    /// knobs that change (none when it is already selected).
+    pub fn switch(
+        &self,
+        id: &str,
+        current_mode: SandboxMode,
+        current_approval: ApprovalPolicy,
+    ) -> Result<Vec<Event>, PresetError> {
+        if id == CUSTOM {
+            return Err(PresetError::CustomSelected);
+        }
+        let p = self
+            .presets
+            .iter()
+            .find(|p| p.id == id)
+            .ok_or_else(|| PresetError::Unknown(id.to_owned()))?;
+        let mut events = Vec::new();
+        if p.mode != current_mode {
+            events.push(Event::SandboxMode { mode: p.mode });
+        }
+        if p.approval != current_approval {
+            events.push(Event::ApprovalPolicy { policy: p.approval });
+        }
+        Ok(events)
+    }
+
+    /// Selects preset `id` for `session` through the knobs' write path.
+    pub fn select(
+        &self,
+        id: &str,
+        session: &Session,
+        policy: &crate::PolicyService,
+    ) -> Result<Vec<Event>, String> {
+        let events = self
+            .switch(
+                id,
+                policy.effective_mode(Some(session)),
+                policy.effective_approval(Some(session)),
+            )
+            .map_err(|e| e.to_string())?;
+        for e in &events {
+            session.append(e.clone()).map_err(|e| e.to_string())?;
+        }
+        Ok(events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> PresetTable {
+        PresetTable::standard(SandboxMode::ReadOnly, ApprovalPolicy::Ask).expect("table")
+    }
+
+    #[test]
+    fn selecting_writes_only_the_knobs_that_change() {
+        let t = table();
+        assert_eq!(
+            t.switch(
+                "workspace-write",
+                SandboxMode::ReadOnly,
+                ApprovalPolicy::Ask
+            ),
+            Ok(vec![Event::SandboxMode {
+                mode: SandboxMode::WorkspaceWrite
+            }])
+        );
+        assert_eq!(
+            t.switch("full-access", SandboxMode::ReadOnly, ApprovalPolicy::Ask)
+                .expect("switch")
+                .len(),
+            2
+        );
+        assert_eq!(
+            t.switch("read-only", SandboxMode::ReadOnly, ApprovalPolicy::Ask),
+            Ok(vec![])
+        );
+    }
+
+    #[test]
+    fn unmatched_knobs_read_as_custom_which_cannot_be_selected() {
+        let t = table();
+        assert_eq!(
+            t.current(SandboxMode::WorkspaceWrite, ApprovalPolicy::Never),
+            CUSTOM
+        );
+        assert_eq!(
+            t.current(SandboxMode::DangerFullAccess, ApprovalPolicy::Never),
+            "full-access"
+        );
+        assert_eq!(
+            t.switch(CUSTOM, SandboxMode::ReadOnly, ApprovalPolicy::Ask),
+            Err(PresetError::CustomSelected)
+        );
+        assert!(matches!(
+            t.switch("turbo", SandboxMode::ReadOnly, ApprovalPolicy::Ask),
+            Err(PresetError::Unknown(_))
+        ));
+    }
+
+    #[test]
+    fn a_bad_table_is_a_load_error() {
+        let custom = Preset {
+            id: CUSTOM.into(),
+            name: "x".into(),
+            mode: SandboxMode::ReadOnly,
+            approval: ApprovalPolicy::Ask,
+        };
+        assert_eq!(
+            PresetTable::new(vec![custom], SandboxMode::ReadOnly, ApprovalPolicy::Ask).err(),
+            Some(PresetError::ReservedId)
+        );
+        assert!(matches!(
+            PresetTable::standard(SandboxMode::WorkspaceWrite, ApprovalPolicy::Never),
+            Err(PresetError::DefaultsUnmatched { .. })
+        ));
+    }
+}
