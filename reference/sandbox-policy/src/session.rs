@@ -19,7 +19,7 @@ pub enum ApprovalPolicy {
 }
 
 /// One event in a session's log.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
 pub enum Event {
     /// A turn opened (a prompt was submitted).

@@ -1,0 +1,352 @@
+//! The bridge between an editor (ACP) and the policy home.
+//!
+//! The editor sees one `permission` select (category `mode`) whose options are the deployment's
+//! presets and whose current value is folded from the session log (plus what is pending).
+//! Turn enclosure is the commit boundary: a switch during an open turn is appended at once; an
+//! idle switch is held on the bridge's session record and anchored at the next prompt submission,
+//! inside the new turn and before anything is assembled or executed; last write wins per knob, so
+//! N idle flips anchor at most one event per knob and a net-zero sequence (or an echo of the
+//! current value) anchors none. A crash before anchoring loses the pending switch, and
+//! `session/load` reports the durable truth.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use agent_client_protocol::v1::schema::{
+    SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
+    SessionConfigSelectOption,
+};
+use sandbox::SandboxMode;
+use sandbox_policy::presets::{CUSTOM, PresetTable};
+use sandbox_policy::prompt::{Notice, approval_section, pending_notice};
+use sandbox_policy::{ApprovalPolicy, Event, PolicyService, Session};
+
+/// The id of the permission select.
+pub const PERMISSION_CONFIG_ID: &str = "permission";
+
+/// The base system prompt every request starts from (the sandbox mode is never stated).
+pub const BASE_PROMPT: &str = "You are a coding agent. Use the tools to do what the user asks.";
+
+/// Why the bridge refused a request. Each has a stable code; all are invalid-params on the wire.
+#[derive(Debug, thiserror::Error)]
+pub enum BridgeError {
+    /// No such session (or it was never loaded in this process).
+    #[error("UNKNOWN_SESSION: no session {0:?}")]
+    UnknownSession(String),
+    /// No config option with this id.
+    #[error("UNKNOWN_CONFIG_ID: no config option {0:?}; the only one is \"permission\"")]
+    UnknownConfigId(String),
+    /// Not one of the select's values (`custom` included: it can only be switched away from).
+    #[error("UNKNOWN_CONFIG_VALUE: {value:?} is not a permission preset; choose one of {choices}")]
+    UnknownValue {
+        /// What was sent.
+        value: String,
+        /// The presets, comma separated.
+        choices: String,
+    },
+    /// A boolean (or other non-select value) for the select.
+    #[error("NOT_A_SELECT_VALUE: the permission option takes a preset id, not {0}")]
+    NotSelectValue(String),
+    /// The session log could not be read or written.
+    #[error("SESSION_LOG: {0}")]
+    Log(#[from] sandbox_policy::log::LogError),
+    /// The session's cwd cannot be used.
+    #[error("BAD_CWD: {0}")]
+    BadCwd(String),
+}
+
+impl BridgeError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            BridgeError::UnknownSession(_) => "UNKNOWN_SESSION",
+            BridgeError::UnknownConfigId(_) => "UNKNOWN_CONFIG_ID",
+            BridgeError::UnknownValue { .. } => "UNKNOWN_CONFIG_VALUE",
+            BridgeError::NotSelectValue(_) => "NOT_A_SELECT_VALUE",
+            BridgeError::Log(_) => "SESSION_LOG",
+            BridgeError::BadCwd(_) => "BAD_CWD",
+        }
+    }
+}
+
+/// Knob values held on the record while idle (`None`: nothing pending for that knob).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Pending {
+    mode: Option<SandboxMode>,
+    approval: Option<ApprovalPolicy>,
+}
+
+struct Record {
+    session: Session,
+    pending: Pending,
+}
+
+/// What a prompt submission did before the model runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TurnStart {
+    /// The system prompt sent with this request (recorded as its request header).
+    pub system_prompt: String,
+    /// The coalesced approval-policy notice delivered before the first step, if one was owed.
+    pub notice: Option<Notice>,
+    /// The knob events anchored by this submission.
+    pub anchored: Vec<Event>,
+}
+
+/// The bridge: the policy home, the preset table, and one record per live session.
+pub struct Bridge {
+    policy: PolicyService,
+    presets: PresetTable,
+    dir: PathBuf,
+    records: HashMap<String, Record>,
+}
+
+impl Bridge {
+    /// A bridge keeping session logs in `dir`.
+    pub fn new(policy: PolicyService, presets: PresetTable, dir: &Path) -> Bridge {
+        Bridge {
+            policy,
+            presets,
+            dir: dir.to_path_buf(),
+            records: HashMap::new(),
+        }
+    }
+
+    fn log_path(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("{id}.jsonl"))
+    }
+
+    fn record(&self, id: &str) -> Result<&Record, BridgeError> {
+        self.records
+            .get(id)
+            .ok_or_else(|| BridgeError::UnknownSession(id.to_owned()))
+    }
+
+    /// Creates a session whose boundary is `cwd`.
+    pub fn new_session(
+        &mut self,
+        cwd: &Path,
+    ) -> Result<(String, Vec<SessionConfigOption>), BridgeError> {
+        if !cwd.is_absolute() || !cwd.is_dir() {
+            return Err(BridgeError::BadCwd(format!(
+                "{} is not an absolute directory",
+                cwd.display()
+            )));
+        }
+        let mut n = self.records.len() + 1;
+        let id = loop {
+            let candidate = format!("session-{n}");
+            if !self.records.contains_key(&candidate) && !self.log_path(&candidate).exists() {
+                break candidate;
+            }
+            n += 1;
+        };
+        let (session, _) = Session::open(id.clone(), cwd, &self.log_path(&id))?;
+        self.records.insert(
+            id.clone(),
+            Record {
+                session,
+                pending: Pending::default(),
+            },
+        );
+        let options = self.options(&id)?;
+        Ok((id, options))
+    }
+
+    /// Loads a session from its durable log (nothing pending survives a restart).
+    pub fn load_session(
+        &mut self,
+        id: &str,
+        cwd: &Path,
+    ) -> Result<Vec<SessionConfigOption>, BridgeError> {
+        let path = self.log_path(id);
+        if !path.is_file() || id.contains(['/', '\0']) {
+            return Err(BridgeError::UnknownSession(id.to_owned()));
+        }
+        let (session, _) = Session::open(id.to_owned(), cwd, &path)?;
+        self.records.insert(
+            id.to_owned(),
+            Record {
+                session,
+                pending: Pending::default(),
+            },
+        );
+        self.options(id)
+    }
+
+    /// The durable knob values of a session (its log folded over the config defaults).
+    fn durable(&self, record: &Record) -> (SandboxMode, ApprovalPolicy) {
+        (
+            self.policy.effective_mode(Some(&record.session)),
+            self.policy.effective_approval(Some(&record.session)),
+        )
+    }
+
+    /// What the editor sees: the durable values overlaid with what is pending.
+    pub fn current(&self, id: &str) -> Result<(SandboxMode, ApprovalPolicy), BridgeError> {
+        let record = self.record(id)?;
+        let (mode, approval) = self.durable(record);
+        Ok((
+            record.pending.mode.unwrap_or(mode),
+            record.pending.approval.unwrap_or(approval),
+        ))
+    }
+
+    /// The session's complete config-option state.
+    pub fn options(&self, id: &str) -> Result<Vec<SessionConfigOption>, BridgeError> {
+        let (mode, approval) = self.current(id)?;
+        let current = self.presets.current(mode, approval).to_owned();
+        let mut choices: Vec<SessionConfigSelectOption> = self
+            .presets
+            .presets()
+            .iter()
+            .map(|p| SessionConfigSelectOption::new(p.id.clone(), p.name.clone()))
+            .collect();
+        if current == CUSTOM {
+            choices.push(SessionConfigSelectOption::new(CUSTOM, "Custom"));
+        }
+        let mut option =
+            SessionConfigOption::select(PERMISSION_CONFIG_ID, "Permissions", current, choices);
+        option.category = Some(SessionConfigOptionCategory::Mode);
+        option.description =
+            Some("How much the agent may change without asking, and whether it asks.".into());
+        Ok(vec![option])
+    }
+
+    /// True while the session's last turn boundary is a start.
+    pub fn turn_open(&self, id: &str) -> Result<bool, BridgeError> {
+        Ok(self.record(id)?.session.with_events(|events| {
+            events
+                .iter()
+                .rev()
+                .find_map(|e| match e {
+                    Event::TurnStarted => Some(true),
+                    Event::TurnEnded => Some(false),
+                    _ => None,
+                })
+                .unwrap_or(false)
+        }))
+    }
+
+    /// `session/set_config_option`: validates, then appends (open turn) or holds (idle); returns
+    /// the complete refreshed state.
+    pub fn set_config_option(
+        &mut self,
+        id: &str,
+        config_id: &str,
+        value: &SessionConfigOptionValue,
+    ) -> Result<Vec<SessionConfigOption>, BridgeError> {
+        self.record(id)?;
+        if config_id != PERMISSION_CONFIG_ID {
+            return Err(BridgeError::UnknownConfigId(config_id.to_owned()));
+        }
+        let Some(value) = value.as_value_id() else {
+            return Err(BridgeError::NotSelectValue(
+                serde_json::to_string(value).unwrap_or_else(|_| "that value".into()),
+            ));
+        };
+        let unknown = || BridgeError::UnknownValue {
+            value: value.0.to_string(),
+            choices: self
+                .presets
+                .presets()
+                .iter()
+                .map(|p| p.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+        };
+        let preset = self
+            .presets
+            .presets()
+            .iter()
+            .find(|p| *p.id == *value.0)
+            .cloned()
+            .ok_or_else(unknown)?;
+        if self.turn_open(id)? {
+            let (mode, approval) = self.current(id)?;
+            let events = self
+                .presets
+                .switch(&preset.id, mode, approval)
+                .map_err(|_| unknown())?;
+            let record = self.record(id)?;
+            for e in events {
+                record.session.append(e)?;
+            }
+        } else {
+            let (mode, approval) = {
+                let record = self.record(id)?;
+                self.durable(record)
+            };
+            if let Some(record) = self.records.get_mut(id) {
+                record.pending = Pending {
+                    mode: (preset.mode != mode).then_some(preset.mode),
+                    approval: (preset.approval != approval).then_some(preset.approval),
+                };
+            }
+        }
+        self.options(id)
+    }
+
+    /// A prompt submission: opens the turn, anchors what is pending (at most one event per knob),
+    /// owes the coalesced notice, and records the exact system prompt as the request header.
+    pub fn begin_turn(&mut self, id: &str) -> Result<TurnStart, BridgeError> {
+        let (mode, approval) = {
+            let record = self.record(id)?;
+            self.durable(record)
+        };
+        let pending = self
+            .records
+            .get_mut(id)
+            .map(|r| std::mem::take(&mut r.pending))
+            .unwrap_or_default();
+        let record = self.record(id)?;
+        record.session.append(Event::TurnStarted)?;
+        let mut anchored = Vec::new();
+        if let Some(m) = pending.mode.filter(|m| *m != mode) {
+            anchored.push(Event::SandboxMode { mode: m });
+        }
+        if let Some(a) = pending.approval.filter(|a| *a != approval) {
+            anchored.push(Event::ApprovalPolicy { policy: a });
+        }
+        for e in &anchored {
+            record.session.append(e.clone())?;
+        }
+        let default_approval = self.policy.default_approval();
+        let notice = record
+            .session
+            .with_events(|events| pending_notice(events, default_approval));
+        let now = self.policy.effective_approval(Some(&record.session));
+        let mut system_prompt = BASE_PROMPT.to_owned();
+        if let Some(section) = approval_section(now) {
+            system_prompt.push_str("\n\n");
+            system_prompt.push_str(section);
+        }
+        if let Some(n) = &notice {
+            system_prompt.push_str("\n\nNotice: ");
+            system_prompt.push_str(&n.text);
+        }
+        record.session.append(Event::RequestHeader {
+            prompt: system_prompt.clone(),
+        })?;
+        Ok(TurnStart {
+            system_prompt,
+            notice,
+            anchored,
+        })
+    }
+
+    /// Closes the open turn.
+    pub fn end_turn(&mut self, id: &str) -> Result<(), BridgeError> {
+        self.record(id)?.session.append(Event::TurnEnded)?;
+        Ok(())
+    }
+
+    /// The session's log, as recorded.
+    pub fn events(&self, id: &str) -> Result<Vec<Event>, BridgeError> {
+        Ok(self.record(id)?.session.events())
+    }
+
+    /// The policy a tool call in this session would run under now.
+    pub fn effective_mode(&self, id: &str) -> Result<SandboxMode, BridgeError> {
+        Ok(self.policy.effective_mode(Some(&self.record(id)?.session)))
+    }
+}
