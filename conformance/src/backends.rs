@@ -235,13 +235,14 @@ fn nix_is_root() -> bool {
 }
 
 /// The names of the reference backends, in run order.
-pub const REFERENCE_BACKENDS: [&str; 6] = [
+pub const REFERENCE_BACKENDS: [&str; 7] = [
     "bwrap",
     "landlock",
     "landlock-abi2",
     "seatbelt",
     "operator",
     "local",
+    "policy",
 ];
 
 /// The reference backends, probed on this host.
@@ -289,6 +290,14 @@ pub fn reference_backend(name: &str) -> Option<Backend> {
             "an operator runner is certified with its own command",
         ),
         "local" => local_chain(),
+        // The reference policy service and ACP bridge: pure logic over a durable log on disk.
+        "policy" => {
+            let mut policy = Backend::dialect_only("policy", None, "");
+            policy.declared = BTreeSet::from([Capability::PolicyService]);
+            policy.capabilities = policy.declared.clone();
+            policy.unusable = None;
+            policy
+        }
         _ => return None,
     })
 }

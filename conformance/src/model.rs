@@ -97,6 +97,8 @@ pub enum Capability {
     /// This host can simulate hostile hosts for the chain: root (so dropping capabilities takes
     /// bwrap's namespaces away), `setpriv`, and the launcher to exhaust Landlock's layers.
     HostSimulation,
+    /// The backend is the reference policy service and ACP bridge (anchoring scenarios).
+    PolicyService,
 }
 
 impl Capability {
@@ -109,6 +111,7 @@ impl Capability {
             Capability::AbiCap => "abi-cap",
             Capability::LocalChain => "local-chain",
             Capability::HostSimulation => "host-simulation",
+            Capability::PolicyService => "policy-service",
         }
     }
 }
@@ -218,6 +221,8 @@ pub enum Step {
     Select(SelectStep),
     /// Call one tool (`bash`, `bash_output`, `read`, `write`, `edit`) in the case's composition.
     Tool(ToolStep),
+    /// One editor or process action on the policy bridge (new, load, set, prompt, crash, ...).
+    Wire(WireStep),
 }
 
 impl Step {
@@ -231,6 +236,7 @@ impl Step {
             }
             Step::Select(_) => &[Capability::LocalChain],
             Step::Tool(_) => &[Capability::Confine],
+            Step::Wire(_) => &[Capability::PolicyService],
         }
     }
 }
@@ -577,4 +583,78 @@ pub struct ToolExpect {
     /// Files on disk afterwards: path to exact content, or `<absent>`.
     #[serde(default)]
     pub files: std::collections::BTreeMap<String, String>,
+}
+
+/// A `wire` step: one action on the reference bridge, in a sessions directory kept for the case.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireStep {
+    /// `new`, `load`, `set`, `prompt` (begin and end a turn), `begin`, `end`, `crash` (the process
+    /// dies: whatever was pending is lost; sessions must be loaded again) or `restart` (a crash,
+    /// then a new process with `config`).
+    #[serde(rename = "do")]
+    pub action: String,
+    /// The session's name in this case (default `a`).
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The value for `set` (a preset id).
+    #[serde(default)]
+    pub value: Option<String>,
+    /// A boolean value for `set` instead (a non-select value).
+    #[serde(default)]
+    pub value_bool: Option<bool>,
+    /// The config id for `set` (default `permission`).
+    #[serde(default)]
+    pub config_id: Option<String>,
+    /// The deployment defaults for `restart` (and for the first process when the case starts).
+    #[serde(default)]
+    pub config: Option<WireConfig>,
+    /// What must be true afterwards.
+    #[serde(default)]
+    pub expect: WireExpect,
+}
+
+/// The deployment defaults of the agent process.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireConfig {
+    /// The default sandbox mode.
+    #[serde(default)]
+    pub mode: Option<sandbox::SandboxMode>,
+    /// The default approval policy (`ask` or `never`).
+    #[serde(default)]
+    pub approval: Option<String>,
+}
+
+/// What a `wire` step must observe.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireExpect {
+    /// The error code the action must fail with (`UNKNOWN_CONFIG_VALUE`, ...); absent: success.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The permission select's current value in the answer (new, load, set).
+    #[serde(default)]
+    pub current: Option<String>,
+    /// The values the select offers, in order.
+    #[serde(default)]
+    pub options: Option<Vec<String>>,
+    /// The exact event types in the session's log file on disk.
+    #[serde(default)]
+    pub log: Option<Vec<String>>,
+    /// The number of knob events in the log file.
+    #[serde(default)]
+    pub knob_events: Option<usize>,
+    /// The sandbox mode a tool call in the session would now run under.
+    #[serde(default)]
+    pub mode_now: Option<sandbox::SandboxMode>,
+    /// For `prompt`/`begin`: the notice owed (`user`, `operator` or `none`).
+    #[serde(default)]
+    pub notice: Option<String>,
+    /// For `prompt`/`begin`: substrings the recorded system prompt must contain.
+    #[serde(default)]
+    pub prompt_contains: Vec<String>,
+    /// For `prompt`/`begin`: substrings it must not contain.
+    #[serde(default)]
+    pub prompt_lacks: Vec<String>,
 }

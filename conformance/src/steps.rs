@@ -4,6 +4,7 @@ mod classify;
 mod effect;
 mod select;
 mod tool;
+mod wire;
 
 use crate::backends::Backend;
 use crate::load::ExpandedCase;
@@ -13,12 +14,14 @@ use crate::model::Step;
 /// steps of one case share one world, one session and one composition.
 pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), String> {
     let mut rig: Option<tool::Rig> = None;
+    let mut bridge: Option<wire::Rig> = None;
     for (index, step) in case.case.steps.iter().enumerate() {
         let result = match step {
             Step::Classify(s) => classify::run(backend, s),
             Step::Effect(s) => effect::run(backend, s),
             Step::Select(s) => select::run(s),
             Step::Tool(s) => tool::run(backend, case.case.setup.as_ref(), s, &mut rig),
+            Step::Wire(s) => wire::run(s, &mut bridge),
         };
         result.map_err(|e| format!("step {} ({}): {e}", index + 1, step_kind(step)))?;
     }
@@ -31,5 +34,6 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Effect(_) => "effect",
         Step::Select(_) => "select",
         Step::Tool(_) => "tool",
+        Step::Wire(_) => "wire",
     }
 }

@@ -1,0 +1,253 @@
+//! The `wire` step: the reference ACP bridge in-process, one sessions directory per case, checked
+//! through its answers, the system prompt it records, and the session log files on disk.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use agent_client_protocol::v1::schema::{
+    SessionConfigKind, SessionConfigOption, SessionConfigOptionValue, SessionConfigSelectOptions,
+};
+use sandbox::SandboxMode;
+use sandbox_agent::Bridge;
+use sandbox_policy::presets::PresetTable;
+use sandbox_policy::prompt::Source;
+use sandbox_policy::{ApprovalPolicy, PolicyService};
+
+use crate::model::{WireConfig, WireExpect, WireStep};
+
+/// One case's agent "process" and its sessions directory.
+pub(super) struct Rig {
+    _dir: tempfile::TempDir,
+    sessions: PathBuf,
+    workspace: PathBuf,
+    bridge: Bridge,
+    ids: HashMap<String, String>,
+}
+
+fn approval(word: Option<&str>) -> Result<ApprovalPolicy, String> {
+    match word.unwrap_or("ask") {
+        "ask" => Ok(ApprovalPolicy::Ask),
+        "never" => Ok(ApprovalPolicy::Never),
+        other => Err(format!("unknown approval policy {other:?}")),
+    }
+}
+
+fn start(
+    sessions: &std::path::Path,
+    workspace: &std::path::Path,
+    config: &WireConfig,
+) -> Result<Bridge, String> {
+    let mode = config.mode.unwrap_or(SandboxMode::ReadOnly);
+    let approval = approval(config.approval.as_deref())?;
+    let policy = PolicyService::new(mode, workspace)
+        .map_err(|e| e.to_string())?
+        .with_default_approval(approval);
+    let presets = PresetTable::standard(mode, approval).map_err(|e| e.to_string())?;
+    Ok(Bridge::new(policy, presets, sessions))
+}
+
+impl Rig {
+    fn new(config: &WireConfig) -> Result<Rig, String> {
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let sessions = dir.path().join("sessions");
+        let workspace = dir.path().join("ws");
+        for d in [&sessions, &workspace] {
+            std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
+        }
+        let bridge = start(&sessions, &workspace, config)?;
+        Ok(Rig {
+            _dir: dir,
+            sessions,
+            workspace,
+            bridge,
+            ids: HashMap::new(),
+        })
+    }
+
+    /// The session's event types, read back from its log file.
+    fn log_types(&self, id: &str) -> Result<Vec<String>, String> {
+        let text =
+            std::fs::read_to_string(self.sessions.join(format!("{id}.jsonl"))).unwrap_or_default();
+        text.lines()
+            .map(|l| {
+                serde_json::from_str::<serde_json::Value>(l)
+                    .map_err(|e| format!("log line {l:?}: {e}"))
+                    .map(|v| v["type"].as_str().unwrap_or("?").to_owned())
+            })
+            .collect()
+    }
+}
+
+fn select(options: &[SessionConfigOption]) -> Option<(String, Vec<String>)> {
+    let option = options.iter().find(|o| o.id.0.as_ref() == "permission")?;
+    match &option.kind {
+        SessionConfigKind::Select(s) => {
+            let values = match &s.options {
+                SessionConfigSelectOptions::Ungrouped(list) => {
+                    list.iter().map(|o| o.value.0.to_string()).collect()
+                }
+                _ => Vec::new(),
+            };
+            Some((s.current_value.0.to_string(), values))
+        }
+        _ => None,
+    }
+}
+
+pub(super) fn run(step: &WireStep, rig: &mut Option<Rig>) -> Result<(), String> {
+    if rig.is_none() {
+        *rig = Some(Rig::new(
+            step.config
+                .as_ref()
+                .filter(|_| step.action == "new")
+                .unwrap_or(&WireConfig::default()),
+        )?);
+    }
+    let Some(rig) = rig.as_mut() else {
+        return Err("no bridge".into());
+    };
+    let name = step.session.clone().unwrap_or_else(|| "a".into());
+    let id = rig.ids.get(&name).cloned();
+    let need_id = || {
+        id.clone()
+            .unwrap_or_else(|| format!("never-created-{name}"))
+    };
+    let expect: &WireExpect = &step.expect;
+    let mut options: Option<Vec<SessionConfigOption>> = None;
+    let mut started = None;
+    let result: Result<(), sandbox_agent::BridgeError> = (|| {
+        match step.action.as_str() {
+            "new" => {
+                let (new_id, opts) = rig.bridge.new_session(&rig.workspace)?;
+                rig.ids.insert(name.clone(), new_id);
+                options = Some(opts);
+            }
+            "load" => options = Some(rig.bridge.load_session(&need_id(), &rig.workspace)?),
+            "set" => {
+                let value = match (&step.value, step.value_bool) {
+                    (_, Some(b)) => SessionConfigOptionValue::boolean(b),
+                    (Some(v), None) => SessionConfigOptionValue::value_id(v.clone()),
+                    (None, None) => SessionConfigOptionValue::value_id(String::new()),
+                };
+                let config_id = step
+                    .config_id
+                    .clone()
+                    .unwrap_or_else(|| "permission".into());
+                options = Some(
+                    rig.bridge
+                        .set_config_option(&need_id(), &config_id, &value)?,
+                );
+            }
+            "begin" => started = Some(rig.bridge.begin_turn(&need_id())?),
+            "end" => rig.bridge.end_turn(&need_id())?,
+            "prompt" => {
+                started = Some(rig.bridge.begin_turn(&need_id())?);
+                rig.bridge.end_turn(&need_id())?;
+            }
+            _ => {}
+        }
+        Ok(())
+    })();
+    match step.action.as_str() {
+        "crash" | "restart" => {
+            let config = step.config.clone().unwrap_or_default();
+            rig.bridge = start(&rig.sessions, &rig.workspace, &config)?;
+        }
+        "new" | "load" | "set" | "begin" | "end" | "prompt" => {}
+        other => return Err(format!("unknown wire action {other:?}")),
+    }
+    match (&result, &expect.error) {
+        (Err(e), Some(code)) if e.code() == code => {}
+        (Err(e), _) => return Err(format!("{} failed: {e}", step.action)),
+        (Ok(()), Some(code)) => {
+            return Err(format!(
+                "{} should fail with {code} but succeeded",
+                step.action
+            ));
+        }
+        (Ok(()), None) => {}
+    }
+    if let Some(want) = &expect.current {
+        let got = options.as_deref().and_then(select).map(|(c, _)| c);
+        if got.as_deref() != Some(want.as_str()) {
+            return Err(format!("current value should be {want}, got {got:?}"));
+        }
+    }
+    if let Some(want) = &expect.options {
+        let got = options.as_deref().and_then(select).map(|(_, v)| v);
+        if got.as_ref() != Some(want) {
+            return Err(format!("offered values should be {want:?}, got {got:?}"));
+        }
+    }
+    let id_now = rig.ids.get(&name).cloned();
+    if expect.log.is_some() || expect.knob_events.is_some() {
+        let types = match &id_now {
+            Some(id) => rig.log_types(id)?,
+            None => Vec::new(),
+        };
+        if let Some(want) = &expect.log
+            && &types != want
+        {
+            return Err(format!(
+                "the log on disk should hold {want:?}, holds {types:?}"
+            ));
+        }
+        let knobs = types
+            .iter()
+            .filter(|t| *t == "sandbox/mode" || *t == "approval/policy")
+            .count();
+        if let Some(want) = expect.knob_events
+            && knobs != want
+        {
+            return Err(format!(
+                "the log on disk should hold {want} knob event(s), holds {knobs}: {types:?}"
+            ));
+        }
+    }
+    if let Some(want) = expect.mode_now {
+        let got = rig
+            .bridge
+            .effective_mode(&need_id())
+            .map_err(|e| e.to_string())?;
+        if got != want {
+            return Err(format!("a call now would run under {got}, not {want}"));
+        }
+    }
+    if let Some(turn) = &started {
+        if let Some(want) = &expect.notice {
+            let got = match turn.notice.as_ref().map(|n| n.source) {
+                None => "none",
+                Some(Source::User) => "user",
+                Some(Source::Operator) => "operator",
+            };
+            if got != want {
+                return Err(format!(
+                    "the notice should come from {want}, got {got}: {:?}",
+                    turn.notice
+                ));
+            }
+        }
+        for needle in &expect.prompt_contains {
+            if !turn.system_prompt.contains(needle.as_str()) {
+                return Err(format!(
+                    "the prompt lacks {needle:?}: {:?}",
+                    turn.system_prompt
+                ));
+            }
+        }
+        for needle in &expect.prompt_lacks {
+            if turn.system_prompt.contains(needle.as_str()) {
+                return Err(format!(
+                    "the prompt must not contain {needle:?}: {:?}",
+                    turn.system_prompt
+                ));
+            }
+        }
+    } else if expect.notice.is_some()
+        || !expect.prompt_contains.is_empty()
+        || !expect.prompt_lacks.is_empty()
+    {
+        return Err("notice and prompt expectations need a prompt or begin action".into());
+    }
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! Pinned wire and prompt. After a deliberate change: run the tests, then `cargo insta review`.
+//!
+//! - `wire_transcript`: what the real `sandbox-agent` binary answers on stdio to new, set (idle),
+//!   prompt, load, and each invalid request.
+//! - `prompt_deltas`: the system prompt and notice of each request as the approval policy changes
+//!   by the user and by the operator.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+use sandbox::SandboxMode;
+use sandbox_agent::Bridge;
+use sandbox_policy::presets::PresetTable;
+use sandbox_policy::{ApprovalPolicy, PolicyService};
+use serde_json::{Value, json};
+
+const AGENT: &str = env!("CARGO_BIN_EXE_sandbox-agent");
+
+#[test]
+fn wire_transcript() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
+    let cwd = ws.to_str().expect("utf8");
+    let requests = [
+        json!({ "method": "initialize", "params": { "protocolVersion": 1 } }),
+        json!({ "method": "session/new", "params": { "cwd": cwd, "mcpServers": [] } }),
+        json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1", "configId": "permission", "value": "full-access" } }),
+        json!({ "method": "session/prompt", "params": { "sessionId": "session-1", "prompt": [{ "type": "text", "text": "hi" }] } }),
+        json!({ "method": "session/load", "params": { "sessionId": "session-1", "cwd": cwd, "mcpServers": [] } }),
+        json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1", "configId": "model", "value": "x" } }),
+        json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1", "configId": "permission", "value": "turbo" } }),
+        json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1", "configId": "permission", "type": "boolean", "value": true } }),
+        json!({ "method": "session/set_config_option", "params": { "sessionId": "session-9", "configId": "permission", "value": "read-only" } }),
+        json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1" } }),
+        json!({ "method": "session/fork", "params": {} }),
+    ];
+    let input: String = requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let mut r = r.clone();
+            r["jsonrpc"] = json!("2.0");
+            r["id"] = json!(i + 1);
+            format!("{r}\n")
+        })
+        .collect();
+    let mut child = Command::new(AGENT)
+        .args([
+            "--sessions",
+            dir.path().join("sessions").to_str().expect("utf8"),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("agent");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(input.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("run");
+    let transcript: Vec<Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    insta::assert_json_snapshot!("wire_transcript", transcript);
+}
+
+#[test]
+fn prompt_deltas() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sessions = dir.path().join("sessions");
+    std::fs::create_dir_all(&sessions).expect("sessions");
+    let start = |approval| {
+        let policy = PolicyService::new(SandboxMode::ReadOnly, dir.path())
+            .expect("policy")
+            .with_default_approval(approval);
+        // The standard table plus read-only+never, so a restart with the default approval `never`
+        // still has a preset matching its defaults.
+        let presets = PresetTable::new(
+            PresetTable::standard(SandboxMode::ReadOnly, ApprovalPolicy::Ask)
+                .expect("table")
+                .presets()
+                .iter()
+                .cloned()
+                .chain([sandbox_policy::presets::Preset {
+                    id: "read-only-never".into(),
+                    name: "Read only, never ask".into(),
+                    mode: SandboxMode::ReadOnly,
+                    approval: ApprovalPolicy::Never,
+                }])
+                .collect(),
+            SandboxMode::ReadOnly,
+            approval,
+        )
+        .expect("table");
+        Bridge::new(policy, presets, &sessions)
+    };
+    let mut deltas = Vec::new();
+    let mut bridge = start(ApprovalPolicy::Ask);
+    let (id, _) = bridge.new_session(dir.path()).expect("new");
+    let mut turn = |bridge: &mut Bridge, label: &str| {
+        let t = bridge.begin_turn(&id).expect("begin");
+        bridge.end_turn(&id).expect("end");
+        deltas.push(json!({
+            "after": label,
+            "system_prompt": t.system_prompt,
+            "notice": t.notice.map(|n| n.text),
+        }));
+    };
+    turn(&mut bridge, "first prompt, policy ask");
+    let value =
+        agent_client_protocol::v1::schema::SessionConfigOptionValue::value_id("full-access");
+    bridge
+        .set_config_option(&id, "permission", &value)
+        .expect("set");
+    turn(&mut bridge, "the user selected full-access (never)");
+    turn(&mut bridge, "no change");
+    let value =
+        agent_client_protocol::v1::schema::SessionConfigOptionValue::value_id("workspace-write");
+    bridge
+        .set_config_option(&id, "permission", &value)
+        .expect("set");
+    turn(&mut bridge, "the user selected workspace-write (ask)");
+    drop(bridge);
+    let mut bridge = start(ApprovalPolicy::Never);
+    bridge.load_session(&id, dir.path()).expect("load");
+    turn(
+        &mut bridge,
+        "restart: the default approval is now never, but the session chose ask",
+    );
+    insta::assert_json_snapshot!("prompt_deltas", deltas);
+}
