@@ -94,3 +94,29 @@ fn a_crash_before_anchoring_reverts_the_idle_switch() {
     let _ = restarted.child.kill();
     let _ = restarted.child.wait();
 }
+
+#[test]
+fn an_unknown_default_mode_fails_loudly_at_load() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = Command::new(AGENT)
+        .args([
+            "--sessions",
+            dir.path().to_str().expect("utf8"),
+            "--mode",
+            "full-access",
+        ])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("unknown sandbox mode \"full-access\"")
+            && stderr.contains("read-only, workspace-write, danger-full-access"),
+        "{stderr}"
+    );
+    assert!(
+        out.stdout.is_empty(),
+        "nothing may be served with a bad configuration"
+    );
+}
