@@ -291,11 +291,21 @@ pub fn reference_backend(name: &str) -> Option<Backend> {
         ),
         "local" => local_chain(),
         // The reference policy service and ACP bridge: pure logic over a durable log on disk.
+        // Its scripted tool calls run confined by this host's platform chain.
         "policy" => {
             let mut policy = Backend::dialect_only("policy", None, "");
-            policy.declared = BTreeSet::from([Capability::PolicyService]);
-            policy.capabilities = policy.declared.clone();
+            policy.declared =
+                BTreeSet::from([Capability::PolicyService, Capability::ScriptedCalls]);
+            policy.capabilities = BTreeSet::from([Capability::PolicyService]);
             policy.unusable = None;
+            let chain = LocalProvider::new(LocalConfig::default());
+            match chain.selection() {
+                Ok(_) => {
+                    policy.capabilities.insert(Capability::ScriptedCalls);
+                    policy.provider = Some(Arc::new(chain));
+                }
+                Err(reason) => policy.unusable = Some(reason.to_owned()),
+            }
             policy
         }
         _ => return None,

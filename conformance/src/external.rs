@@ -119,6 +119,7 @@ impl External {
                         "the backend speaks protocol {protocol}, the harness {PROTOCOL_VERSION}"
                     )));
                 }
+                let capabilities = capabilities.into_iter().map(Capability::from).collect();
                 (implementation, capabilities, enforcement)
             }
             Response::Error { code, message } => {

@@ -99,6 +99,8 @@ pub enum Capability {
     HostSimulation,
     /// The backend is the reference policy service and ACP bridge (anchoring scenarios).
     PolicyService,
+    /// The bridge can run scripted tool calls confined by this host's platform chain.
+    ScriptedCalls,
 }
 
 impl Capability {
@@ -112,6 +114,7 @@ impl Capability {
             Capability::LocalChain => "local-chain",
             Capability::HostSimulation => "host-simulation",
             Capability::PolicyService => "policy-service",
+            Capability::ScriptedCalls => "scripted-calls",
         }
     }
 }
@@ -236,6 +239,9 @@ impl Step {
             }
             Step::Select(_) => &[Capability::LocalChain],
             Step::Tool(_) => &[Capability::Confine],
+            Step::Wire(w) if w.run.is_some() => {
+                &[Capability::PolicyService, Capability::ScriptedCalls]
+            }
             Step::Wire(_) => &[Capability::PolicyService],
         }
     }
@@ -609,6 +615,10 @@ pub struct WireStep {
     /// The deployment defaults for `restart` (and for the first process when the case starts).
     #[serde(default)]
     pub config: Option<WireConfig>,
+    /// A scripted tool call: a bash command the model runs in the turn (`prompt`) or in the open
+    /// turn (`call`), confined by this host's platform chain under the session's policy.
+    #[serde(default)]
+    pub run: Option<String>,
     /// What must be true afterwards.
     #[serde(default)]
     pub expect: WireExpect,
@@ -657,4 +667,10 @@ pub struct WireExpect {
     /// For `prompt`/`begin`: substrings it must not contain.
     #[serde(default)]
     pub prompt_lacks: Vec<String>,
+    /// The code of the scripted tool call (`OK`, `DENIED`, ...).
+    #[serde(default)]
+    pub run_code: Option<String>,
+    /// Files in the session's workspace afterwards: relative path to content, or `<absent>`.
+    #[serde(default)]
+    pub files: std::collections::BTreeMap<String, String>,
 }

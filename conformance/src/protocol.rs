@@ -12,6 +12,29 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::Capability;
 
+/// What an external backend can declare in its handshake (a subset of the suite's capabilities:
+/// the rest describe the reference implementation itself).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum WireCapability {
+    /// It can confine a real command on this host.
+    Confine,
+    /// Its answers carry an out-of-band status channel.
+    StatusChannel,
+    /// It can be told to use a capped Landlock ABI.
+    AbiCap,
+}
+
+impl From<WireCapability> for Capability {
+    fn from(c: WireCapability) -> Capability {
+        match c {
+            WireCapability::Confine => Capability::Confine,
+            WireCapability::StatusChannel => Capability::StatusChannel,
+            WireCapability::AbiCap => Capability::AbiCap,
+        }
+    }
+}
+
 /// The protocol version this harness speaks.
 pub const PROTOCOL_VERSION: u32 = 1;
 
@@ -62,8 +85,8 @@ pub enum Response {
         protocol: u32,
         /// Who the backend is.
         implementation: Implementation,
-        /// What it can do on this host (`confine`, `status-channel`, ...).
-        capabilities: Vec<Capability>,
+        /// What it can do on this host (`confine`, `status-channel`, `abi-cap`).
+        capabilities: Vec<WireCapability>,
         /// The enforcement it achieves on this host.
         enforcement: SandboxEnforcement,
     },
@@ -113,12 +136,28 @@ pub struct Implementation {
     pub version: String,
 }
 
-/// The JSON Schemas of both directions, as published in `conformance/protocol/`.
+/// The JSON Schemas of both directions, as published in `conformance/protocol/`, with every
+/// object's keys sorted so the published text does not depend on how `serde_json` orders maps.
 pub fn schemas() -> [(&'static str, serde_json::Value); 2] {
     let request = schemars::schema_for!(Request);
     let response = schemars::schema_for!(Response);
     [
-        ("request.schema.json", request.to_value()),
-        ("response.schema.json", response.to_value()),
+        ("request.schema.json", sorted(request.to_value())),
+        ("response.schema.json", sorted(response.to_value())),
     ]
+}
+
+/// `value` with the keys of every object in sorted order.
+fn sorted(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            let mut entries: Vec<(String, serde_json::Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            serde_json::Value::Object(entries.into_iter().map(|(k, v)| (k, sorted(v))).collect())
+        }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(sorted).collect())
+        }
+        other => other,
+    }
 }

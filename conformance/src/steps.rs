@@ -21,7 +21,7 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), String> {
             Step::Effect(s) => effect::run(backend, s),
             Step::Select(s) => select::run(s),
             Step::Tool(s) => tool::run(backend, case.case.setup.as_ref(), s, &mut rig),
-            Step::Wire(s) => wire::run(s, &mut bridge),
+            Step::Wire(s) => wire::run(backend, s, &mut bridge),
         };
         result.map_err(|e| format!("step {} ({}): {e}", index + 1, step_kind(step)))?;
     }

@@ -7,7 +7,8 @@ use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
 use conformance::backends::reference_backend;
-use conformance::protocol::{Implementation, PROTOCOL_VERSION, Request, Response};
+use conformance::model::Capability;
+use conformance::protocol::{Implementation, PROTOCOL_VERSION, Request, Response, WireCapability};
 use sandbox::{ProviderPolicy, SANDBOX_UNAVAILABLE, SandboxEnforcement};
 
 fn main() -> ExitCode {
@@ -49,8 +50,12 @@ fn main() -> ExitCode {
                 capabilities: backend
                     .capabilities
                     .iter()
-                    .copied()
-                    .filter(|c| *c != conformance::model::Capability::Classifier)
+                    .filter_map(|c| match c {
+                        Capability::Confine => Some(WireCapability::Confine),
+                        Capability::StatusChannel => Some(WireCapability::StatusChannel),
+                        Capability::AbiCap => Some(WireCapability::AbiCap),
+                        _ => None,
+                    })
                     .collect(),
                 enforcement: backend.enforcement.unwrap_or(SandboxEnforcement::Full),
             },

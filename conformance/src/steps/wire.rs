@@ -13,6 +13,13 @@ use sandbox_policy::presets::PresetTable;
 use sandbox_policy::prompt::Source;
 use sandbox_policy::{ApprovalPolicy, PolicyService};
 
+use std::sync::Arc;
+
+use sandbox_tools::fs::FileSystem;
+use sandbox_tools::shell::ShellExecutor;
+use sandbox_tools::tools::{CallContext, Toolbox};
+
+use crate::backends::Backend;
 use crate::model::{WireConfig, WireExpect, WireStep};
 
 /// One case's agent "process" and its sessions directory.
@@ -94,7 +101,37 @@ fn select(options: &[SessionConfigOption]) -> Option<(String, Vec<String>)> {
     }
 }
 
-pub(super) fn run(step: &WireStep, rig: &mut Option<Rig>) -> Result<(), String> {
+/// Runs a scripted bash call in the session through the reference tools, confined by `backend`.
+fn tool_call(
+    backend: &Backend,
+    bridge: &Bridge,
+    id: &str,
+    command: &str,
+) -> Result<String, String> {
+    let provider = backend
+        .provider
+        .clone()
+        .ok_or_else(|| "no sandbox on this host for scripted tool calls".to_owned())?;
+    let tools = Toolbox::new(
+        Arc::new(bridge.policy().clone()),
+        Arc::new(ShellExecutor::confining(provider)),
+        FileSystem::Fenced,
+        None,
+    );
+    let session = bridge.session(id).map_err(|e| e.to_string())?;
+    let out = tools.call(
+        "bash",
+        &serde_json::json!({ "command": command }),
+        &CallContext {
+            session: Some(session),
+            agent: Some("scripted-model"),
+            call_id: "scripted",
+        },
+    );
+    Ok(out.code)
+}
+
+pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> Result<(), String> {
     if rig.is_none() {
         *rig = Some(Rig::new(
             step.config
@@ -115,6 +152,7 @@ pub(super) fn run(step: &WireStep, rig: &mut Option<Rig>) -> Result<(), String> 
     let expect: &WireExpect = &step.expect;
     let mut options: Option<Vec<SessionConfigOption>> = None;
     let mut started = None;
+    let mut ran: Option<Result<String, String>> = None;
     let result: Result<(), sandbox_agent::BridgeError> = (|| {
         match step.action.as_str() {
             "new" => {
@@ -140,8 +178,12 @@ pub(super) fn run(step: &WireStep, rig: &mut Option<Rig>) -> Result<(), String> 
             }
             "begin" => started = Some(rig.bridge.begin_turn(&need_id())?),
             "end" => rig.bridge.end_turn(&need_id())?,
+            "call" => {}
             "prompt" => {
                 started = Some(rig.bridge.begin_turn(&need_id())?);
+                if let Some(command) = &step.run {
+                    ran = Some(tool_call(backend, &rig.bridge, &need_id(), command));
+                }
                 rig.bridge.end_turn(&need_id())?;
             }
             _ => {}
@@ -152,6 +194,17 @@ pub(super) fn run(step: &WireStep, rig: &mut Option<Rig>) -> Result<(), String> 
         "crash" | "restart" => {
             let config = step.config.clone().unwrap_or_default();
             rig.bridge = start(&rig.sessions, &rig.workspace, &config)?;
+        }
+        "call" => {
+            let command = step.run.as_deref().ok_or("a call needs run")?;
+            if !rig
+                .bridge
+                .turn_open(&need_id())
+                .map_err(|e| e.to_string())?
+            {
+                return Err("a scripted call happens inside an open turn (begin first)".into());
+            }
+            ran = Some(tool_call(backend, &rig.bridge, &need_id(), command));
         }
         "new" | "load" | "set" | "begin" | "end" | "prompt" => {}
         other => return Err(format!("unknown wire action {other:?}")),
@@ -248,6 +301,27 @@ pub(super) fn run(step: &WireStep, rig: &mut Option<Rig>) -> Result<(), String> 
         || !expect.prompt_lacks.is_empty()
     {
         return Err("notice and prompt expectations need a prompt or begin action".into());
+    }
+    if let Some(want) = &expect.run_code {
+        match &ran {
+            Some(Ok(code)) if code == want => {}
+            Some(Ok(code)) => return Err(format!("the scripted call returned {code}, not {want}")),
+            Some(Err(e)) => return Err(e.clone()),
+            None => return Err("run_code needs a scripted call (run)".into()),
+        }
+    }
+    for (path, want) in &expect.files {
+        let full = rig.workspace.join(path);
+        let got = std::fs::read_to_string(&full).ok();
+        let ok = match want.as_str() {
+            "<absent>" => std::fs::symlink_metadata(&full).is_err(),
+            content => got.as_deref() == Some(content),
+        };
+        if !ok {
+            return Err(format!(
+                "{path} in the workspace should be {want:?}, holds {got:?}"
+            ));
+        }
     }
     Ok(())
 }

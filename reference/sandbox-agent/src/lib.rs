@@ -345,6 +345,16 @@ impl Bridge {
         Ok(self.record(id)?.session.events())
     }
 
+    /// The live session (for the tools of a turn).
+    pub fn session(&self, id: &str) -> Result<&Session, BridgeError> {
+        Ok(&self.record(id)?.session)
+    }
+
+    /// The policy home.
+    pub fn policy(&self) -> &PolicyService {
+        &self.policy
+    }
+
     /// The policy a tool call in this session would run under now.
     pub fn effective_mode(&self, id: &str) -> Result<SandboxMode, BridgeError> {
         Ok(self.policy.effective_mode(Some(&self.record(id)?.session)))
