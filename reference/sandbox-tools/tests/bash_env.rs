@@ -14,7 +14,7 @@ use serde_json::json;
 
 #[test]
 fn bash_env_runs_only_inside_the_sandbox() {
-    if std::env::var_os("BASH_ENV").is_some() {
+    if std::env::var_os("BASH_ENV_TEST_WS").is_some() {
         return check_under_bash_env();
     }
     std::fs::create_dir_all("/var/tmp").expect("/var/tmp");
