@@ -98,6 +98,7 @@ pub struct Bridge {
     presets: PresetTable,
     dir: PathBuf,
     records: HashMap<String, Record>,
+    warnings: Vec<String>,
 }
 
 impl Bridge {
@@ -108,7 +109,13 @@ impl Bridge {
             presets,
             dir: dir.to_path_buf(),
             records: HashMap::new(),
+            warnings: Vec::new(),
         }
+    }
+
+    /// Warnings since the last call (a torn log tail dropped on load), for the operator.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
     }
 
     fn log_path(&self, id: &str) -> PathBuf {
@@ -162,7 +169,8 @@ impl Bridge {
         if !path.is_file() || id.contains(['/', '\0']) {
             return Err(BridgeError::UnknownSession(id.to_owned()));
         }
-        let (session, _) = Session::open(id.to_owned(), cwd, &path)?;
+        let (session, report) = Session::open(id.to_owned(), cwd, &path)?;
+        self.warnings.extend(report.dropped_tail);
         self.records.insert(
             id.to_owned(),
             Record {

@@ -171,7 +171,11 @@ fn main() -> ExitCode {
         };
         let method = message.get("method").and_then(Value::as_str).unwrap_or("");
         let p = message.get("params").cloned().unwrap_or(Value::Null);
-        let reply = match handle(&mut bridge, method, p) {
+        let answer = handle(&mut bridge, method, p);
+        for warning in bridge.take_warnings() {
+            eprintln!("sandbox-agent: warning: {warning}");
+        }
+        let reply = match answer {
             Ok(result) => json!({ "jsonrpc": "2.0", "id": id, "result": result }),
             Err(e) => {
                 let mut error = json!({ "code": e.code, "message": e.message });

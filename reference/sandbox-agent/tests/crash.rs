@@ -96,6 +96,46 @@ fn a_crash_before_anchoring_reverts_the_idle_switch() {
 }
 
 #[test]
+fn a_torn_log_tail_is_dropped_with_a_warning_the_operator_sees() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let sessions = dir.path().join("sessions");
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&sessions).expect("sessions");
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::write(
+        sessions.join("session-1.jsonl"),
+        "{\"type\":\"sandbox/mode\",\"mode\":\"workspace-write\"}\n{\"type\":\"sandbox/mo",
+    )
+    .expect("torn log");
+    let mut child = Command::new(AGENT)
+        .args(["--sessions", sessions.to_str().expect("utf8")])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("agent");
+    let request = json!({ "jsonrpc": "2.0", "id": 1, "method": "session/load",
+        "params": LoadSessionRequest::new("session-1", ws) });
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(format!("{request}\n").as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("run");
+    let answer: Value = serde_json::from_slice(&out.stdout).expect("answer");
+    assert_eq!(
+        answer["result"]["configOptions"][0]["currentValue"],
+        "workspace-write"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("warning") && stderr.contains("torn last line"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn an_unknown_default_mode_fails_loudly_at_load() {
     let dir = tempfile::tempdir().expect("tempdir");
     let out = Command::new(AGENT)
