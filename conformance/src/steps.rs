@@ -28,6 +28,27 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), String> {
     Ok(())
 }
 
+/// The value of a `files:` expectation that means "no such entry".
+pub const ABSENT: &str = "<absent>";
+
+/// Checks one `files:` expectation: the file holds exactly `want`, or (for [`ABSENT`]) no entry
+/// exists at all (not even a dangling symlink). The error says what is there instead.
+fn check_file(path: &std::path::Path, want: &str) -> Result<(), String> {
+    let got = std::fs::read_to_string(path).ok();
+    let ok = match want {
+        ABSENT => std::fs::symlink_metadata(path).is_err(),
+        content => got.as_deref() == Some(content),
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} should be {want:?} but holds {got:?}",
+            path.display()
+        ))
+    }
+}
+
 fn step_kind(step: &Step) -> &'static str {
     match step {
         Step::Classify(_) => "classify",

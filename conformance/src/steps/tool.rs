@@ -198,18 +198,8 @@ pub(super) fn run(
         }
     }
     for (path, want) in &expect.files {
-        let path = rig.expand(path);
-        let got = std::fs::read_to_string(&path).ok();
-        let ok = match want.as_str() {
-            "<absent>" => std::fs::symlink_metadata(&path).is_err(),
-            content => got.as_deref() == Some(content),
-        };
-        if !ok {
-            return Err(format!(
-                "{path} should be {want:?} but holds {got:?}: {}",
-                describe()
-            ));
-        }
+        super::check_file(std::path::Path::new(&rig.expand(path)), want)
+            .map_err(|e| format!("{e}: {}", describe()))?;
     }
     let sentinel = std::fs::read_to_string(rig.world.dir.join("outside/sentinel")).ok();
     if sentinel.as_deref() != Some(SENTINEL) {

@@ -311,17 +311,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
         }
     }
     for (path, want) in &expect.files {
-        let full = rig.workspace.join(path);
-        let got = std::fs::read_to_string(&full).ok();
-        let ok = match want.as_str() {
-            "<absent>" => std::fs::symlink_metadata(&full).is_err(),
-            content => got.as_deref() == Some(content),
-        };
-        if !ok {
-            return Err(format!(
-                "{path} in the workspace should be {want:?}, holds {got:?}"
-            ));
-        }
+        super::check_file(&rig.workspace.join(path), want)?;
     }
     Ok(())
 }
