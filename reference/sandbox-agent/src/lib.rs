@@ -9,6 +9,8 @@
 //! current value) anchors none. A crash before anchoring loses the pending switch, and
 //! `session/load` reports the durable truth.
 
+pub mod model;
+
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 

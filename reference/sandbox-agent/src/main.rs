@@ -1,13 +1,15 @@
 //! `sandbox-agent`: the reference ACP agent over stdio (newline-delimited JSON-RPC 2.0). Every
 //! request and response is one of the `agent-client-protocol` crate's types; the model is
-//! scripted (each prompt opens a turn, anchors pending switches, records its request header, and
-//! ends the turn), so the wire, the log and the prompt can be checked without a model.
+//! scripted: each prompt opens a turn, anchors pending switches, records its request header, runs
+//! the `tool <name> <json>` lines of the prompt through the reference tools (escalations ask the
+//! editor with `session/request_permission`), and ends the turn.
 //!
 //! `sandbox-agent --sessions DIR [--mode read-only] [--approval ask] [--workspace DIR]`
 
-use std::io::{BufRead, Write};
+use std::io::{BufReader, Stdin, Stdout};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
 
 use agent_client_protocol::schema::ProtocolVersion;
 use agent_client_protocol::v1::schema::{
@@ -17,9 +19,14 @@ use agent_client_protocol::v1::schema::{
 };
 use clap::Parser;
 use sandbox::SandboxMode;
+use sandbox_agent::model::{AcpApprover, SharedWire, Wire, report, scripted_calls};
 use sandbox_agent::{Bridge, BridgeError};
+use sandbox_local::{LocalConfig, LocalProvider};
 use sandbox_policy::presets::PresetTable;
 use sandbox_policy::{ApprovalPolicy, PolicyService};
+use sandbox_tools::fs::FileSystem;
+use sandbox_tools::shell::ShellExecutor;
+use sandbox_tools::tools::{CallContext, Toolbox};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -75,7 +82,50 @@ fn to_value<T: serde::Serialize>(v: &T) -> Result<Value, RpcError> {
     })
 }
 
-fn handle(bridge: &mut Bridge, method: &str, p: Value) -> Result<Value, RpcError> {
+type StdioWire = SharedWire<BufReader<Stdin>, Stdout>;
+
+/// Runs the scripted tool calls of a prompt in its open turn, reporting each to the editor.
+fn run_scripted(
+    bridge: &Bridge,
+    id: &str,
+    prompt: &[agent_client_protocol::v1::schema::ContentBlock],
+    wire: &StdioWire,
+    provider: &Arc<LocalProvider>,
+) -> Result<(), RpcError> {
+    let session = bridge.session(id).map_err(|e| invalid_params(&e))?;
+    let tools = Toolbox::new(
+        Arc::new(bridge.policy().clone()),
+        Arc::new(ShellExecutor::confining(provider.clone())),
+        FileSystem::Fenced,
+        Some(Arc::new(AcpApprover::new(wire.clone(), id))),
+    );
+    for (n, (tool, args)) in scripted_calls(prompt).into_iter().enumerate() {
+        let call_id = format!("{id}-call-{}", n + 1);
+        let out = tools.call(
+            &tool,
+            &args,
+            &CallContext {
+                session: Some(session),
+                agent: Some("sandbox-agent"),
+                call_id: &call_id,
+            },
+        );
+        let note = to_value(&report(id, &tool, &out.code, &out.text))?;
+        if let Ok(mut w) = wire.lock() {
+            let _ =
+                w.send(&json!({ "jsonrpc": "2.0", "method": "session/update", "params": note }));
+        }
+    }
+    Ok(())
+}
+
+fn handle(
+    bridge: &mut Bridge,
+    method: &str,
+    p: Value,
+    wire: &StdioWire,
+    provider: &Arc<LocalProvider>,
+) -> Result<Value, RpcError> {
     match method {
         "initialize" => {
             let _: InitializeRequest = params(p)?;
@@ -111,7 +161,9 @@ fn handle(bridge: &mut Bridge, method: &str, p: Value) -> Result<Value, RpcError
             let r: PromptRequest = params(p)?;
             let id = r.session_id.0.to_string();
             bridge.begin_turn(&id).map_err(|e| invalid_params(&e))?;
+            let ran = run_scripted(bridge, &id, &r.prompt, wire, provider);
             bridge.end_turn(&id).map_err(|e| invalid_params(&e))?;
+            ran?;
             to_value(&PromptResponse::new(StopReason::EndTurn))
         }
         other => Err(RpcError {
@@ -149,20 +201,25 @@ fn main() -> ExitCode {
         }
     };
     let mut bridge = Bridge::new(policy, presets, &cli.sessions);
-    let stdin = std::io::stdin();
-    let mut stdout = std::io::stdout();
-    for line in stdin.lock().lines() {
-        let Ok(line) = line else { break };
-        if line.trim().is_empty() {
-            continue;
-        }
-        let message: Value = match serde_json::from_str(&line) {
+    let provider = Arc::new(LocalProvider::new(LocalConfig::default()));
+    let wire: StdioWire = Arc::new(Mutex::new(Wire::new(
+        BufReader::new(std::io::stdin()),
+        std::io::stdout(),
+    )));
+    loop {
+        let next = match wire.lock() {
+            Ok(mut w) => w.next_message(),
+            Err(_) => return ExitCode::from(1),
+        };
+        let Some(message) = next else { break };
+        let message = match message {
             Ok(m) => m,
             Err(e) => {
                 let reply = json!({ "jsonrpc": "2.0", "id": null,
-                    "error": { "code": -32700, "message": format!("parse error: {e}") } });
-                let _ = writeln!(stdout, "{reply}");
-                let _ = stdout.flush();
+                    "error": { "code": -32700, "message": e } });
+                if let Ok(mut w) = wire.lock() {
+                    let _ = w.send(&reply);
+                }
                 continue;
             }
         };
@@ -171,7 +228,7 @@ fn main() -> ExitCode {
         };
         let method = message.get("method").and_then(Value::as_str).unwrap_or("");
         let p = message.get("params").cloned().unwrap_or(Value::Null);
-        let answer = handle(&mut bridge, method, p);
+        let answer = handle(&mut bridge, method, p, &wire, &provider);
         for warning in bridge.take_warnings() {
             eprintln!("sandbox-agent: warning: {warning}");
         }
@@ -185,10 +242,8 @@ fn main() -> ExitCode {
                 json!({ "jsonrpc": "2.0", "id": id, "error": error })
             }
         };
-        if writeln!(stdout, "{reply}")
-            .and_then(|()| stdout.flush())
-            .is_err()
-        {
+        let sent = wire.lock().map(|mut w| w.send(&reply));
+        if !matches!(sent, Ok(Ok(()))) {
             return ExitCode::from(1);
         }
     }
