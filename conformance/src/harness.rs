@@ -64,11 +64,26 @@ pub fn main() -> ! {
                 &required,
             )
         });
+    if !args.list && !args.ignored && !args.include_ignored {
+        report_skips(&trials);
+    }
     libtest_mimic::run(
         &args,
         trials.into_iter().map(HarnessTrial::into_libtest).collect(),
     )
     .exit()
+}
+
+/// Says on stderr why trials were skipped when listed, grouped by reason (the list format has no
+/// room for reasons; the run's output does).
+fn report_skips(trials: &[HarnessTrial]) {
+    let mut reasons: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+    for reason in trials.iter().filter_map(|t| t.skip_reason.as_deref()) {
+        *reasons.entry(reason).or_default() += 1;
+    }
+    for (reason, count) in reasons {
+        eprintln!("conformance: {count} trial(s) skipped when listed: {reason}");
+    }
 }
 
 /// The fast path for one exactly named case trial (how nextest runs every test): load only its
@@ -112,6 +127,8 @@ pub struct HarnessTrial {
     pub name: String,
     /// Listed as ignored (skipped when listed, with the reason in `run`'s error).
     pub ignored: bool,
+    /// Why it was skipped when listed.
+    pub skip_reason: Option<String>,
     /// Runs the trial.
     pub run: Box<dyn FnOnce() -> Result<(), String> + Send>,
 }
@@ -125,6 +142,7 @@ impl HarnessTrial {
         HarnessTrial {
             name,
             ignored,
+            skip_reason: None,
             run: Box::new(run),
         }
     }
@@ -248,9 +266,12 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
                 Err(format!("required backend cannot run this trial: {reason}"))
             })
         } else {
-            HarnessTrial::new(name, true, move || {
-                Err(format!("skipped when listed: {reason}"))
-            })
+            let mut trial = HarnessTrial::new(name, true, {
+                let reason = reason.clone();
+                move || Err(format!("skipped when listed: {reason}"))
+            });
+            trial.skip_reason = Some(reason);
+            trial
         };
     }
     let backends = Arc::clone(backends);
