@@ -160,6 +160,11 @@ impl Backend {
         Backend::dialect_only(name, None, why)
     }
 
+    /// A reference local backend under its own name with its default configuration.
+    fn plain(backend: LocalBackend) -> Backend {
+        Backend::local(backend.name(), backend, LocalConfig::only(backend))
+    }
+
     /// A reference local backend, probed on this host.
     fn local(name: &str, backend: LocalBackend, config: LocalConfig) -> Backend {
         let verdict: ProbeVerdict = probe(backend, &config);
@@ -179,17 +184,22 @@ impl Backend {
             (Some(f), _) => f.version.clone(),
             (None, _) => None,
         };
-        let (unusable, enforcement, provider) = match verdict.result {
+        let (unusable, enforcement, provider) = match verdict.result.clone() {
             Ok(facts) => {
                 capabilities.clone_from(&declared);
-                let mut pinned = config.clone();
-                // The probe already chose the program; pin it so the provider does not re-probe.
-                match backend {
-                    LocalBackend::Bwrap => pinned.bwrap = verdict.program.clone(),
-                    LocalBackend::Landlock => pinned.launcher = verdict.program.clone(),
-                    LocalBackend::Seatbelt => {}
-                }
-                let provider: Arc<dyn SandboxProvider> = Arc::new(LocalProvider::new(pinned));
+                // The probe already decided: hand its verdict to the provider so it does not probe
+                // a second time in this process.
+                let selection = sandbox_local::Selection {
+                    backend,
+                    program: verdict
+                        .program
+                        .clone()
+                        .unwrap_or_else(|| config.sandbox_exec.clone()),
+                    facts: Some(facts.clone()),
+                    verdicts: vec![verdict.clone()],
+                };
+                let provider: Arc<dyn SandboxProvider> =
+                    Arc::new(LocalProvider::with_selection(config.clone(), selection));
                 (None, Some(facts.enforcement), Some(provider))
             }
             Err(reason) => (Some(reason), None, None),
@@ -256,16 +266,8 @@ pub fn reference_backends() -> Vec<Backend> {
 /// One reference backend by name, probed on this host (only it).
 pub fn reference_backend(name: &str) -> Option<Backend> {
     Some(match name {
-        "bwrap" => Backend::local(
-            "bwrap",
-            LocalBackend::Bwrap,
-            LocalConfig::only(LocalBackend::Bwrap),
-        ),
-        "landlock" => Backend::local(
-            "landlock",
-            LocalBackend::Landlock,
-            LocalConfig::only(LocalBackend::Landlock),
-        ),
+        "bwrap" => Backend::plain(LocalBackend::Bwrap),
+        "landlock" => Backend::plain(LocalBackend::Landlock),
         "landlock-abi2" => Backend::local(
             "landlock-abi2",
             LocalBackend::Landlock,
@@ -274,11 +276,7 @@ pub fn reference_backend(name: &str) -> Option<Backend> {
                 ..LocalConfig::only(LocalBackend::Landlock)
             },
         ),
-        "seatbelt" => Backend::local(
-            "seatbelt",
-            LocalBackend::Seatbelt,
-            LocalConfig::only(LocalBackend::Seatbelt),
-        ),
+        "seatbelt" => Backend::plain(LocalBackend::Seatbelt),
         // An operator runner speaks bwrap's denial dialect; its failure rule is its own, so the
         // scenarios give it inline.
         "operator" => Backend::dialect_only(

@@ -184,6 +184,17 @@ impl LocalProvider {
         }
     }
 
+    /// A provider whose selection was already made (for example from a probe run for a report),
+    /// so it does not probe again.
+    pub fn with_selection(config: LocalConfig, selection: Selection) -> Self {
+        let selected = OnceLock::new();
+        let _ = selected.set(Ok(selection));
+        LocalProvider {
+            config,
+            selection: selected,
+        }
+    }
+
     /// The configuration.
     pub fn config(&self) -> &LocalConfig {
         &self.config
