@@ -111,12 +111,17 @@ pub fn landlock_args(
     args
 }
 
+/// Seatbelt's isolation rules, the same in every mode (SBPL: the last matching rule wins): the
+/// payload may signal, inspect and take the task port of processes in its own sandbox only, so
+/// it cannot signal, trace or read the caller or any other host process.
+pub const SEATBELT_ISOLATION: &str = "(deny signal)\n(allow signal (target same-sandbox))\n(deny process-info*)\n(allow process-info* (target same-sandbox))\n(deny mach-priv-task-port)\n(allow mach-priv-task-port (target same-sandbox))\n";
+
 /// The Seatbelt profile text. Paths never appear in it: each writable root is a `(param ...)`
 /// passed with `-D`, so no path can break out of the SBPL string syntax.
 pub fn seatbelt_profile(roots: usize) -> String {
-    let mut profile = String::from(
-        "(version 1)\n(allow default)\n(deny file-write*)\n(allow file-write* (literal \"/dev/null\"))\n",
-    );
+    let mut profile = String::from("(version 1)\n(allow default)\n");
+    profile.push_str(SEATBELT_ISOLATION);
+    profile.push_str("(deny file-write*)\n(allow file-write* (literal \"/dev/null\"))\n");
     for i in 0..roots {
         profile.push_str(&format!(
             "(allow file-write* (subpath (param \"WRITABLE_ROOT_{i}\")))\n"
