@@ -174,7 +174,9 @@ impl FileSystem {
             });
         }
         let roots = policy.check()?;
-        if policy.mode == SandboxMode::DangerFullAccess {
+        // `/dev/null` is writable in every confined mode, as every shell profile grants it: the
+        // fence and the shell must not disagree on it.
+        if policy.mode == SandboxMode::DangerFullAccess || canonical == Path::new(DEV_NULL) {
             return Ok(Fenced {
                 beneath: None,
                 target: canonical,
@@ -248,6 +250,9 @@ impl From<std::io::Error> for WriteError {
 /// with `mkdirat` in the directory already opened, the temporary file is created with
 /// `O_EXCL|O_NOFOLLOW` in the final directory and renamed over the target with `renameat` in that
 /// same directory. There is no plain-path fallback.
+/// The one device every confined mode may write (as every shell profile grants it).
+const DEV_NULL: &str = "/dev/null";
+
 #[cfg(target_os = "linux")]
 fn write_beneath(fenced: &Fenced, content: &[u8]) -> Result<(), WriteError> {
     use nix::errno::Errno;
@@ -339,9 +344,16 @@ fn write_beneath(fenced: &Fenced, content: &[u8]) -> Result<(), WriteError> {
     write_plain(&fenced.target, content).map_err(WriteError::Io)
 }
 
-/// An atomic write by path: a temporary file beside the target, then a rename over it.
+/// An atomic write by path: a temporary file beside the target, then a rename over it
+/// (`/dev/null` is written in place).
 fn write_plain(target: &Path, content: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    if target == Path::new(DEV_NULL) {
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(target)?
+            .write_all(content);
+    }
     let dir = target
         .parent()
         .ok_or_else(|| std::io::Error::other("the target has no parent directory"))?;
