@@ -359,6 +359,36 @@ fn bad_roots_are_refused_before_anything_runs_each_with_its_own_code() {
             "TEMP_DIR_NOT_A_DIRECTORY",
         ),
     ];
+    // A temp dir through a link in /tmp that leads to a system directory, and the home directory.
+    let link = tempfile::Builder::new()
+        .prefix("sandboxctl-link-")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    std::os::unix::fs::symlink("/var/lib", link.path().join("out")).expect("link");
+    let mut cases: Vec<(String, String, &str)> = cases
+        .iter()
+        .map(|(e, a, c)| ((*e).to_owned(), a.clone(), *c))
+        .collect();
+    cases.push((
+        format!("TMPDIR='{}'", link.path().join("out").display()),
+        format!("--workspace '{ws}'"),
+        "TEMP_DIR_TOO_BROAD",
+    ));
+    if let Some(home) = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|h| h.is_dir())
+    {
+        cases.push((
+            String::new(),
+            format!("--workspace '{}'", home.display()),
+            "WORKSPACE_TOO_BROAD",
+        ));
+        cases.push((
+            format!("TMPDIR='{}'", home.display()),
+            format!("--workspace '{ws}'"),
+            "TEMP_DIR_TOO_BROAD",
+        ));
+    }
     for backend in ["bwrap", "landlock"] {
         for (env, args, expected) in &cases {
             let (code, facts) = shell_run(
