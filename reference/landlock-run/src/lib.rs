@@ -34,7 +34,13 @@
 //!
 //! When the payload exits, the monitor kills (`SIGKILL`) and reaps every process still below it
 //! (orphans, `setsid` and double-forked daemons are reparented to the subreaper) until it has no
-//! child left, then mirrors the payload: the same exit code, or death by the same signal. On
+//! child left, then mirrors the payload: the same exit code, or death by the same signal. The
+//! monitor learns of the payload's end from a pidfd as well as from `SIGCHLD`, because a process
+//! of the payload's domain may trace the payload (`PTRACE_SEIZE`), and a tracer gets the exit
+//! status first; the clean-up never blocks in `waitpid` (it reaps what is ready, kills every
+//! child again and naps a few milliseconds), so killing the tracer releases the traced zombie
+//! and the whole clean-up takes milliseconds, well inside the 200 ms a caller waits between its
+//! `SIGTERM` and its `SIGKILL`. On
 //! `SIGTERM` (and on `SIGINT`, `SIGHUP` and `SIGQUIT` unless the caller left them ignored) the
 //! monitor does the same clean-up and dies by that signal. Killing the monitor with `SIGKILL` kills
 //! the payload's own process but can leave its descendants alive: stop a launcher with `SIGTERM`.

@@ -9,7 +9,7 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -821,4 +821,139 @@ fn the_payload_runs_in_a_session_of_its_own_without_the_callers_terminal() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "own-session\n");
+}
+
+/// A payload whose child seizes it with `PTRACE_SEIZE` (allowed: the same Landlock domain), so
+/// the payload's exit status goes to that tracer first, then keeps writing a line to
+/// `<ws>/ticks` every 100 ms, having written its pid to `<ws>/tracer-pid`. The payload's main
+/// process exits once the seize is in place.
+fn tracer_script(ws: &str) -> String {
+    let python = format!(
+        "import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(0x4206, os.getppid(), 0, 0) != 0:
+    sys.exit('seize failed: %d' % ctypes.get_errno())
+with open('{ws}/tracer-pid.tmp', 'w') as f:
+    f.write(str(os.getpid()))
+os.rename('{ws}/tracer-pid.tmp', '{ws}/tracer-pid')
+while True:
+    with open('{ws}/ticks', 'a') as f:
+        f.write('t\\n')
+    time.sleep(0.1)
+"
+    );
+    format!(
+        "/usr/bin/python3 -c {} </dev/null >/dev/null 2>&1 &
+         until [ -e {ws}/tracer-pid ] || [ $SECONDS -ge 5 ]; do :; done
+         [ -e {ws}/tracer-pid ] || exit 3",
+        shell_quote(&python)
+    )
+}
+
+/// After the launcher ended: the tracer is gone and nothing writes to `<ws>/ticks` any more.
+fn assert_tracer_gone(w: &World, who: Who) {
+    let pid = fs::read_to_string(w.ws.join("tracer-pid")).expect("tracer pid");
+    std::thread::sleep(Duration::from_secs(1));
+    let before = fs::metadata(w.ws.join("ticks"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    std::thread::sleep(Duration::from_millis(500));
+    let after = fs::metadata(w.ws.join("ticks"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let alive = fs::read_to_string(format!("/proc/{}/cmdline", pid.trim()))
+        .map(|c| c.contains("python"))
+        .unwrap_or(false);
+    if alive {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid.trim().parse().expect("pid")),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert_eq!(before, after, "{who:?}: the tracer still writes 1 s later");
+    assert!(!alive, "{who:?}: the tracer {} survived", pid.trim());
+}
+
+/// Waits up to `limit` for `child`; on a longer wait kills it and the tracer (so a failure
+/// leaves nothing running) and fails.
+fn wait_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+    w: &World,
+    who: Who,
+) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            if let Some(pid) = fs::read_to_string(w.ws.join("tracer-pid"))
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+            {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            panic!("{who:?}: the launcher did not return within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_tracer_of_the_payload_neither_hangs_the_launcher_nor_outlives_it() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        let mut child = launcher(who)
+            .args(["--ro", "/", "--rw", ws, "--rw", "/dev/null", "--"])
+            .args(["bash", "-c", &tracer_script(ws)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        assert!(
+            wait_for(&w.ws.join("tracer-pid"), Duration::from_secs(5)),
+            "{who:?}: the tracer never started"
+        );
+        // No timeout of the caller's: the launcher must notice the payload's exit by itself.
+        let status = wait_within(&mut child, Duration::from_secs(4), &w, who);
+        assert_eq!(status.code(), Some(0), "{who:?}: {status:?}");
+        assert_tracer_gone(&w, who);
+    }
+}
+
+#[test]
+fn a_tracer_of_the_payload_dies_when_the_launcher_is_stopped_like_the_library_does() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        // The payload stays up (the tracer is seized on it) until it is stopped.
+        let script = format!("{}\n sleep 30", tracer_script(ws));
+        let mut child = launcher(who)
+            .args(["--ro", "/", "--rw", ws, "--rw", "/dev/null", "--"])
+            .args(["bash", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("spawn");
+        assert!(
+            wait_for(&w.ws.join("tracer-pid"), Duration::from_secs(5)),
+            "{who:?}: the tracer never started"
+        );
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        // The library's stop: SIGTERM to the runner, SIGKILL to its process group 200 ms later.
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("term");
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        let status = wait_within(&mut child, Duration::from_secs(4), &w, who);
+        assert!(status.signal().is_some(), "{who:?}: {status:?}");
+        assert_tracer_gone(&w, who);
+    }
 }
