@@ -9,6 +9,11 @@
 //!
 //! - `--ro PATH` grants reading beneath PATH (reads are not restricted at all today; the flag keeps
 //!   profiles explicit), `--rw PATH` grants every governed write beneath PATH (or to the file).
+//! - Every `--ro` and `--rw` PATH must be canonical: no component may be a symbolic link. The
+//!   launcher opens each with `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` and a symlink
+//!   anywhere in it is a launcher failure naming the path, so a process that swaps a granted
+//!   directory with a symlink to the outside while the launcher starts (`RENAME_EXCHANGE`) can
+//!   only make the launch fail, never widen it. The rule is bound to the inode opened then.
 //! - `--abi-cap N` uses at most Landlock ABI N. It can only weaken the launcher, which then reports
 //!   `partial` when the capped ABI cannot govern every promised file effect, and does not scope
 //!   signals or abstract unix sockets below ABI 6.

@@ -957,3 +957,115 @@ fn a_tracer_of_the_payload_dies_when_the_launcher_is_stopped_like_the_library_do
         assert_tracer_gone(&w, who);
     }
 }
+
+#[test]
+fn a_rw_or_ro_path_through_a_symlink_is_a_launcher_failure_and_nothing_is_written() {
+    for who in identities() {
+        let w = world();
+        let link = w.ws.join("link");
+        std::os::unix::fs::symlink(&w.outside, &link).expect("symlink");
+        let link = link.to_str().expect("utf8").to_owned();
+        let script = format!(
+            "printf x > {link}/through; printf x > {}/direct",
+            w.outside()
+        );
+        for args in [
+            vec!["--ro", "/", "--rw", &link],
+            vec![
+                "--ro",
+                "/",
+                "--rw",
+                w.ws(),
+                "--rw",
+                &format!("{link}/sentinel"),
+            ],
+            vec!["--ro", &link, "--rw", w.ws()],
+        ] {
+            let out = launch_as(who, &args, &script);
+            assert_eq!(
+                out.status.code(),
+                Some(FAILURE_EXIT_CODE),
+                "{who:?} {args:?}: {}",
+                stderr(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.starts_with("landlock-run: ") && err.contains(&link),
+                "{who:?} {args:?}: {err}"
+            );
+            assert!(!w.outside.join("through").exists(), "{who:?} {args:?}");
+            assert!(!w.outside.join("direct").exists(), "{who:?} {args:?}");
+            assert_eq!(w.sentinel(), "untouched", "{who:?}");
+        }
+    }
+    let w = world();
+    let link = w.ws.join("link");
+    std::os::unix::fs::symlink(&w.outside, &link).expect("symlink");
+    let (out, records) = with_status_fd(&["--rw", link.to_str().expect("utf8")], &["true"]);
+    assert_eq!(out.status.code(), Some(FAILURE_EXIT_CODE));
+    assert!(
+        records.starts_with("{\"error\":\"landlock-run: "),
+        "{records}"
+    );
+}
+
+/// A concurrent process exchanges a granted directory with a symlink to the outside (as a
+/// sandboxed command holding the parent could) every millisecond while the launcher starts.
+#[test]
+fn swapping_a_rw_root_with_a_symlink_never_grants_the_outside() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for who in identities() {
+        let w = world();
+        let (inner, link) = (w.ws.join("inner"), w.ws.join("link"));
+        fs::create_dir(&inner).expect("inner");
+        fs::set_permissions(&inner, fs::Permissions::from_mode(0o777)).expect("chmod");
+        std::os::unix::fs::symlink(&w.outside, &link).expect("symlink");
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (stop, inner, link) = (stop.clone(), inner.clone(), link.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    nix::fcntl::renameat2(
+                        nix::fcntl::AT_FDCWD,
+                        &inner,
+                        nix::fcntl::AT_FDCWD,
+                        &link,
+                        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                    )
+                    .expect("exchange");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        };
+        let inner_s = inner.to_str().expect("utf8").to_owned();
+        let start = Instant::now();
+        let (mut ran, mut refused) = (0, 0);
+        for i in 0..200 {
+            let out = launcher(who)
+                .args(["--rw", &inner_s, "--", "sh", "-c"])
+                .arg(format!("echo x > {inner_s}/landed-{i}"))
+                .stderr(Stdio::null())
+                .output()
+                .expect("spawn");
+            match out.status.code() {
+                Some(FAILURE_EXIT_CODE) => refused += 1,
+                _ => ran += 1,
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().expect("swapper");
+        let took = start.elapsed();
+        let landed: Vec<String> = fs::read_dir(&w.outside)
+            .expect("outside")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("landed-"))
+            .collect();
+        eprintln!("{who:?}: {ran} ran, {refused} refused in {took:?}");
+        assert!(landed.is_empty(), "{who:?}: landed outside: {landed:?}");
+        assert_eq!(w.sentinel(), "untouched", "{who:?}");
+        assert!(
+            ran > 0 && refused > 0,
+            "{who:?}: the race never went both ways"
+        );
+    }
+}
