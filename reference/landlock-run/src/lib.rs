@@ -62,6 +62,13 @@
 //!   signal a process outside its Landlock domain nor connect to an abstract unix socket created
 //!   outside it ([`SCOPE_SIGNAL`], [`SCOPE_ABSTRACT_UNIX_SOCKET`]).
 //! - **Descriptors:** only stdin, stdout and stderr; every descriptor above 2 is close-on-exec.
+//! - **No setuid or setgid bits** (x86_64 and aarch64): Landlock governs no metadata, so a
+//!   seccomp filter installed just before exec makes `chmod`, `fchmod`, `fchmodat`, `fchmodat2`,
+//!   `open`, `openat`, `creat`, `mknod`, `mknodat`, `mkdir` and `mkdirat` fail with `EPERM` when
+//!   their mode has `S_ISUID` or `S_ISGID`; `openat2` and `io_uring_setup` fail with `ENOSYS`
+//!   (their modes are out of a filter's sight; callers fall back to `openat`); the x32 ABI fails
+//!   with `EPERM` and a foreign architecture (32-bit entry points) kills the process. Other
+//!   architectures run without it and `--probe` reports `"setuid_guard":false`.
 //!
 //! Every launcher failure exits [`FAILURE_EXIT_CODE`] without exec'ing, with a stderr line starting
 //! [`DIAGNOSTIC_PREFIX`]. No environment variable changes what the launcher does.

@@ -1069,3 +1069,121 @@ fn swapping_a_rw_root_with_a_symlink_never_grants_the_outside() {
         );
     }
 }
+
+/// Every file and directory below `dir` whose mode has the setuid or setgid bit.
+fn set_id_files(dir: &Path) -> Vec<(PathBuf, u32)> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir).expect("read_dir").flatten() {
+        let meta = fs::symlink_metadata(entry.path()).expect("stat");
+        if meta.mode() & 0o6000 != 0 {
+            found.push((entry.path(), meta.mode()));
+        }
+        if meta.is_dir() {
+            found.extend(set_id_files(&entry.path()));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_payload_cannot_set_the_setuid_or_setgid_bit() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        let outside_file = w.outside.join("sentinel");
+        let outside_mode = fs::metadata(&outside_file).expect("stat").mode();
+        let python = format!(
+            "import ctypes, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+for name, mode in (('py-suid', 0o4755), ('py-sgid', 0o2755)):
+    try:
+        os.close(os.open('{ws}/' + name, os.O_CREAT | os.O_WRONLY, mode))
+        print(name + '=created')
+    except OSError as e:
+        print(name + '=' + str(e.errno))
+if platform.machine() == 'x86_64':
+    open('{ws}/x32', 'w').close()
+    # chmod through the x32 ABI: __X32_SYSCALL_BIT | 90.
+    rc = libc.syscall(0x40000000 | 90, b'{ws}/x32', 0o4755)
+    print('x32=%d/%d' % (rc, ctypes.get_errno()))
+    # openat2 (437) must say ENOSYS so callers fall back to openat.
+    rc = libc.syscall(437, -100, b'{ws}/o2', None, 0)
+    print('openat2=%d/%d' % (rc, ctypes.get_errno()))
+"
+        );
+        let script = format!(
+            "cd {ws}
+             echo plain > own; chmod 644 own
+             chmod u+s own; echo chmod_us=$?
+             chmod g+s own; echo chmod_gs=$?
+             chmod 4755 own; echo chmod_4755=$?
+             chmod u+s {outside}; echo outside_us=$?
+             chmod g+s {outside}; echo outside_gs=$?
+             install -m 4755 /bin/true inst; echo install=$?
+             mkdir -m 2755 sgid-dir; echo mkdir=$?
+             /usr/bin/python3 -c {python}
+             echo data > normal; chmod 755 normal; echo chmod_755=$?
+             stat -c %a normal
+             chmod 640 normal; echo chmod_640=$?
+             stat -c %a normal
+             cp -p normal copied; echo cp_p=$?
+             stat -c %a copied
+             mkdir -p src/sub; echo a > src/sub/a; chmod 750 src/sub
+             tar cf archive.tar src; echo tar_c=$?
+             mkdir x; tar xf archive.tar -C x; echo tar_x=$?
+             stat -c %a x/src/sub; cat x/src/sub/a",
+            outside = outside_file.display(),
+            python = shell_quote(&python),
+        );
+        let out = launch_as(
+            who,
+            &["--ro", "/", "--rw", ws, "--rw", "/dev/null"],
+            &script,
+        );
+        let report = stdout(&out);
+        let step = |name: &str| -> String {
+            report
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("{who:?}: {name} did not run: {report} {}", stderr(&out)))
+                .to_owned()
+        };
+        for name in [
+            "chmod_us",
+            "chmod_gs",
+            "chmod_4755",
+            "outside_us",
+            "outside_gs",
+        ] {
+            assert_ne!(step(name), "0", "{who:?}: {name} succeeded: {report}");
+        }
+        for name in ["py-suid", "py-sgid"] {
+            assert_ne!(step(name), "created", "{who:?}: {name}: {report}");
+        }
+        if std::env::consts::ARCH == "x86_64" {
+            assert!(step("x32").starts_with("-1/"), "{who:?}: x32: {report}");
+            assert_eq!(step("openat2"), "-1/38", "{who:?}: openat2: {report}");
+        }
+        for name in ["chmod_755", "chmod_640", "cp_p", "tar_c", "tar_x"] {
+            assert_eq!(
+                step(name),
+                "0",
+                "{who:?}: {name} failed: {report} {}",
+                stderr(&out)
+            );
+        }
+        let modes: Vec<&str> = report
+            .lines()
+            .filter(|l| l.chars().all(|c| c.is_ascii_digit()))
+            .collect();
+        assert_eq!(modes, ["755", "640", "640", "750"], "{who:?}: {report}");
+        assert!(report.lines().any(|l| l == "a"), "{who:?}: {report}");
+        assert_eq!(
+            fs::metadata(&outside_file).expect("stat").mode(),
+            outside_mode,
+            "{who:?}: the outside file's mode changed"
+        );
+        assert_eq!(set_id_files(&w.ws), [], "{who:?}: {report}");
+        assert_eq!(w.sentinel(), "untouched", "{who:?}");
+    }
+}
