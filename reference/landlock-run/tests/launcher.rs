@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 
 use landlock_run::{
     FAILURE_EXIT_CODE, PARTIAL_NOTICE, ProbeReport, SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL,
+    UNGOVERNED_LINK_ACROSS_DIRS, UNGOVERNED_METADATA, UNGOVERNED_RENAME_ACROSS_DIRS,
+    UNGOVERNED_TRUNCATE,
 };
 
 const LAUNCHER: &str = env!("CARGO_BIN_EXE_landlock-run");
@@ -277,33 +279,88 @@ fn status_fd_tells_a_forged_line_from_a_real_failure() {
 }
 
 #[test]
-fn probe_reports_full_on_this_kernel_and_partial_when_capped() {
-    let run = |args: &[&str]| {
-        let out = Command::new(LAUNCHER).args(args).output().expect("probe");
+fn probe_reports_partial_naming_what_is_ungoverned_and_the_setuid_guard() {
+    let run = |who: Who, args: &[&str]| {
+        let out = launcher(who).args(args).output().expect("probe");
         let line = String::from_utf8_lossy(&out.stdout).into_owned();
         (
             out.status.success(),
             ProbeReport::parse(&line).expect(&line),
         )
     };
-    let (ok, full) = run(&["--probe"]);
-    assert!(ok && full.usable, "{full:?}");
-    assert_eq!(full.enforcement, "full");
-    assert!(full.kernel_abi >= 3, "{full:?}");
-    assert_eq!(
-        full.scoped,
-        [SCOPE_SIGNAL, SCOPE_ABSTRACT_UNIX_SOCKET],
-        "{full:?}"
-    );
-    let (ok, capped) = run(&["--probe", "--abi-cap", "1"]);
-    assert!(ok && capped.usable);
-    assert_eq!((capped.enforcement, capped.abi), ("partial", 1));
-    assert!(capped.scoped.is_empty(), "{capped:?}");
-    let (ok, five) = run(&["--probe", "--abi-cap", "5"]);
-    assert!(ok && five.usable && five.scoped.is_empty(), "{five:?}");
-    let (ok, six) = run(&["--probe", "--abi-cap", "6"]);
-    assert!(ok && six.usable, "{six:?}");
-    assert_eq!(six.scoped, [SCOPE_SIGNAL, SCOPE_ABSTRACT_UNIX_SOCKET]);
+    let guarded = matches!(std::env::consts::ARCH, "x86_64" | "aarch64");
+    for who in identities() {
+        let (ok, top) = run(who, &["--probe"]);
+        assert!(ok && top.usable, "{who:?}: {top:?}");
+        // No Landlock ABI governs metadata: never `full`.
+        assert_eq!(top.enforcement, "partial", "{who:?}: {top:?}");
+        assert_eq!(top.ungoverned, [UNGOVERNED_METADATA], "{who:?}: {top:?}");
+        assert_eq!(top.setuid_guard, guarded, "{who:?}: {top:?}");
+        assert_eq!(top.abi, 3, "{who:?}: {top:?}");
+        assert!(top.kernel_abi >= 3, "{who:?}: {top:?}");
+        assert_eq!(
+            top.scoped,
+            [SCOPE_SIGNAL, SCOPE_ABSTRACT_UNIX_SOCKET],
+            "{who:?}: {top:?}"
+        );
+        let (ok, two) = run(who, &["--probe", "--abi-cap", "2"]);
+        assert!(ok && two.usable, "{who:?}: {two:?}");
+        assert_eq!((two.enforcement, two.abi), ("partial", 2));
+        assert_eq!(two.ungoverned, [UNGOVERNED_METADATA, UNGOVERNED_TRUNCATE]);
+        let (ok, capped) = run(who, &["--probe", "--abi-cap", "1"]);
+        assert!(ok && capped.usable);
+        assert_eq!((capped.enforcement, capped.abi), ("partial", 1));
+        assert_eq!(
+            capped.ungoverned,
+            [
+                UNGOVERNED_METADATA,
+                UNGOVERNED_TRUNCATE,
+                UNGOVERNED_RENAME_ACROSS_DIRS,
+                UNGOVERNED_LINK_ACROSS_DIRS
+            ]
+        );
+        assert!(capped.scoped.is_empty(), "{capped:?}");
+        assert_eq!(capped.setuid_guard, guarded, "{who:?}: {capped:?}");
+        let (ok, five) = run(who, &["--probe", "--abi-cap", "5"]);
+        assert!(ok && five.usable && five.scoped.is_empty(), "{five:?}");
+        let (ok, six) = run(who, &["--probe", "--abi-cap", "6"]);
+        assert!(ok && six.usable, "{six:?}");
+        assert_eq!(six.scoped, [SCOPE_SIGNAL, SCOPE_ABSTRACT_UNIX_SOCKET]);
+    }
+}
+
+/// What the probe calls ungoverned really is: a payload changes the mode and times of a file of
+/// its own user outside the writable set, while its content stays out of reach. The notice is
+/// not printed for it (it would be on every launch).
+#[test]
+fn metadata_outside_the_writable_set_is_ungoverned_as_the_probe_says() {
+    for who in identities() {
+        let w = world();
+        let theirs = w.outside.join("theirs");
+        fs::write(&theirs, "content").expect("theirs");
+        fs::set_permissions(&theirs, fs::Permissions::from_mode(0o644)).expect("chmod");
+        if who == Who::Unprivileged && test_is_root() {
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).expect("chown");
+        }
+        let script = format!(
+            "f={}; chmod 600 $f; echo chmod=$?; touch -m -d @0 $f; echo touch=$?; echo x > $f; echo write=$?",
+            theirs.display()
+        );
+        let out = launch_as(who, &["--ro", "/", "--rw", w.ws()], &script);
+        let report = stdout(&out);
+        assert!(report.contains("chmod=0\n"), "{who:?}: {report}");
+        assert!(report.contains("touch=0\n"), "{who:?}: {report}");
+        assert!(!report.contains("write=0\n"), "{who:?}: {report}");
+        let meta = fs::metadata(&theirs).expect("stat");
+        assert_eq!(meta.mode() & 0o7777, 0o600, "{who:?}");
+        assert_eq!(meta.mtime(), 0, "{who:?}");
+        assert_eq!(fs::read_to_string(&theirs).expect("read"), "content");
+        assert!(
+            !stderr(&out).contains(PARTIAL_NOTICE),
+            "{who:?}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 /// Another local user who squats the probe's scratch name must not make the backend look
