@@ -140,7 +140,8 @@ fn probe(config: LocalConfig) -> ExitCode {
                 }
                 Err(reason) => {
                     entry["usable"] = json!(false);
-                    entry["reason"] = json!(reason);
+                    entry["confines_nothing"] = json!(reason.confines_nothing());
+                    entry["reason"] = json!(reason.to_string());
                 }
             }
             entry
@@ -149,7 +150,7 @@ fn probe(config: LocalConfig) -> ExitCode {
     let provider = LocalProvider::new(config);
     let selected = match provider.selection() {
         Ok(s) => json!({ "backend": s.backend.name(), "enforcement": s.enforcement() }),
-        Err(reason) => json!({ "error": "SANDBOX_UNAVAILABLE", "detail": reason }),
+        Err(reason) => json!({ "error": "SANDBOX_UNAVAILABLE", "detail": reason.to_string() }),
     };
     let report = json!({
         "os": std::env::consts::OS,

@@ -11,4 +11,6 @@ pub mod probe;
 pub mod profile;
 mod provider;
 
-pub use provider::{Backend, LocalConfig, LocalProvider, OperatorRunner, Selection};
+pub use provider::{
+    Backend, LocalConfig, LocalProvider, OperatorError, OperatorRunner, Selection, SelectionError,
+};
