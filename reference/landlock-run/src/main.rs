@@ -328,7 +328,13 @@ fn open_canonical(path: &Path, flag: &str) -> Result<OwnedFd, Failure> {
     let how = OpenHow::new()
         .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
-    nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how).map_err(|e| {
+    let opened = match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how) {
+        // A launcher started inside another launch (whose setuid guard refuses openat2), or a
+        // kernel before 5.6: the same refusal, one component at a time.
+        Err(Errno::ENOSYS) => open_by_components(path),
+        other => other,
+    };
+    opened.map_err(|e| {
         Failure(match e {
             Errno::ELOOP => format!(
                 "cannot open {} for {flag}: a component is a symbolic link (the path must be canonical)",
@@ -337,6 +343,32 @@ fn open_canonical(path: &Path, flag: &str) -> Result<OwnedFd, Failure> {
             e => format!("cannot open {} for {flag}: {}", path.display(), e.desc()),
         })
     })
+}
+
+/// [`open_canonical`] without `openat2`: each component is opened relative to the descriptor of
+/// the previous one with `O_PATH | O_NOFOLLOW`, which opens a symlink (magic links included)
+/// itself instead of following it, and a symlink is refused (`ELOOP`). No name is resolved twice,
+/// so a concurrent swap cannot slip a symlink in between a check and a use.
+fn open_by_components(path: &Path) -> Result<OwnedFd, Errno> {
+    use std::path::Component;
+    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+    let none = nix::sys::stat::Mode::empty();
+    let start = if path.is_absolute() { "/" } else { "." };
+    let mut fd = nix::fcntl::open(start, flags | OFlag::O_DIRECTORY, none)?;
+    for component in path.components() {
+        let name: &std::ffi::OsStr = match component {
+            Component::RootDir | Component::CurDir => continue,
+            Component::ParentDir => "..".as_ref(),
+            Component::Normal(name) => name,
+            Component::Prefix(_) => return Err(Errno::EINVAL),
+        };
+        let next = nix::fcntl::openat(&fd, name, flags, none)?;
+        if nix::sys::stat::fstat(&next)?.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            return Err(Errno::ELOOP);
+        }
+        fd = next;
+    }
+    Ok(fd)
 }
 
 fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {

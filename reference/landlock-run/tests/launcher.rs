@@ -1244,3 +1244,116 @@ if platform.machine() == 'x86_64':
         assert_eq!(w.sentinel(), "untouched", "{who:?}");
     }
 }
+
+/// A launcher started inside another launch: a process of the outer domain (outside the inner
+/// monitor's tree) seizes the inner payload, so the inner monitor can never reap it. The inner
+/// launcher must still return (its payload is a zombie, nothing of its tree runs) and the outer
+/// one then kills the tracer. The inner payload starts no process once its pid is out: a
+/// seized process stops at every signal (a child's SIGCHLD) until its tracer resumes it.
+#[test]
+fn a_tracer_outside_a_nested_launchers_tree_does_not_hang_it() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        let tracer = format!(
+            "import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+with open('{ws}/tracer-pid', 'w') as f:
+    f.write(str(os.getpid()))
+pid = ''
+for _ in range(500):
+    if os.path.exists('{ws}/p2-pid'):
+        pid = open('{ws}/p2-pid').read()
+        if pid.endswith('\\n'):
+            break
+    time.sleep(0.01)
+if libc.ptrace(0x4206, int(pid), 0, 0) != 0:
+    sys.exit('seize failed: %d' % ctypes.get_errno())
+open('{ws}/seized', 'w').close()
+while True:
+    with open('{ws}/ticks', 'a') as f:
+        f.write('t\\n')
+    time.sleep(0.1)
+"
+        );
+        let inner = format!(
+            "echo $$ > {ws}/p2-pid
+             until [ -e {ws}/seized ] || [ $SECONDS -ge 5 ]; do :; done"
+        );
+        let outer = format!(
+            "/usr/bin/python3 -c {tracer} </dev/null >/dev/null 2>&1 &
+             {launcher} --ro / --rw {ws} --rw /dev/null -- bash -c {inner}
+             echo inner=$?",
+            tracer = shell_quote(&tracer),
+            launcher = shell_quote(LAUNCHER),
+            inner = shell_quote(&inner),
+        );
+        let mut child = launcher(who)
+            .args(["--ro", "/", "--rw", ws, "--rw", "/dev/null", "--"])
+            .args(["bash", "-c", &outer])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let status = wait_within(&mut child, Duration::from_secs(8), &w, who);
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut out)
+            .expect("read");
+        assert!(
+            w.ws.join("seized").exists(),
+            "{who:?}: the seize never happened: {out}"
+        );
+        assert_eq!(status.code(), Some(0), "{who:?}: {status:?} {out}");
+        // The inner launcher lost its payload's status to the tracer: a launcher failure.
+        assert!(
+            out.contains(&format!("inner={FAILURE_EXIT_CODE}")),
+            "{who:?}: {out}"
+        );
+        assert_tracer_gone(&w, who);
+    }
+}
+
+/// Inside a launch, `openat2` is refused (the setuid guard): a nested launcher opens its paths
+/// one component at a time and still refuses a symlink anywhere in them.
+#[test]
+fn a_nested_launcher_works_and_still_refuses_symlinked_paths() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        let link = w.ws.join("link");
+        std::os::unix::fs::symlink(&w.outside, &link).expect("symlink");
+        let launcher_q = shell_quote(LAUNCHER);
+        let script = format!(
+            "{launcher_q} --ro / --rw {ws} -- sh -c 'echo in > {ws}/nested'; echo plain=$?
+             {launcher_q} --ro / --rw {link} -- sh -c 'echo x > {link}/through'; echo link=$?
+             {launcher_q} --ro / --rw {ws}/link/sentinel -- sh -c 'echo x > {ws}/link/sentinel'; echo file=$?
+             {launcher_q} --ro /proc/self/root/ --rw {ws} -- true; echo magic=$?",
+            link = link.display()
+        );
+        let out = launch_as(who, &["--ro", "/", "--rw", ws], &script);
+        let report = stdout(&out);
+        assert!(
+            report.contains("plain=0\n"),
+            "{who:?}: {report} {}",
+            stderr(&out)
+        );
+        for name in ["link", "file", "magic"] {
+            assert!(
+                report.contains(&format!("{name}={FAILURE_EXIT_CODE}\n")),
+                "{who:?}: {name}: {report} {}",
+                stderr(&out)
+            );
+        }
+        assert!(
+            stderr(&out).contains("a component is a symbolic link"),
+            "{who:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            fs::read_to_string(w.ws.join("nested")).expect("nested"),
+            "in\n"
+        );
+        assert!(!w.outside.join("through").exists(), "{who:?}");
+        assert_eq!(w.sentinel(), "untouched", "{who:?}");
+    }
+}
