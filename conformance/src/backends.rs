@@ -203,6 +203,7 @@ impl Backend {
                         .unwrap_or_else(|| config.sandbox_exec.clone()),
                     facts: Some(facts.clone()),
                     verdicts: vec![verdict.clone()],
+                    cached: false,
                 };
                 let provider: Arc<dyn SandboxProvider> =
                     Arc::new(LocalProvider::with_selection(config.clone(), selection));

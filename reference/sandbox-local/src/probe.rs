@@ -12,7 +12,7 @@ use crate::profile::WritableSet;
 use crate::provider::{Backend, LocalConfig, wrap};
 
 /// What a passing probe found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ProbeFacts {
     /// The enforcement the backend achieves here.
     pub enforcement: SandboxEnforcement,
@@ -89,7 +89,7 @@ pub fn probe_all(config: &LocalConfig) -> Vec<ProbeVerdict> {
     Backend::ALL.iter().map(|b| probe(*b, config)).collect()
 }
 
-fn locate(backend: Backend, config: &LocalConfig) -> Result<PathBuf, String> {
+pub(crate) fn locate(backend: Backend, config: &LocalConfig) -> Result<PathBuf, String> {
     match backend {
         Backend::Bwrap => match &config.bwrap {
             Some(p) => Ok(p.clone()),

@@ -14,6 +14,7 @@ use sandbox::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::cache;
 use crate::dialect::{self, Dialect};
 use crate::probe::{self, ProbeError, ProbeFacts, ProbeVerdict};
 use crate::profile::{self, STATUS_FD, WritableSet};
@@ -151,6 +152,9 @@ pub struct LocalConfig {
     pub operator: Option<OperatorRunner>,
     /// How long one probe may take before its backend counts as unusable.
     pub probe_timeout: Duration,
+    /// Where usable probe verdicts are shared across processes ([`crate::cache`]); `None`
+    /// probes in every process.
+    pub verdict_cache: Option<PathBuf>,
 }
 
 impl Default for LocalConfig {
@@ -163,6 +167,7 @@ impl Default for LocalConfig {
             landlock_abi_cap: None,
             operator: None,
             probe_timeout: Duration::from_secs(5),
+            verdict_cache: None,
         }
     }
 }
@@ -188,6 +193,8 @@ pub struct Selection {
     pub facts: Option<ProbeFacts>,
     /// Every probe that ran, in chain order (why earlier candidates were passed over).
     pub verdicts: Vec<ProbeVerdict>,
+    /// True when the verdict came from the shared cache instead of a probe in this process.
+    pub cached: bool,
 }
 
 impl Selection {
@@ -249,6 +256,20 @@ impl LocalProvider {
         &self.config
     }
 
+    /// Drops the shared cache's entry for this provider's selection, so the next process probes
+    /// again: call it when a launch of the selected runner failed (a cached verdict only ever
+    /// fails closed, and never twice).
+    pub fn forget_cached_selection(&self) {
+        if let (Some(dir), Some(Ok(selection))) =
+            (self.config.verdict_cache.as_deref(), self.selection.get())
+        {
+            cache::forget(
+                dir,
+                &cache::key(selection.backend, &self.config, &selection.program),
+            );
+        }
+    }
+
     /// The cached selection: the first chain candidate whose functional probe passes. A sole
     /// Seatbelt candidate is selected without probing (its refusal at exec time still fails
     /// closed). `Err` says why no backend is usable.
@@ -269,19 +290,38 @@ fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
             program: config.sandbox_exec.clone(),
             facts: None,
             verdicts: Vec::new(),
+            cached: false,
         });
     }
     let mut verdicts = Vec::new();
     for &backend in &config.chain {
+        let cache = config.verdict_cache.as_deref().and_then(|dir| {
+            let program = probe::locate(backend, config).ok()?;
+            Some((dir, cache::key(backend, config, &program)))
+        });
+        if let Some((program, facts)) = cache.as_ref().and_then(|(dir, key)| cache::load(dir, key))
+        {
+            return Ok(Selection {
+                backend,
+                program,
+                facts: Some(facts),
+                verdicts,
+                cached: true,
+            });
+        }
         let verdict = probe::probe(backend, config);
         if let (Ok(facts), Some(program)) = (&verdict.result, &verdict.program) {
             let (facts, program) = (facts.clone(), program.clone());
+            if let Some((dir, key)) = &cache {
+                cache::store(dir, key, &program, &facts);
+            }
             verdicts.push(verdict);
             return Ok(Selection {
                 backend,
                 program,
                 facts: Some(facts),
                 verdicts,
+                cached: false,
             });
         }
         verdicts.push(verdict);
