@@ -1357,3 +1357,67 @@ fn a_nested_launcher_works_and_still_refuses_symlinked_paths() {
         assert_eq!(w.sentinel(), "untouched", "{who:?}");
     }
 }
+
+/// `chmod(path, 04755)` through the 32-bit `int 0x80` entry of x86_64 (i386 syscall 15), from
+/// code in low memory so the path fits a 32-bit register. Prints `int80=<result>` if it returns.
+const INT80_CHMOD: &str = r#"
+import ctypes, mmap, sys
+path = sys.argv[1].encode() + b'\0'
+m = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x40,  # MAP_32BIT
+              prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+assert base < 2**32, hex(base)
+m[256:256 + len(path)] = path
+# push rbx; mov eax, 15; mov ebx, path; mov ecx, 0o4755; int 0x80; pop rbx; ret
+code = (b'\x53\xb8' + (15).to_bytes(4, 'little') + b'\xbb' + (base + 256).to_bytes(4, 'little')
+        + b'\xb9' + (0o4755).to_bytes(4, 'little') + b'\xcd\x80\x5b\xc3')
+m[0:len(code)] = code
+print('int80=%d' % ctypes.CFUNCTYPE(ctypes.c_int)(base)(), flush=True)
+"#;
+
+#[test]
+fn the_32_bit_syscall_entry_cannot_bypass_the_setuid_guard() {
+    if std::env::consts::ARCH != "x86_64" {
+        eprintln!("skipped: int 0x80 is an x86_64 entry point");
+        return;
+    }
+    // The premise: outside the launcher the 32-bit entry works on this host.
+    let control = tempfile::NamedTempFile::new_in("/var/tmp").expect("control");
+    fs::set_permissions(control.path(), fs::Permissions::from_mode(0o644)).expect("chmod");
+    let direct = Command::new("/usr/bin/python3")
+        .args(["-c", INT80_CHMOD])
+        .arg(control.path())
+        .output()
+        .expect("python");
+    let premise = fs::metadata(control.path()).expect("stat").mode() & 0o7777;
+    if premise != 0o4755 {
+        eprintln!(
+            "skipped: no 32-bit entry on this kernel ({premise:o}): {}",
+            stdout(&direct)
+        );
+        return;
+    }
+    for who in identities() {
+        let w = world();
+        let target = w.ws.join("target");
+        let script = format!(
+            "echo x > {t}; chmod 644 {t}; /usr/bin/python3 -c {code} {t}; echo rc=$?",
+            t = target.display(),
+            code = shell_quote(INT80_CHMOD)
+        );
+        let out = launch_as(who, &["--ro", "/", "--rw", w.ws()], &script);
+        let report = stdout(&out);
+        assert!(!report.contains("int80=0"), "{who:?}: {report}");
+        // Killed by the guard: SIGSYS (31).
+        assert!(
+            report.contains("rc=159"),
+            "{who:?}: {report} {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            fs::metadata(&target).expect("stat").mode() & 0o7777,
+            0o644,
+            "{who:?}"
+        );
+    }
+}
