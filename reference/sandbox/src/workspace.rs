@@ -367,3 +367,43 @@ mod tests {
         assert!(err.to_string().contains("\"/home/u\""), "{err}");
     }
 }
+
+/// The reason a refused temp dir gives, one row per rule of [`check_temp_breadth`] (the home
+/// directory comes from `$HOME`, so these rules are pinned here rather than through
+/// [`crate::writable_roots`]).
+#[cfg(test)]
+mod temp_breadth_reasons {
+    use super::*;
+    use rstest::rstest;
+
+    #[rstest]
+    #[case::inside_the_workspace("/srv/data/ws/tmp", None)]
+    #[case::inside_tmp("/tmp/t", None)]
+    #[case::below_a_temp_area("/var/tmp/t", None)]
+    #[case::below_the_macos_temp_area("/private/var/folders/xy/T", None)]
+    #[case::a_system_directory("/etc/t", Some("inside a system directory"))]
+    #[case::above_the_workspace("/srv", Some("a top-level system directory"))]
+    #[case::an_ancestor_of_the_workspace("/srv/data", Some("an ancestor of the workspace"))]
+    #[case::the_home_directory("/var/tmp/home/u", Some("the home directory"))]
+    #[case::inside_the_home_directory("/var/tmp/home/u/.cache", Some("the home directory"))]
+    #[case::above_the_home_directory("/var/tmp/home", Some("the home directory"))]
+    #[case::a_temp_area_itself("/private/var/folders", Some("not a directory below a temp area"))]
+    #[case::elsewhere("/opt/t", Some("not a directory below a temp area"))]
+    fn why_a_temp_dir_is_refused(#[case] temp: &str, #[case] why: Option<&str>) {
+        let ws = Path::new("/srv/data/ws");
+        let home = Path::new("/var/tmp/home/u");
+        let checked = check_temp_breadth(
+            Path::new(temp),
+            Path::new(temp),
+            [ws, Path::new("/tmp")],
+            Some(home),
+        );
+        match (checked, why) {
+            (Ok(()), None) => {}
+            (Err(RootError::TempDirTooBroad { why: got, .. }), Some(why)) => {
+                assert!(got.starts_with(why), "{temp}: {got}")
+            }
+            (other, _) => panic!("{temp}: expected {why:?}, got {other:?}"),
+        }
+    }
+}
