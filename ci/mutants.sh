@@ -10,7 +10,8 @@
 # Mutants are compared by their normalized description (file, mutation, function; line and column
 # dropped), as a multiset, so an edit that moves code does not break the check, and a second
 # survivor with the same description as a listed one still counts as new.
-# Environment: MUTANTS_JOBS (default 1), MUTANTS_OUT (default target/mutants).
+# Environment: MUTANTS_JOBS (default 1), MUTANTS_OUT (default target/mutants), MUTANTS_COMPARE_ONLY=1
+# (compare the results already in MUTANTS_OUT with the baseline, without running anything).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,7 +19,8 @@ version=27.1.0
 baseline=ci/mutants-baseline.txt
 out=${MUTANTS_OUT:-target/mutants}
 
-if [ "$(cargo mutants --version 2>/dev/null)" != "cargo-mutants $version" ]; then
+if [ "${MUTANTS_COMPARE_ONLY:-}" != 1 ] &&
+    [ "$(cargo mutants --version 2>/dev/null)" != "cargo-mutants $version" ]; then
     echo "== installing cargo-mutants $version"
     cargo install cargo-mutants --locked --version "$version"
 fi
@@ -30,7 +32,9 @@ listed() { sed -E -e 's/\t.*$//' -e '/^[[:space:]]*(#|$)/d' "$baseline" | LC_ALL
 
 start=$(date +%s)
 status=0
-cargo mutants --jobs "${MUTANTS_JOBS:-1}" --no-shuffle --output "$out" "$@" || status=$?
+if [ "${MUTANTS_COMPARE_ONLY:-}" != 1 ]; then
+    cargo mutants --jobs "${MUTANTS_JOBS:-1}" --no-shuffle --output "$out" "$@" || status=$?
+fi
 elapsed=$(($(date +%s) - start))
 # 0: every mutant caught; 2: some missed; 3: some timed out (a hang the tests noticed). Anything
 # else (1: usage, 4: the unmutated tree fails its tests) is a broken run.
