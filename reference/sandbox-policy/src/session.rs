@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use sandbox::SandboxMode;
+use sandbox::{PinnedDir, SandboxMode};
 use serde::{Deserialize, Serialize};
 
 /// Whether a human is asked before an escalated retry.
@@ -57,6 +57,10 @@ pub enum Event {
         mode: SandboxMode,
         /// The reason shown to the user.
         reason: String,
+        /// The command or path the question was about (absent in logs written before it was
+        /// recorded): a rejected subject is never asked about again in the session.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subject: Option<String>,
     },
     /// The answer.
     #[serde(rename = "approval/decided")]
@@ -68,11 +72,13 @@ pub enum Event {
     },
 }
 
-/// A session: its immutable cwd and its event log (in memory, or durable on disk).
+/// A session: its immutable cwd, pinned to the directory it was when the session was opened, and
+/// its event log (in memory, or durable on disk).
 #[derive(Debug)]
 pub struct Session {
     id: String,
     cwd: PathBuf,
+    pin: Option<PinnedDir>,
     events: Mutex<Vec<Event>>,
     log: Option<crate::log::SessionLog>,
 }
@@ -83,6 +89,7 @@ impl Session {
         Session {
             id: id.into(),
             cwd: cwd.to_path_buf(),
+            pin: PinnedDir::pin(cwd).ok(),
             events: Mutex::new(Vec::new()),
             log: None,
         }
@@ -100,6 +107,7 @@ impl Session {
         let session = Session {
             id: id.into(),
             cwd: cwd.to_path_buf(),
+            pin: PinnedDir::pin(cwd).ok(),
             events: Mutex::new(report.events.clone()),
             log: Some(log),
         };
@@ -114,6 +122,13 @@ impl Session {
     /// Its working directory (the workspace boundary of its calls).
     pub fn cwd(&self) -> &Path {
         &self.cwd
+    }
+
+    /// The directory its cwd was when the session was opened (`None` if it did not exist then:
+    /// every call then fails on the missing workspace). A call whose cwd now resolves elsewhere
+    /// fails closed with `WORKSPACE_MOVED`.
+    pub fn pin(&self) -> Option<&PinnedDir> {
+        self.pin.as_ref()
     }
 
     fn log(&self) -> MutexGuard<'_, Vec<Event>> {
@@ -160,6 +175,27 @@ impl Session {
 pub fn effective_sandbox_mode(events: &[Event]) -> Option<SandboxMode> {
     events.iter().rev().find_map(|e| match e {
         Event::SandboxMode { mode } => Some(*mode),
+        _ => None,
+    })
+}
+
+/// The mode a user already rejected escalating `subject` of `tool` to in this session, if they
+/// did: the RFC's "rejection ... permits no re-ask".
+pub fn rejected_escalation(events: &[Event], tool: &str, subject: &str) -> Option<SandboxMode> {
+    events.iter().enumerate().rev().find_map(|(i, e)| match e {
+        Event::ApprovalAsked {
+            call_id,
+            tool: t,
+            mode,
+            subject: Some(s),
+            ..
+        } if t == tool && s == subject => events[i + 1..].iter().find_map(|d| match d {
+            Event::ApprovalDecided {
+                call_id: c,
+                outcome,
+            } if c == call_id && outcome == "rejected" => Some(*mode),
+            _ => None,
+        }),
         _ => None,
     })
 }
