@@ -9,6 +9,11 @@
 //!
 //! - `--ro PATH` grants reading beneath PATH (reads are not restricted at all today; the flag keeps
 //!   profiles explicit), `--rw PATH` grants every governed write beneath PATH (or to the file).
+//! - Every `--ro` and `--rw` PATH must be canonical: no component may be a symbolic link. The
+//!   launcher opens each with `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` and a symlink
+//!   anywhere in it is a launcher failure naming the path, so a process that swaps a granted
+//!   directory with a symlink to the outside while the launcher starts (`RENAME_EXCHANGE`) can
+//!   only make the launch fail, never widen it. The rule is bound to the inode opened then.
 //! - `--abi-cap N` uses at most Landlock ABI N. It can only weaken the launcher, which then reports
 //!   `partial` when the capped ABI cannot govern every promised file effect, and does not scope
 //!   signals or abstract unix sockets below ABI 6.
@@ -34,7 +39,13 @@
 //!
 //! When the payload exits, the monitor kills (`SIGKILL`) and reaps every process still below it
 //! (orphans, `setsid` and double-forked daemons are reparented to the subreaper) until it has no
-//! child left, then mirrors the payload: the same exit code, or death by the same signal. On
+//! child left, then mirrors the payload: the same exit code, or death by the same signal. The
+//! monitor learns of the payload's end from a pidfd as well as from `SIGCHLD`, because a process
+//! of the payload's domain may trace the payload (`PTRACE_SEIZE`), and a tracer gets the exit
+//! status first; the clean-up never blocks in `waitpid` (it reaps what is ready, kills every
+//! child again and naps a few milliseconds), so killing the tracer releases the traced zombie
+//! and the whole clean-up takes milliseconds, well inside the 200 ms a caller waits between its
+//! `SIGTERM` and its `SIGKILL`. On
 //! `SIGTERM` (and on `SIGINT`, `SIGHUP` and `SIGQUIT` unless the caller left them ignored) the
 //! monitor does the same clean-up and dies by that signal. Killing the monitor with `SIGKILL` kills
 //! the payload's own process but can leave its descendants alive: stop a launcher with `SIGTERM`.
@@ -51,6 +62,13 @@
 //!   signal a process outside its Landlock domain nor connect to an abstract unix socket created
 //!   outside it ([`SCOPE_SIGNAL`], [`SCOPE_ABSTRACT_UNIX_SOCKET`]).
 //! - **Descriptors:** only stdin, stdout and stderr; every descriptor above 2 is close-on-exec.
+//! - **No setuid or setgid bits** (x86_64 and aarch64): Landlock governs no metadata, so a
+//!   seccomp filter installed just before exec makes `chmod`, `fchmod`, `fchmodat`, `fchmodat2`,
+//!   `open`, `openat`, `creat`, `mknod`, `mknodat`, `mkdir` and `mkdirat` fail with `EPERM` when
+//!   their mode has `S_ISUID` or `S_ISGID`; `openat2` and `io_uring_setup` fail with `ENOSYS`
+//!   (their modes are out of a filter's sight; callers fall back to `openat`); the x32 ABI fails
+//!   with `EPERM` and a foreign architecture (32-bit entry points) kills the process. Other
+//!   architectures run without it and `--probe` reports `"setuid_guard":false`.
 //!
 //! Every launcher failure exits [`FAILURE_EXIT_CODE`] without exec'ing, with a stderr line starting
 //! [`DIAGNOSTIC_PREFIX`]. No environment variable changes what the launcher does.

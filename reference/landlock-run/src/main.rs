@@ -8,18 +8,21 @@ mod monitor;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use landlock::{
-    ABI, Access, AccessFs, LandlockStatus, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
+    ABI, Access, AccessFs, LandlockStatus, PathBeneath, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
 };
 use landlock_run::{
     DIAGNOSTIC_PREFIX, FAILURE_EXIT_CODE, FULL_ENFORCEMENT_ABI, PARTIAL_NOTICE, ProbeReport,
     SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI,
 };
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 use serde_json::json;
 
 /// A parsed command line.
@@ -78,14 +81,16 @@ fn main() -> ExitCode {
 /// In the payload's process, in order: settle under the monitor, leave the caller's session (no
 /// controlling terminal, so no `TIOCSTI` keystroke injection into the caller's shell; the monitor,
 /// still in the caller's process group, is what stops the tree), restrict, drop capabilities,
-/// keep every descriptor above 2 from crossing the exec.
+/// keep every descriptor above 2 from crossing the exec, refuse the setuid and setgid bits.
 fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
     payload.settle().map_err(Failure)?;
     nix::unistd::setsid()
         .map_err(|e| Failure(format!("cannot start a new session for the payload: {e}")))?;
     restrict(launch)?;
     harden::drop_capabilities().map_err(Failure)?;
-    harden::cloexec_above_stderr().map_err(Failure)
+    harden::cloexec_above_stderr().map_err(Failure)?;
+    // Last: the launcher itself needs none of what it refuses.
+    harden::install_setuid_guard().map_err(Failure)
 }
 
 fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
@@ -280,14 +285,12 @@ fn restrict(launch: &Launch) -> Result<(), Failure> {
         .map_err(|e| Failure(format!("cannot create a Landlock ruleset: {e}")))?;
     for path in &launch.read_only {
         // Reads are ungoverned; opening the path still proves it exists, as a profile expects.
-        PathFd::new(path)
-            .map_err(|e| Failure(format!("cannot open {} for --ro: {e}", path.display())))?;
+        open_canonical(path, "--ro")?;
     }
     for path in &launch.read_write {
-        let fd = PathFd::new(path)
-            .map_err(|e| Failure(format!("cannot open {} for --rw: {e}", path.display())))?;
-        let is_dir = std::fs::metadata(path)
-            .map(|m| m.is_dir())
+        let fd = open_canonical(path, "--rw")?;
+        let is_dir = nix::sys::stat::fstat(&fd)
+            .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
             .map_err(|e| Failure(format!("cannot inspect {} for --rw: {e}", path.display())))?;
         let access = if is_dir {
             handled
@@ -313,6 +316,27 @@ fn restrict(launch: &Launch) -> Result<(), Failure> {
         eprintln!("{PARTIAL_NOTICE}");
     }
     Ok(())
+}
+
+/// Opens a `--ro` or `--rw` path (`O_PATH`) without following any symlink in any component
+/// (`openat2` with `RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`). The provider passes canonical
+/// paths, so a symlink here is either a caller's mistake or a swap race: a process that can
+/// rename inside a granted parent exchanging the granted directory with a symlink to the outside
+/// while the launcher opens it. Either way the launch fails closed, naming the path; the rule is
+/// then attached to the inode opened here, whatever the name points at later.
+fn open_canonical(path: &Path, flag: &str) -> Result<OwnedFd, Failure> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how).map_err(|e| {
+        Failure(match e {
+            Errno::ELOOP => format!(
+                "cannot open {} for {flag}: a component is a symbolic link (the path must be canonical)",
+                path.display()
+            ),
+            e => format!("cannot open {} for {flag}: {}", path.display(), e.desc()),
+        })
+    })
 }
 
 fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {

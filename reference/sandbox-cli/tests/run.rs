@@ -253,7 +253,8 @@ fn a_descriptor_held_by_the_callers_shell_never_reaches_the_payload() {
 #[test]
 fn root_escapes_write_nothing_outside_even_in_read_only() {
     // As root these are the ways out of a plain bwrap; as a user they fail anyway. Either way the
-    // host must be unchanged and the call must still report that the payload ran.
+    // host must be unchanged and the call must still report that the payload ran. Host kernel
+    // settings are probed by opening them for append and writing nothing (`: >> f`).
     for backend in ["bwrap", "landlock"] {
         let d = dirs();
         let out = d.outside.display().to_string();
@@ -262,6 +263,8 @@ fn root_escapes_write_nothing_outside_even_in_read_only() {
              printf x > /proc/$PPID/root{out}/ppid_root; printf x > /proc/1/root{out}/init_root; \
              for f in /proc/$PPID/fd/* /proc/1/fd/*; do printf junk > \"$f\"; done 2>/dev/null; \
              mknod {out}/null c 1 3 2>/dev/null; unshare -rm true 2>/dev/null && echo unshared; \
+             for f in /proc/sys/kernel/core_pattern /proc/sys/vm/drop_caches /proc/sysrq-trigger; do \
+             {{ : >> $f; }} 2>/dev/null && echo \"writable $f\"; done; \
              grep CapEff /proc/self/status; exit 3"
         );
         let (code, facts) = run(
@@ -283,6 +286,10 @@ fn root_escapes_write_nothing_outside_even_in_read_only() {
         // Its own stdout may carry the junk it wrote through /proc/1/fd/1 (inside the sandbox,
         // that is its own output); the capability line must be all zero.
         let stdout = facts["stdout"].as_str().unwrap_or_default();
+        assert!(
+            !stdout.contains("writable") && !stdout.contains("unshared"),
+            "{backend}: host kernel settings or namespaces within reach: {facts}"
+        );
         assert!(
             stdout.ends_with("CapEff:\t0000000000000000\n"),
             "{backend}: the payload holds capabilities: {facts}"
@@ -352,6 +359,36 @@ fn bad_roots_are_refused_before_anything_runs_each_with_its_own_code() {
             "TEMP_DIR_NOT_A_DIRECTORY",
         ),
     ];
+    // A temp dir through a link in /tmp that leads to a system directory, and the home directory.
+    let link = tempfile::Builder::new()
+        .prefix("sandboxctl-link-")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    std::os::unix::fs::symlink("/var/lib", link.path().join("out")).expect("link");
+    let mut cases: Vec<(String, String, &str)> = cases
+        .iter()
+        .map(|(e, a, c)| ((*e).to_owned(), a.clone(), *c))
+        .collect();
+    cases.push((
+        format!("TMPDIR='{}'", link.path().join("out").display()),
+        format!("--workspace '{ws}'"),
+        "TEMP_DIR_TOO_BROAD",
+    ));
+    if let Some(home) = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|h| h.is_dir())
+    {
+        cases.push((
+            String::new(),
+            format!("--workspace '{}'", home.display()),
+            "WORKSPACE_TOO_BROAD",
+        ));
+        cases.push((
+            format!("TMPDIR='{}'", home.display()),
+            format!("--workspace '{ws}'"),
+            "TEMP_DIR_TOO_BROAD",
+        ));
+    }
     for backend in ["bwrap", "landlock"] {
         for (env, args, expected) in &cases {
             let (code, facts) = shell_run(
