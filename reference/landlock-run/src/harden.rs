@@ -190,6 +190,9 @@ pub fn cloexec_above_stderr() -> Result<(), String> {
     Ok(())
 }
 
+/// Whether this build has the setuid guard ([`install_setuid_guard`]): x86_64 and aarch64 only.
+pub const SETUID_GUARD_SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+
 /// The mode bits the guard refuses: `S_ISUID | S_ISGID`.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 const SET_ID_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];

@@ -285,10 +285,12 @@ const CLEANUP_NAP: Duration = Duration::from_millis(5);
 /// reparented to the monitor (the subreaper) and killed on the next round, so the whole tree
 /// goes, whatever sessions or process groups it made. Never blocks in `waitpid`: a traced zombie
 /// is not waitable until its tracer dies, so each round reaps what is ready, lists and kills the
-/// children again (the tracer among them), and naps until a `SIGCHLD` or [`CLEANUP_NAP`].
+/// children again (the tracer among them), and naps until a `SIGCHLD` or [`CLEANUP_NAP`]. Gives
+/// up after [`ZOMBIE_PATIENCE`] naps in which only unreapable zombies are left.
 fn kill_descendants(payload: Pid, signals: Option<&SignalFd>) -> Option<Ending> {
     let children = format!("/proc/self/task/{}/children", std::process::id());
     let mut ending = None;
+    let mut zombie_rounds = 0;
     loop {
         loop {
             match wait_any(libc::WNOHANG) {
@@ -307,12 +309,38 @@ fn kill_descendants(payload: Pid, signals: Option<&SignalFd>) -> Option<Ending> 
                 Ok(None) => break,
             }
         }
-        for pid in list_children(&children) {
+        let kids = list_children(&children);
+        for &pid in &kids {
             // A zombie or an already-dying child refuses nothing that matters here.
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
+        if !kids.is_empty() && kids.iter().all(|&pid| is_zombie(pid)) {
+            zombie_rounds += 1;
+            if zombie_rounds >= ZOMBIE_PATIENCE {
+                // Nothing below runs any more; what is left is held by a tracer outside the
+                // tree (only possible when the launcher itself runs inside another Landlock
+                // domain, whose processes may trace ours). Waiting on would never end.
+                return ending;
+            }
+        } else {
+            zombie_rounds = 0;
+        }
         nap(signals);
     }
+}
+
+/// How many naps the clean-up waits while only unreapable zombies are left (about a second):
+/// long enough for a tracer it killed to release the zombie it held.
+const ZOMBIE_PATIENCE: u32 = 200;
+
+/// Whether `pid` is a zombie (or already gone), from the state field of `/proc/<pid>/stat`.
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        // "pid (comm) state ...": comm may hold anything but the last ')'.
+        stat.rfind(')')
+            .and_then(|i| stat[i + 1..].split_ascii_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X")
+    })
 }
 
 /// Waits for a `SIGCHLD` (or any watched signal, all of them moot during the clean-up) for at
