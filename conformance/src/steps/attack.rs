@@ -68,7 +68,8 @@ impl Stage {
         };
         let temp_dir = step.temp_dir.map(|t| world.temp_dir(t));
         let held_file = world.dir.join("outside/held");
-        std::fs::write(&held_file, "held").map_err(|e| format!("cannot make the held file: {e}"))?;
+        std::fs::write(&held_file, "held")
+            .map_err(|e| format!("cannot make the held file: {e}"))?;
         let leaf = world
             .dir
             .file_name()
@@ -262,7 +263,10 @@ fn tagged(needle: &str) -> Vec<String> {
     let mut found = Vec::new();
     for entry in dir.filter_map(Result::ok) {
         let name = entry.file_name();
-        let Some(pid) = name.to_str().filter(|n| n.bytes().all(|b| b.is_ascii_digit())) else {
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
             continue;
         };
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
@@ -310,10 +314,9 @@ fn check(
     // How it ended.
     let refused = match came {
         Came::Refused(_) => true,
-        Came::Launched(done, _) => matches!(
-            done.classification,
-            Classification::RunnerFailure { .. }
-        ),
+        Came::Launched(done, _) => {
+            matches!(done.classification, Classification::RunnerFailure { .. })
+        }
     };
     if refused {
         if let Came::Launched(done, _) = came
@@ -325,7 +328,10 @@ fn check(
             expect.outcome,
             AttackOutcome::Refused | AttackOutcome::RefusedOrRan
         ) {
-            return fail(format!("expected {:?}, the call was refused", expect.outcome));
+            return fail(format!(
+                "expected {:?}, the call was refused",
+                expect.outcome
+            ));
         }
     } else if let Came::Launched(done, took) = came {
         if let Classification::StartFailed { .. } = done.classification {
@@ -384,7 +390,7 @@ fn check(
         ));
     }
     for (path, want) in &expect.files {
-        super::check_file(Path::new(&stage.expand(path)), want).or_else(|e| fail(e))?;
+        super::check_file(Path::new(&stage.expand(path)), want).or_else(&fail)?;
     }
     if std::fs::read_to_string(&stage.held_file).ok().as_deref() != Some("held") {
         return fail(format!(

@@ -55,8 +55,12 @@ pub(super) fn fence_race(
     let stop = Arc::new(AtomicBool::new(false));
     let swaps = Arc::new(AtomicU64::new(0));
     let swapper = {
-        let (stop, swaps, swap, partner) =
-            (Arc::clone(&stop), Arc::clone(&swaps), swap.clone(), partner.clone());
+        let (stop, swaps, swap, partner) = (
+            Arc::clone(&stop),
+            Arc::clone(&swaps),
+            swap.clone(),
+            partner.clone(),
+        );
         std::thread::spawn(move || -> Result<(), String> {
             let started = Instant::now();
             while !stop.load(Ordering::Relaxed) && started.elapsed() < SWAP_DEADLINE {
