@@ -12,8 +12,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use crate::model::{TempDirSpelling, WorkspaceSpelling};
 
-/// Where worlds are made. Must not be under `/tmp` (which `workspace-write` may write).
+/// Where worlds are made. Must not be under `/tmp` (which `workspace-write` may write). A user
+/// other than root gets `<WORLD_BASE>-<uid>`, so root's and a user's runs never share a folder.
 pub const WORLD_BASE: &str = "/var/tmp/sandbox-conformance";
+
+/// The world base for this process's user.
+fn world_base() -> PathBuf {
+    let uid = nix::unistd::geteuid();
+    if uid.is_root() {
+        PathBuf::from(WORLD_BASE)
+    } else {
+        PathBuf::from(format!("{WORLD_BASE}-{uid}"))
+    }
+}
 
 /// The sentinel's content; no case may ever change it.
 pub const SENTINEL: &str = "sentinel";
@@ -38,11 +49,13 @@ impl World {
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
         );
-        std::fs::create_dir_all(WORLD_BASE)?;
-        let base = std::fs::canonicalize(WORLD_BASE)?;
+        let spelled = world_base();
+        std::fs::create_dir_all(&spelled)?;
+        let base = std::fs::canonicalize(&spelled)?;
         if base.starts_with(std::fs::canonicalize("/tmp")?) {
             return Err(io::Error::other(format!(
-                "{WORLD_BASE} resolves under /tmp ({}); containment worlds must be outside every writable root",
+                "{} resolves under /tmp ({}); containment worlds must be outside every writable root",
+                spelled.display(),
                 base.display()
             )));
         }
