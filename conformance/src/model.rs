@@ -484,6 +484,9 @@ pub enum ExpectedEffect {
     /// The host is unchanged; the runner may have let it happen in a private copy (bwrap's fresh
     /// `/dev`) or denied it.
     Contained,
+    /// The backend refused the policy before anything ran (a workspace root of `/` under
+    /// `workspace-write`): `confine` failed or the runner failed, and the host is unchanged.
+    Refused,
 }
 
 /// A `select` step: the reference chain (through `sandboxctl run`) on a host, with a canary

@@ -60,11 +60,8 @@ fn main() -> ExitCode {
                 enforcement: backend.enforcement.unwrap_or(SandboxEnforcement::Full),
             },
             Ok(Request::Confine { id, argv, policy }) => {
-                let policy = ProviderPolicy {
-                    mode: policy.mode,
-                    workspace_root: policy.workspace_root,
-                    temp_dir: policy.temp_dir,
-                };
+                let policy = ProviderPolicy::new(policy.mode, policy.workspace_root)
+                    .with_temp_dir(policy.temp_dir);
                 let argv: Vec<_> = argv.into_iter().map(Into::into).collect();
                 match backend.provider.as_ref().map(|p| p.confine(&argv, &policy)) {
                     Some(Ok(c)) => Response::Confined {

@@ -306,15 +306,21 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
     let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
     let place = place(&world, step.shape, step.op)?;
-    let policy = ProviderPolicy {
-        mode: step.mode,
-        workspace_root: place.root.clone(),
-        temp_dir: place.temp_dir.clone(),
-    };
+    let policy =
+        ProviderPolicy::new(step.mode, place.root.clone()).with_temp_dir(place.temp_dir.clone());
     let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script(step.op).into()];
-    let confined = provider
-        .confine(&argv, &policy)
-        .map_err(|e| format!("confine refused: {e}"))?;
+    let confined = match provider.confine(&argv, &policy) {
+        Ok(confined) => confined,
+        Err(e) if step.expect == ExpectedEffect::Refused => {
+            return match state(step.op, &place) {
+                State::Unchanged => Ok(()),
+                other => Err(format!(
+                    "confine refused ({e}) but the host shows {other:?}"
+                )),
+            };
+        }
+        Err(e) => return Err(format!("confine refused: {e}")),
+    };
     let mut options = LaunchOptions::in_dir(&place.cwd);
     options.env = vec![
         ("T".into(), place.target.clone().into_os_string()),
@@ -356,6 +362,9 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
     if let Classification::RunnerFailure { .. } | Classification::StartFailed { .. } =
         done.classification
     {
+        if step.expect == ExpectedEffect::Refused && observed == Some(State::Unchanged) {
+            return Ok(());
+        }
         return Err(format!(
             "the sandbox did not run the command: {}",
             describe()
@@ -370,6 +379,8 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         }
         ExpectedEffect::Denied => denied && observed == Some(State::Unchanged),
         ExpectedEffect::Contained => observed == Some(State::Unchanged),
+        // It ran although the policy should have been refused.
+        ExpectedEffect::Refused => false,
     };
     if ok {
         Ok(())

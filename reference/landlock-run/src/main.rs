@@ -1,5 +1,9 @@
-//! `landlock-run`: restrict this process with a Landlock ruleset, then exec the payload.
-//! See the library documentation for the command-line contract.
+//! `landlock-run`: fork a monitor, restrict the payload's process with a Landlock ruleset, drop
+//! its capabilities and stray descriptors, then exec the payload. See the library documentation
+//! for the command-line contract.
+
+mod harden;
+mod monitor;
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -9,11 +13,12 @@ use std::path::PathBuf;
 use std::process::{Command, ExitCode};
 
 use landlock::{
-    ABI, AccessFs, LandlockStatus, PathBeneath, PathFd, Ruleset, RulesetAttr, RulesetCreatedAttr,
-    RulesetStatus,
+    ABI, Access, AccessFs, LandlockStatus, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
 };
 use landlock_run::{
     DIAGNOSTIC_PREFIX, FAILURE_EXIT_CODE, FULL_ENFORCEMENT_ABI, PARTIAL_NOTICE, ProbeReport,
+    SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI,
 };
 use serde_json::json;
 
@@ -54,12 +59,29 @@ fn main() -> ExitCode {
                 Ok(s) => s,
                 Err(Failure(msg)) => return fail(None, &msg),
             };
-            match restrict(&launch) {
-                Ok(()) => exec(&launch.payload, status.as_mut()),
-                Err(Failure(msg)) => fail(status.as_mut(), &msg),
+            match monitor::fork() {
+                Err(msg) => fail(status.as_mut(), &msg),
+                Ok(monitor::Side::Monitor(monitor)) => {
+                    // Only the payload's process writes records.
+                    drop(status);
+                    monitor.supervise()
+                }
+                Ok(monitor::Side::Payload(payload)) => match prepare(&launch, &payload) {
+                    Ok(()) => exec(&launch.payload, status.as_mut()),
+                    Err(Failure(msg)) => fail(status.as_mut(), &msg),
+                },
             }
         }
     }
+}
+
+/// In the payload's process, in order: settle under the monitor, restrict, drop capabilities,
+/// keep every descriptor above 2 from crossing the exec.
+fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
+    payload.settle().map_err(Failure)?;
+    restrict(launch)?;
+    harden::drop_capabilities().map_err(Failure)?;
+    harden::cloexec_above_stderr().map_err(Failure)
 }
 
 fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
@@ -183,7 +205,38 @@ fn abi_number(abi: ABI) -> u32 {
         ABI::V5 => 5,
         ABI::V6 => 6,
         ABI::V7 => 7,
-        _ => 8,
+        ABI::V8 => 8,
+        ABI::V9 => 9,
+        _ => 10,
+    }
+}
+
+/// Whether a launch capped at `cap` scopes signals and abstract unix sockets (capping only
+/// weakens: below ABI 6 it does not).
+fn wants_scope(cap: Option<u32>) -> bool {
+    cap.is_none_or(|c| c >= SCOPING_ABI)
+}
+
+/// A ruleset governing every write at `abi`, scoped when `scope` (best effort: a kernel below
+/// ABI 6 drops the scopes, and [`scoped`] then reports none).
+fn ruleset(abi: ABI, scope: bool) -> Result<RulesetCreated, RulesetError> {
+    let mut attr = Ruleset::default().handle_access(governed(abi))?;
+    if scope {
+        attr = attr.scope(Scope::from_all(ABI::V6))?;
+    }
+    attr.create()
+}
+
+/// The scopes actually in force after a restriction that asked for them when `wanted`.
+fn scoped(status: LandlockStatus, wanted: bool) -> Vec<&'static str> {
+    let kernel_scopes = match status {
+        LandlockStatus::Available { effective_abi, .. } => abi_number(effective_abi) >= SCOPING_ABI,
+        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => false,
+    };
+    if wanted && kernel_scopes {
+        vec![SCOPE_SIGNAL, SCOPE_ABSTRACT_UNIX_SOCKET]
+    } else {
+        Vec::new()
     }
 }
 
@@ -219,9 +272,7 @@ fn effective_abi(status: LandlockStatus, target: ABI) -> u32 {
 fn restrict(launch: &Launch) -> Result<(), Failure> {
     let abi = target_abi(launch.abi_cap);
     let handled = governed(abi);
-    let mut ruleset = Ruleset::default()
-        .handle_access(handled)
-        .and_then(|r| r.create())
+    let mut ruleset = ruleset(abi, wants_scope(launch.abi_cap))
         .map_err(|e| Failure(format!("cannot create a Landlock ruleset: {e}")))?;
     for path in &launch.read_only {
         // Reads are ungoverned; opening the path still proves it exists, as a profile expects.
@@ -275,9 +326,8 @@ fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {
 
 /// Runs the enforcement check in a child and reports on stdout; exit 0 only when enforced.
 fn probe(abi_cap: Option<u32>) -> ExitCode {
-    let report = |usable: bool, abis: (u32, u32), reason: Option<String>| {
-        let (abi, kernel_abi) = abis;
-        let enforcement = if abi >= FULL_ENFORCEMENT_ABI {
+    let report = |usable: bool, facts: ChildFacts, reason: Option<String>| {
+        let enforcement = if facts.abi >= FULL_ENFORCEMENT_ABI {
             "full"
         } else {
             "partial"
@@ -285,22 +335,30 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
         let report = ProbeReport {
             usable,
             enforcement,
-            abi,
-            kernel_abi,
+            abi: facts.abi,
+            kernel_abi: facts.kernel_abi,
             reason,
+            scoped: facts.scoped,
         };
         println!("{}", report.to_json());
         ExitCode::from(if usable { 0 } else { 1 })
     };
-    let dir = PathBuf::from(format!("/tmp/landlock-run-probe-{}", std::process::id()));
-    if let Err(e) = std::fs::create_dir(&dir) {
-        return report(
-            false,
-            (0, 0),
-            Some(format!("cannot create {}: {e}", dir.display())),
-        );
-    }
-    let target = dir.join("must-not-exist");
+    // A fresh private directory: a name another user could guess and create first would make
+    // the backend look unusable.
+    let dir = match tempfile::Builder::new()
+        .prefix("landlock-run-probe-")
+        .tempdir_in("/tmp")
+    {
+        Ok(dir) => dir,
+        Err(e) => {
+            return report(
+                false,
+                ChildFacts::default(),
+                Some(format!("cannot create a probe directory under /tmp: {e}")),
+            );
+        }
+    };
+    let target = dir.path().join("must-not-exist");
     let exe = std::env::current_exe();
     let child = exe.and_then(|exe| {
         let mut cmd = Command::new(exe);
@@ -310,34 +368,30 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
         cmd.arg("--probe-child").arg(&target).output()
     });
     let created = target.exists();
-    let _ = std::fs::remove_file(&target);
-    let _ = std::fs::remove_dir(&dir);
+    if let Err(e) = dir.close() {
+        eprintln!("{DIAGNOSTIC_PREFIX}notice: cannot remove the probe directory: {e}");
+    }
     match child {
         Err(e) => report(
             false,
-            (0, 0),
+            ChildFacts::default(),
             Some(format!("cannot run the probe child: {e}")),
         ),
         Ok(out) => {
-            // The child prints "<effective abi> <kernel abi>".
-            let stdout = String::from_utf8_lossy(&out.stdout);
-            let mut numbers = stdout
-                .split_whitespace()
-                .map(|n| n.parse::<u32>().unwrap_or(0));
-            let abi = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+            let facts = ChildFacts::parse(&String::from_utf8_lossy(&out.stdout));
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
             if created {
                 report(
                     false,
-                    abi,
+                    facts,
                     Some("a write was not denied under a maximal ruleset".into()),
                 )
             } else if out.status.success() {
-                report(true, abi, None)
+                report(true, facts, None)
             } else {
                 report(
                     false,
-                    abi,
+                    facts,
                     Some(if stderr.is_empty() {
                         format!("probe child exited with {}", out.status)
                     } else {
@@ -349,24 +403,63 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
     }
 }
 
-/// In the probe child: govern every write, grant nothing, and prove a create is denied.
+/// What the probe child prints: `<effective abi> <kernel abi> <scope,scope|->`.
+#[derive(Default)]
+struct ChildFacts {
+    abi: u32,
+    kernel_abi: u32,
+    scoped: Vec<String>,
+}
+
+impl ChildFacts {
+    fn parse(stdout: &str) -> ChildFacts {
+        let mut words = stdout.split_whitespace();
+        let mut number = || words.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        let (abi, kernel_abi) = (number(), number());
+        let scoped = words
+            .next()
+            .filter(|w| *w != "-")
+            .map(|w| w.split(',').map(str::to_owned).collect())
+            .unwrap_or_default();
+        ChildFacts {
+            abi,
+            kernel_abi,
+            scoped,
+        }
+    }
+}
+
+/// In the probe child: govern every write, grant nothing, scope as a launch would, and prove a
+/// create is denied (and, when signals are scoped, that signalling the parent is).
 fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
     let abi = target_abi(abi_cap);
-    let status = Ruleset::default()
-        .handle_access(governed(abi))
-        .and_then(|r| r.create())
-        .and_then(|r| r.restrict_self());
+    let wanted = wants_scope(abi_cap);
+    let status = ruleset(abi, wanted).and_then(|r| r.restrict_self());
     match status {
         Err(e) => fail(None, &format!("cannot restrict the probe child: {e}")),
         Ok(s) if s.ruleset == RulesetStatus::NotEnforced => {
             fail(None, "the kernel does not enforce Landlock")
         }
         Ok(s) => {
+            let scopes = scoped(s.landlock, wanted);
             println!(
-                "{} {}",
+                "{} {} {}",
                 effective_abi(s.landlock, abi),
-                kernel_abi(s.landlock)
+                kernel_abi(s.landlock),
+                if scopes.is_empty() {
+                    "-".to_owned()
+                } else {
+                    scopes.join(",")
+                }
             );
+            if scopes.contains(&SCOPE_SIGNAL) {
+                let parent = nix::unistd::getppid();
+                match nix::sys::signal::kill(parent, None) {
+                    Err(nix::errno::Errno::EPERM) => {}
+                    Ok(()) => return fail(None, "a signal to the parent was not denied"),
+                    Err(e) => return fail(None, &format!("signal probe failed unexpectedly: {e}")),
+                }
+            }
             match File::create(target) {
                 Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => ExitCode::SUCCESS,
                 Err(e) => fail(None, &format!("probe write failed unexpectedly: {e}")),

@@ -180,20 +180,21 @@ fn run(
     let workspace = workspace
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("."));
-    let workspace = match sandbox::canonical_path(&workspace) {
-        Ok(w) => w,
+    let policy = sandbox::ExecutionPolicy::new(mode, &workspace);
+    // Bad roots are refused before any runner starts, each with its own code.
+    let policy = match policy.pinned().and_then(|p| p.check().map(|_| p)) {
+        Ok(p) => p,
         Err(e) => {
-            emit(json!({ "mode": mode, "error": "BAD_WORKSPACE", "detail": e.to_string() }));
+            emit(json!({ "mode": mode, "error": e.code(), "detail": e.to_string() }));
             return ExitCode::from(2);
         }
     };
+    let workspace = policy
+        .workspace_pin
+        .as_ref()
+        .map_or_else(|| policy.workspace_root.clone(), |pin| pin.path.clone());
     let mut options = LaunchOptions::in_dir(&workspace);
     options.timeout = timeout.map(Duration::from_secs);
-    let policy = sandbox::ExecutionPolicy {
-        mode,
-        workspace_root: workspace.clone(),
-        temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
-    };
     let confined = match policy.for_provider() {
         // danger-full-access never reaches a provider.
         None => sandbox::ConfinedArgv {

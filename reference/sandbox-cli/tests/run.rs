@@ -205,3 +205,169 @@ fn probe_reports_both_linux_backends_usable_here() {
     assert_eq!(backend("seatbelt")["usable"], cfg!(target_os = "macos"));
     assert_eq!(report["selected"]["backend"], "bwrap");
 }
+
+/// `sandboxctl run` through `bash -c` so the shell can hold descriptors and set the environment
+/// exactly as a person's shell would; returns the exit code and the JSON facts.
+fn shell_run(prefix: &str, args: &str, script: &str) -> (Option<i32>, Value) {
+    let line = format!("{prefix} '{SANDBOXCTL}' run {args} -- bash -c '{script}'");
+    let out = Command::new("bash")
+        .args(["-c", &line])
+        .output()
+        .expect("run sandboxctl through bash");
+    let facts = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "no JSON ({e}) from {line}: {} / {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), facts)
+}
+
+#[test]
+fn a_descriptor_held_by_the_callers_shell_never_reaches_the_payload() {
+    for backend in ["bwrap", "landlock"] {
+        for mode in ["read-only", "workspace-write"] {
+            let d = dirs();
+            let held = d.outside.join("held");
+            std::fs::write(&held, "before").expect("held");
+            let (code, facts) = shell_run(
+                &format!("exec 7>>'{}';", held.display()),
+                &format!(
+                    "--mode {mode} --backend {backend} --workspace '{}'",
+                    d.ws.display()
+                ),
+                "printf x >&7; printf y >> /proc/self/fd/7; : > /proc/self/fd/7; test -e /proc/self/fd/7 && echo fd7-visible; echo done",
+            );
+            assert_eq!(
+                std::fs::read_to_string(&held).expect("held"),
+                "before",
+                "{backend} {mode}: the payload wrote through the inherited descriptor: {facts}"
+            );
+            assert_eq!(facts["stdout"], "done\n", "{backend} {mode}: {facts}");
+            assert_eq!(code, Some(0), "{backend} {mode}: {facts}");
+        }
+    }
+}
+
+#[test]
+fn root_escapes_write_nothing_outside_even_in_read_only() {
+    // As root these are the ways out of a plain bwrap; as a user they fail anyway. Either way the
+    // host must be unchanged and the call must still report that the payload ran.
+    for backend in ["bwrap", "landlock"] {
+        let d = dirs();
+        let out = d.outside.display().to_string();
+        let script = format!(
+            "mount -o remount,rw / 2>/dev/null; printf x > {out}/remount; \
+             printf x > /proc/$PPID/root{out}/ppid_root; printf x > /proc/1/root{out}/init_root; \
+             for f in /proc/$PPID/fd/* /proc/1/fd/*; do printf junk > \"$f\"; done 2>/dev/null; \
+             mknod {out}/null c 1 3 2>/dev/null; unshare -rm true 2>/dev/null && echo unshared; \
+             grep CapEff /proc/self/status; exit 3"
+        );
+        let (code, facts) = run(
+            &["--mode", "read-only", "--backend", backend],
+            &d.ws,
+            &script,
+        );
+        let entries: Vec<_> = std::fs::read_dir(&d.outside)
+            .expect("outside")
+            .map(|e| e.expect("entry").file_name())
+            .collect();
+        assert!(entries.is_empty(), "{backend}: landed outside: {entries:?}");
+        assert_eq!(
+            code,
+            Some(3),
+            "{backend}: the payload ran and exited 3: {facts}"
+        );
+        assert_eq!(facts["exit_code"], 3, "{backend}: {facts}");
+        // Its own stdout may carry the junk it wrote through /proc/1/fd/1 (inside the sandbox,
+        // that is its own output); the capability line must be all zero.
+        let stdout = facts["stdout"].as_str().unwrap_or_default();
+        assert!(
+            stdout.ends_with("CapEff:\t0000000000000000\n"),
+            "{backend}: the payload holds capabilities: {facts}"
+        );
+    }
+}
+
+#[test]
+fn a_setsid_daemon_dies_with_the_call_and_with_its_timeout() {
+    for backend in ["bwrap", "landlock"] {
+        // The writers wait until after the call ended: by itself, or by its 1 s timeout.
+        for (extra, delay, tail) in [("", 0.5, ""), ("--timeout 1", 1.5, "; sleep 30")] {
+            let d = dirs();
+            let script = format!(
+                "setsid sh -c \"sleep {delay}; echo late > late\" & ( (sleep {delay}; echo late > late2) & ) {tail}"
+            );
+            let mut args = vec!["--mode", "workspace-write", "--backend", backend];
+            args.extend(extra.split_whitespace());
+            let (_code, facts) = run(&args, &d.ws, &script);
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+            assert!(
+                !d.ws.join("late").exists() && !d.ws.join("late2").exists(),
+                "{backend} {extra}: a process outlived the call: {facts}"
+            );
+        }
+    }
+}
+
+#[test]
+fn bad_roots_are_refused_before_anything_runs_each_with_its_own_code() {
+    let d = dirs();
+    let file = d.outside.join("a-file");
+    std::fs::write(&file, "x").expect("file");
+    let canary = d.ws.join("canary");
+    let ws = d.ws.display().to_string();
+    let cases = [
+        (
+            "",
+            format!("--workspace '{}'", d.ws.join("gone").display()),
+            "WORKSPACE_MISSING",
+        ),
+        (
+            "",
+            format!("--workspace '{}'", file.display()),
+            "WORKSPACE_NOT_A_DIRECTORY",
+        ),
+        ("", "--workspace /".to_owned(), "WORKSPACE_TOO_BROAD"),
+        ("", "--workspace /etc".to_owned(), "WORKSPACE_TOO_BROAD"),
+        (
+            "TMPDIR=/",
+            format!("--workspace '{ws}'"),
+            "TEMP_DIR_TOO_BROAD",
+        ),
+        (
+            "TMPDIR=/etc",
+            format!("--workspace '{ws}'"),
+            "TEMP_DIR_TOO_BROAD",
+        ),
+        (
+            &format!("TMPDIR='{}'", d.ws.parent().expect("parent").display()),
+            format!("--workspace '{ws}'"),
+            "TEMP_DIR_TOO_BROAD",
+        ),
+        (
+            &format!("TMPDIR='{}'", file.display()),
+            format!("--workspace '{ws}'"),
+            "TEMP_DIR_NOT_A_DIRECTORY",
+        ),
+    ];
+    for backend in ["bwrap", "landlock"] {
+        for (env, args, expected) in &cases {
+            let (code, facts) = shell_run(
+                env,
+                &format!("--mode workspace-write --backend {backend} {args}"),
+                &format!("printf ran > {}", canary.display()),
+            );
+            assert_eq!(facts["error"], *expected, "{backend} {env} {args}: {facts}");
+            assert!(
+                facts["detail"]
+                    .as_str()
+                    .is_some_and(|d| d.starts_with(expected)),
+                "{backend} {env} {args}: {facts}"
+            );
+            assert_eq!(code, Some(2), "{backend} {env} {args}: {facts}");
+            assert!(!canary.exists(), "{backend} {env} {args}: it ran");
+        }
+    }
+}

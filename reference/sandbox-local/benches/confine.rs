@@ -4,8 +4,10 @@
 //! - `unconfined`: `bash -c true` spawned directly;
 //! - `exec-trampoline`: `/usr/bin/env bash -c true`, a minimal exec trampoline (the Landlock
 //!   path's fair baseline: the launcher is one exec in front of the payload);
-//! - `bare-bwrap`: bwrap with the same profile spawned directly (the bwrap path's baseline: no
-//!   probing, status channel or classification).
+//! - `bare-bwrap`: bwrap with the same hardened profile spawned directly (the bwrap path's
+//!   baseline: no probing, status channel or classification);
+//! - `bare-bwrap-plain`: the same without the isolation flags (user and PID namespaces, new
+//!   session, dropped capabilities), which shows what hardening itself costs.
 //!
 //! Run: `cargo build --release -p landlock-run && cargo bench -p sandbox-local --bench confine`.
 
@@ -100,10 +102,28 @@ fn main() {
         let mut args = profile::bwrap_args(&set, None);
         args.extend(payload());
         timed(&mut c, "bare-bwrap", || spawn(&bwrap_path, &args));
+        let plain = plain_bwrap(&args);
+        timed(&mut c, "bare-bwrap-plain", || spawn(&bwrap_path, &plain));
         confined_run(&mut c, "bwrap", Backend::Bwrap);
     }
     c.final_summary();
     report(landlock, bwrap);
+}
+
+/// The hardened bwrap argv without its isolation flags (`--die-with-parent` stays, as before).
+fn plain_bwrap(hardened: &[OsString]) -> Vec<OsString> {
+    let mut plain = Vec::with_capacity(hardened.len());
+    let mut it = hardened.iter();
+    while let Some(arg) = it.next() {
+        match arg.to_str() {
+            Some("--unshare-user" | "--unshare-pid" | "--new-session") => {}
+            Some("--cap-drop") => {
+                it.next();
+            }
+            _ => plain.push(arg.clone()),
+        }
+    }
+    plain
 }
 
 fn which_bwrap() -> Option<String> {
@@ -130,6 +150,7 @@ fn report(landlock: bool, bwrap: bool) {
         "unconfined",
         "exec-trampoline",
         "landlock",
+        "bare-bwrap-plain",
         "bare-bwrap",
         "bwrap",
     ] {
@@ -142,5 +163,8 @@ fn report(landlock: bool, bwrap: bool) {
     }
     if bwrap && let (Some(w), Some(b)) = (mean("bwrap"), mean("bare-bwrap")) {
         println!("bwrap / bare-bwrap         = {:.2} (target <= 1.10)", w / b);
+    }
+    if bwrap && let (Some(h), Some(p)) = (mean("bare-bwrap"), mean("bare-bwrap-plain")) {
+        println!("hardened / plain bare bwrap = {:.2} (what isolation costs)", h / p);
     }
 }

@@ -169,7 +169,76 @@ fn prepare(
             Some((read, channel.format))
         }
     };
+    close_other_descriptors(&mut cmd, launch.status_channel.map(|c| c.fd));
     Ok((cmd, status))
+}
+
+/// Only stdin, stdout, stderr and the status channel reach the launch: every other descriptor
+/// this process holds without close-on-exec (one a caller opened with `exec 7>>file`, or one
+/// another thread is about to hand to its own child) is marked close-on-exec in the child, after
+/// the status pipe was moved onto its number.
+fn close_other_descriptors(cmd: &mut Command, keep: Option<i32>) {
+    let keep = keep
+        .and_then(|fd| u32::try_from(fd).ok())
+        .filter(|fd| *fd > 2);
+    // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
+    // calls are allowed: it makes raw `close_range`/`fcntl`/`getrlimit` system calls on integers
+    // and touches no memory it shares with the parent (no allocation, no locks).
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(move || {
+            match keep {
+                Some(fd) => {
+                    cloexec_range(3, fd - 1);
+                    cloexec_range(fd + 1, u32::MAX);
+                }
+                None => cloexec_range(3, u32::MAX),
+            }
+            Ok(())
+        });
+    }
+}
+
+/// Marks descriptors `first..=last` close-on-exec: `close_range(CLOSE_RANGE_CLOEXEC)` where the
+/// kernel has it (5.11+), else one `fcntl` per possible descriptor up to the open-files limit.
+/// Async-signal-safe (called between fork and exec).
+fn cloexec_range(first: u32, last: u32) {
+    use nix::libc;
+    if first > last {
+        return;
+    }
+    // SAFETY: plain system calls on integer arguments; no memory is passed.
+    #[allow(unsafe_code)]
+    let done = unsafe {
+        libc::syscall(
+            libc::SYS_close_range,
+            first,
+            last,
+            libc::CLOSE_RANGE_CLOEXEC,
+        )
+    } == 0;
+    if done {
+        return;
+    }
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `getrlimit` writes into the local struct we pass; async-signal-safe.
+    #[allow(unsafe_code)]
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0;
+    let max = if ok {
+        u32::try_from(limit.rlim_cur.min(1 << 20)).unwrap_or(1 << 20)
+    } else {
+        1 << 16
+    };
+    for fd in first..=last.min(max) {
+        // SAFETY: `fcntl` on an integer; a descriptor that is not open just fails with EBADF.
+        #[allow(unsafe_code)]
+        unsafe {
+            libc::fcntl(fd as i32, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
 }
 
 /// Why the supervisor killed the payload, if it did.
@@ -194,6 +263,10 @@ fn outcome_of(status: ExitStatus, stderr: Vec<u8>) -> ProcessOutcome {
 /// How long to keep reading after the payload exited, when something it left behind outside its
 /// process group (a `setsid` daemon) still holds its output open.
 const LEFTOVER_GRACE: Duration = Duration::from_millis(500);
+
+/// How long a runner may take to kill its payload's tree after SIGTERM before the whole process
+/// group gets SIGKILL.
+const STOP_GRACE: Duration = Duration::from_millis(200);
 
 /// The longest wait between checks on the payload while its output is still open.
 const POLL_SLICE: Duration = Duration::from_millis(50);
@@ -220,6 +293,7 @@ fn supervise(
     let deadline = timeout.map(|t| Instant::now() + t);
     let mut stop = Stop::No;
     let mut exited_at: Option<Instant> = None;
+    let mut stopped_at: Option<Instant> = None;
     loop {
         if exited_at.is_none() && leader_exited(child) {
             let _ = killpg(group, Signal::SIGKILL);
@@ -227,12 +301,21 @@ fn supervise(
         }
         if exited_at.is_none() && stop == Stop::No {
             if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
-                let _ = killpg(group, Signal::SIGKILL);
                 stop = Stop::Cancelled;
             } else if deadline.is_some_and(|d| Instant::now() >= d) {
-                let _ = killpg(group, Signal::SIGKILL);
                 stop = Stop::Deadline;
             }
+            if stop != Stop::No {
+                // SIGTERM first: a runner that reaps what its payload started (the Landlock
+                // launcher's monitor, bwrap) kills the whole tree, `setsid` daemons included,
+                // before it exits; SIGKILL follows after a grace, or at once when it exits.
+                let _ = killpg(group, Signal::SIGTERM);
+                stopped_at = Some(Instant::now());
+            }
+        }
+        if exited_at.is_none() && stopped_at.is_some_and(|at| at.elapsed() >= STOP_GRACE) {
+            let _ = killpg(group, Signal::SIGKILL);
+            stopped_at = None;
         }
         let timed_out = stop != Stop::No;
         let open = pipes.iter().any(|(fd, _)| fd.is_some());

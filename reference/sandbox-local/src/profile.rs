@@ -44,9 +44,25 @@ fn os(s: &str) -> OsString {
     OsString::from(s)
 }
 
-/// bwrap: read-only bind of `/`, a fresh `/dev` (its `null` is writable) and `/proc`,
-/// die-with-parent, then a writable bind per root (`--bind-try` for temp roots). With
-/// `status_fd`, bwrap writes its JSON status records there.
+/// bwrap's isolation flags, the same in every mode. A user namespace (`--unshare-user`) and
+/// `--cap-drop ALL` leave the payload no capability over the host even when bwrap runs as root
+/// (without them root's payload can remount `/` read-write); a PID namespace (`--unshare-pid`)
+/// hides every host process, so `/proc/<pid>/root` and `/proc/<pid>/fd` of the caller are out of
+/// reach, and when its init dies every process the payload started dies with it;
+/// `--new-session` detaches it from the caller's terminal (no `TIOCSTI` injection);
+/// `--die-with-parent` ends the sandbox if the caller dies.
+pub const BWRAP_ISOLATION: [&str; 6] = [
+    "--unshare-user",
+    "--unshare-pid",
+    "--new-session",
+    "--die-with-parent",
+    "--cap-drop",
+    "ALL",
+];
+
+/// bwrap: read-only bind of `/`, a fresh `/dev` (its `null` is writable) and `/proc`, the
+/// isolation flags ([`BWRAP_ISOLATION`]), then a writable bind per root (`--bind-try` for temp
+/// roots). With `status_fd`, bwrap writes its JSON status records there.
 pub fn bwrap_args(set: &WritableSet, status_fd: Option<i32>) -> Vec<OsString> {
     let mut args = vec![
         os("--ro-bind"),
@@ -56,8 +72,8 @@ pub fn bwrap_args(set: &WritableSet, status_fd: Option<i32>) -> Vec<OsString> {
         os("/dev"),
         os("--proc"),
         os("/proc"),
-        os("--die-with-parent"),
     ];
+    args.extend(BWRAP_ISOLATION.iter().map(|a| os(a)));
     if let Some(ws) = &set.workspace {
         args.extend([os("--bind"), ws.clone().into(), ws.clone().into()]);
     }
@@ -95,12 +111,17 @@ pub fn landlock_args(
     args
 }
 
+/// Seatbelt's isolation rules, the same in every mode (SBPL: the last matching rule wins): the
+/// payload may signal, inspect and take the task port of processes in its own sandbox only, so
+/// it cannot signal, trace or read the caller or any other host process.
+pub const SEATBELT_ISOLATION: &str = "(deny signal)\n(allow signal (target same-sandbox))\n(deny process-info*)\n(allow process-info* (target same-sandbox))\n(deny mach-priv-task-port)\n(allow mach-priv-task-port (target same-sandbox))\n";
+
 /// The Seatbelt profile text. Paths never appear in it: each writable root is a `(param ...)`
 /// passed with `-D`, so no path can break out of the SBPL string syntax.
 pub fn seatbelt_profile(roots: usize) -> String {
-    let mut profile = String::from(
-        "(version 1)\n(allow default)\n(deny file-write*)\n(allow file-write* (literal \"/dev/null\"))\n",
-    );
+    let mut profile = String::from("(version 1)\n(allow default)\n");
+    profile.push_str(SEATBELT_ISOLATION);
+    profile.push_str("(deny file-write*)\n(allow file-write* (literal \"/dev/null\"))\n");
     for i in 0..roots {
         profile.push_str(&format!(
             "(allow file-write* (subpath (param \"WRITABLE_ROOT_{i}\")))\n"

@@ -17,7 +17,7 @@ pub use session::{
 
 use std::path::{Path, PathBuf};
 
-use sandbox::{ExecutionPolicy, PathError, SandboxMode, canonical_path};
+use sandbox::{ExecutionPolicy, PathError, PinnedDir, RootError, SandboxMode, canonical_path};
 
 /// Why a policy could not be resolved or configured.
 #[derive(Debug, thiserror::Error)]
@@ -33,6 +33,9 @@ pub enum PolicyError {
     /// The configured workspace root is not an existing directory.
     #[error("workspace root {0:?} is not an existing directory")]
     NotADirectory(PathBuf),
+    /// The configured workspace root could not be pinned.
+    #[error(transparent)]
+    Pin(RootError),
 }
 
 /// The deployment's policy: its default mode and workspace root, validated at load.
@@ -41,7 +44,9 @@ pub struct PolicyService {
     default_mode: SandboxMode,
     default_approval: ApprovalPolicy,
     workspace_root: PathBuf,
+    workspace_pin: PinnedDir,
     temp_dir: Option<PathBuf>,
+    temp_dir_pin: Option<PinnedDir>,
 }
 
 impl PolicyService {
@@ -55,12 +60,16 @@ impl PolicyService {
         if !root.is_dir() {
             return Err(PolicyError::NotADirectory(workspace_root.to_path_buf()));
         }
+        let workspace_pin = PinnedDir::pin(&root).map_err(PolicyError::Pin)?;
         Ok(PolicyService {
             default_mode,
             default_approval: ApprovalPolicy::Ask,
             workspace_root: root,
-            temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
-        })
+            workspace_pin,
+            temp_dir: None,
+            temp_dir_pin: None,
+        }
+        .with_temp_dir(std::env::var_os("TMPDIR").map(PathBuf::from)))
     }
 
     /// The same service with another default approval policy.
@@ -69,8 +78,13 @@ impl PolicyService {
         self
     }
 
-    /// The same service with another `$TMPDIR` for commands (writable under `workspace-write`).
+    /// The same service with another `$TMPDIR` for commands (writable under `workspace-write`),
+    /// pinned now when it is an existing directory, so a swap later fails closed.
     pub fn with_temp_dir(mut self, temp_dir: Option<PathBuf>) -> Self {
+        self.temp_dir_pin = temp_dir
+            .as_ref()
+            .filter(|t| t.is_absolute() && t.is_dir())
+            .and_then(|t| PinnedDir::pin(t).ok());
         self.temp_dir = temp_dir;
         self
     }
@@ -112,17 +126,25 @@ impl PolicyService {
         granted: Option<SandboxMode>,
     ) -> Result<ExecutionPolicy, PolicyError> {
         let mode = granted.unwrap_or_else(|| self.effective_mode(session));
-        let workspace_root = match session {
-            Some(s) => canonical_path(s.cwd()).map_err(|source| PolicyError::Root {
-                path: s.cwd().to_path_buf(),
-                source,
-            })?,
-            None => self.workspace_root.clone(),
+        let (workspace_root, workspace_pin) = match session {
+            Some(s) => (
+                canonical_path(s.cwd()).map_err(|source| PolicyError::Root {
+                    path: s.cwd().to_path_buf(),
+                    source,
+                })?,
+                s.pin().cloned(),
+            ),
+            None => (
+                self.workspace_root.clone(),
+                Some(self.workspace_pin.clone()),
+            ),
         };
         Ok(ExecutionPolicy {
             mode,
             workspace_root,
             temp_dir: self.temp_dir.clone(),
+            workspace_pin,
+            temp_dir_pin: self.temp_dir_pin.clone(),
         })
     }
 }

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use sandbox::SandboxMode;
+use sandbox::{PinnedDir, SandboxMode};
 use serde::{Deserialize, Serialize};
 
 /// Whether a human is asked before an escalated retry.
@@ -68,11 +68,13 @@ pub enum Event {
     },
 }
 
-/// A session: its immutable cwd and its event log (in memory, or durable on disk).
+/// A session: its immutable cwd, pinned to the directory it was when the session was opened, and
+/// its event log (in memory, or durable on disk).
 #[derive(Debug)]
 pub struct Session {
     id: String,
     cwd: PathBuf,
+    pin: Option<PinnedDir>,
     events: Mutex<Vec<Event>>,
     log: Option<crate::log::SessionLog>,
 }
@@ -83,6 +85,7 @@ impl Session {
         Session {
             id: id.into(),
             cwd: cwd.to_path_buf(),
+            pin: PinnedDir::pin(cwd).ok(),
             events: Mutex::new(Vec::new()),
             log: None,
         }
@@ -100,6 +103,7 @@ impl Session {
         let session = Session {
             id: id.into(),
             cwd: cwd.to_path_buf(),
+            pin: PinnedDir::pin(cwd).ok(),
             events: Mutex::new(report.events.clone()),
             log: Some(log),
         };
@@ -114,6 +118,13 @@ impl Session {
     /// Its working directory (the workspace boundary of its calls).
     pub fn cwd(&self) -> &Path {
         &self.cwd
+    }
+
+    /// The directory its cwd was when the session was opened (`None` if it did not exist then:
+    /// every call then fails on the missing workspace). A call whose cwd now resolves elsewhere
+    /// fails closed with `WORKSPACE_MOVED`.
+    pub fn pin(&self) -> Option<&PinnedDir> {
+        self.pin.as_ref()
     }
 
     fn log(&self) -> MutexGuard<'_, Vec<Event>> {

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sandbox::{ExecutionPolicy, SandboxMode, canonical_path, is_within, writable_roots};
+use sandbox::{DirIdentity, ExecutionPolicy, RootError, SandboxMode, canonical_path};
 
 /// The stable code of a write the sandbox policy refused.
 pub const FS_SANDBOX_DENIED: &str = "FS_SANDBOX_DENIED";
@@ -52,6 +52,10 @@ pub enum FsError {
         /// How often it occurs.
         count: usize,
     },
+    /// The policy's roots were refused (a missing or moved workspace, a temp dir that would widen
+    /// the writable set): nothing was written.
+    #[error(transparent)]
+    Root(#[from] RootError),
     /// The path is unusable (NUL byte, symlink loop, ...).
     #[error("FS_BAD_PATH: {0}")]
     BadPath(String),
@@ -73,6 +77,7 @@ impl FsError {
             FsError::PermissionDenied { .. } => FS_PERMISSION_DENIED,
             FsError::NotFound(_) => "FS_NOT_FOUND",
             FsError::EditNoMatch { .. } => "FS_EDIT_NO_MATCH",
+            FsError::Root(e) => e.code(),
             FsError::BadPath(_) => "FS_BAD_PATH",
             FsError::Io { .. } => "FS_IO",
         }
@@ -159,42 +164,73 @@ impl FileSystem {
     }
 
     /// The canonical target when `policy` permits writing `path`; re-canonicalized now, just
-    /// before the write.
+    /// before the write, with the roots checked (a moved workspace fails closed here).
     fn fence(self, path: &Path, policy: &ExecutionPolicy) -> Result<Fenced, FsError> {
         let canonical = canonical_path(path).map_err(|e| FsError::BadPath(e.to_string()))?;
-        let denied = || FsError::SandboxDenied {
-            mode: policy.mode,
-            path: path.to_path_buf(),
-        };
-        let provider = match (self, policy.for_provider()) {
-            (FileSystem::Local, _) | (_, None) => {
-                return Ok(Fenced {
-                    root: None,
-                    target: canonical,
-                });
-            }
-            (FileSystem::Fenced, Some(p)) => p,
-        };
-        let roots = writable_roots(&provider).map_err(|e| FsError::BadPath(e.to_string()))?;
-        let root = roots
+        if self == FileSystem::Local {
+            return Ok(Fenced {
+                beneath: None,
+                target: canonical,
+            });
+        }
+        let roots = policy.check()?;
+        if policy.mode == SandboxMode::DangerFullAccess {
+            return Ok(Fenced {
+                beneath: None,
+                target: canonical,
+            });
+        }
+        roots
             .into_iter()
-            .find(|r| is_within(&canonical, r))
-            .ok_or_else(denied)?;
-        Ok(Fenced {
-            root: Some(root),
-            target: canonical,
-        })
+            .find_map(|root| beneath(&root, &canonical))
+            .map(|beneath| Fenced {
+                beneath: Some(beneath),
+                target: canonical.clone(),
+            })
+            .ok_or_else(|| FsError::SandboxDenied {
+                mode: policy.mode,
+                path: path.to_path_buf(),
+            })
     }
 }
 
-/// A target that passed the fence, with the writable root it lies beneath.
+/// Where a fenced write goes: a writable root (by path and by identity) and the path beneath it.
+struct Beneath {
+    root: PathBuf,
+    id: DirIdentity,
+    relative: PathBuf,
+}
+
+/// The walk from `root` to canonical `target`, when the target lies beneath it: lexically, or
+/// through an ancestor that is the root's very directory (an alias spelling such as a bind mount).
+/// The target must be strictly beneath: a root itself is never written as a file.
+fn beneath(root: &Path, target: &Path) -> Option<Beneath> {
+    let id = DirIdentity::of(root).ok()?;
+    let relative = match target.strip_prefix(root) {
+        Ok(rel) => rel.to_path_buf(),
+        Err(_) => target
+            .ancestors()
+            .find(|a| DirIdentity::of(a).is_ok_and(|aid| aid == id))
+            .and_then(|a| target.strip_prefix(a).ok())?
+            .to_path_buf(),
+    };
+    (!relative.as_os_str().is_empty()).then(|| Beneath {
+        root: root.to_path_buf(),
+        id,
+        relative,
+    })
+}
+
+/// A target that passed the fence: the walk beneath its writable root, or `None` when this
+/// filesystem does not confine.
 struct Fenced {
-    root: Option<PathBuf>,
+    beneath: Option<Beneath>,
     target: PathBuf,
 }
 
 enum WriteError {
-    /// The walk from the root left it (a symlink swapped in after the check).
+    /// The walk from the root left it (a symlink swapped in after the check), or the root is no
+    /// longer the directory the fence checked.
     Escaped,
     Io(std::io::Error),
 }
@@ -205,69 +241,81 @@ impl From<std::io::Error> for WriteError {
     }
 }
 
+/// Writes beneath the fenced root and nowhere else: the root is opened without following any
+/// symlink (its canonical path has none, so one found now is a swap) and must still be the
+/// directory the fence checked; every further component is opened with
+/// `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` from there, missing directories are made
+/// with `mkdirat` in the directory already opened, the temporary file is created with
+/// `O_EXCL|O_NOFOLLOW` in the final directory and renamed over the target with `renameat` in that
+/// same directory. There is no plain-path fallback.
 #[cfg(target_os = "linux")]
 fn write_beneath(fenced: &Fenced, content: &[u8]) -> Result<(), WriteError> {
     use nix::errno::Errno;
-    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, open, openat2};
-    use nix::sys::stat::{Mode, mkdirat};
+    use nix::fcntl::{AtFlags, OFlag, OpenHow, ResolveFlag, openat2};
+    use nix::sys::stat::{Mode, fstat, fstatat, mkdirat};
     use std::io::Write;
 
-    let Some(root) = &fenced.root else {
+    let Some(beneath) = &fenced.beneath else {
         return write_plain(&fenced.target, content).map_err(WriteError::Io);
     };
-    let (dir_rel, name) = match fenced.target.strip_prefix(root) {
-        // An alias spelling of the root (identity containment): no relative walk exists, so the
-        // fence's canonical check is what holds.
-        Err(_) => return write_plain(&fenced.target, content).map_err(WriteError::Io),
-        Ok(rel) => match (rel.parent(), rel.file_name()) {
-            (Some(parent), Some(name)) => (parent.to_path_buf(), name.to_os_string()),
-            _ => {
-                return Err(WriteError::Io(std::io::Error::other(
-                    "cannot write a writable root itself",
-                )));
-            }
-        },
+    let (dir_rel, name) = match (beneath.relative.parent(), beneath.relative.file_name()) {
+        (Some(parent), Some(name)) => (parent.to_path_buf(), name.to_os_string()),
+        _ => {
+            return Err(WriteError::Io(std::io::Error::other(
+                "cannot write a writable root itself",
+            )));
+        }
     };
     let errno = |e: Errno| match e {
         Errno::EXDEV | Errno::ELOOP => WriteError::Escaped,
         other => WriteError::Io(std::io::Error::from(other)),
     };
-    let beneath = |flags: OFlag| {
+    let how = |flags: OFlag, resolve: ResolveFlag| {
         OpenHow::new()
             .flags(flags | OFlag::O_CLOEXEC)
-            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS)
+            .resolve(resolve)
     };
-    let mut dir = open(
-        root.as_path(),
-        OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-        Mode::empty(),
+    let walk = ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS;
+    let mut dir = openat2(
+        nix::fcntl::AT_FDCWD,
+        beneath.root.as_path(),
+        how(
+            OFlag::O_DIRECTORY,
+            ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+        ),
     )
     .map_err(errno)?;
+    let opened = fstat(&dir).map_err(errno)?;
+    if (opened.st_dev, opened.st_ino) != (beneath.id.dev, beneath.id.ino) {
+        return Err(WriteError::Escaped);
+    }
     for component in dir_rel.components() {
         let part = component.as_os_str();
-        let next = match openat2(&dir, part, beneath(OFlag::O_DIRECTORY)) {
+        let next = match openat2(&dir, part, how(OFlag::O_DIRECTORY, walk)) {
             Err(Errno::ENOENT) => {
                 mkdirat(&dir, part, Mode::from_bits_truncate(0o755)).map_err(errno)?;
-                openat2(&dir, part, beneath(OFlag::O_DIRECTORY)).map_err(errno)?
+                openat2(&dir, part, how(OFlag::O_DIRECTORY, walk)).map_err(errno)?
             }
             other => other.map_err(errno)?,
         };
         dir = next;
     }
-    let mode = std::fs::metadata(&fenced.target)
-        .map(|m| {
-            Mode::from_bits_truncate(
-                std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777,
-            )
-        })
-        .unwrap_or_else(|_| Mode::from_bits_truncate(0o644));
+    let mode = fstatat(&dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+        .ok()
+        .filter(|st| st.st_mode & nix::libc::S_IFMT == nix::libc::S_IFREG)
+        .map(|st| Mode::from_bits_truncate(st.st_mode & 0o7777))
+        .unwrap_or_else(|| Mode::from_bits_truncate(0o644));
     let mut temp_name = std::ffi::OsString::from(".");
     temp_name.push(&name);
     temp_name.push(format!(".tmp-{}", std::process::id()));
     let temp = openat2(
         &dir,
         temp_name.as_os_str(),
-        beneath(OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW).mode(mode),
+        how(
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW,
+            walk,
+        )
+        .mode(mode),
     )
     .map_err(errno)?;
     let mut file = std::fs::File::from(temp);

@@ -74,6 +74,10 @@ pub enum ShellError {
     /// The command could not start (a missing workdir, a resource limit).
     #[error("SHELL_START_FAILED: {0}")]
     StartFailed(String),
+    /// The policy's roots were refused before anything ran (a missing or moved workspace, a
+    /// temp dir that would widen the writable set, ...).
+    #[error(transparent)]
+    Root(#[from] sandbox::RootError),
 }
 
 impl ShellError {
@@ -82,6 +86,7 @@ impl ShellError {
         match self {
             ShellError::SandboxUnavailable(_) => sandbox::SANDBOX_UNAVAILABLE,
             ShellError::StartFailed(_) => "SHELL_START_FAILED",
+            ShellError::Root(e) => e.code(),
         }
     }
 }
@@ -127,12 +132,14 @@ impl ShellExecutor {
     }
 
     /// The launch for `request` under `policy`: the provider's, or the bare argv when the mode
-    /// (or this shell) does not confine.
+    /// (or this shell) does not confine. The roots are checked first, so nothing starts on a bad
+    /// or moved workspace.
     fn launch(
         &self,
         request: &ShellRequest,
         policy: &ExecutionPolicy,
-    ) -> Result<(ConfinedArgv, SandboxMode), SandboxUnavailable> {
+    ) -> Result<(ConfinedArgv, SandboxMode), ShellError> {
+        policy.check()?;
         let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), request.command.clone().into()];
         match (&self.provider, policy.for_provider()) {
             (Some(provider), Some(provider_policy)) => {

@@ -71,10 +71,6 @@ fn refusing_runner() -> LocalConfig {
     }
 }
 
-fn alive(pid: &str) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| !s.contains(") Z "))
-}
-
 #[test]
 fn a_foreground_runner_failure_is_sandbox_unavailable_with_the_runners_words() {
     let s = setup(refusing_runner());
@@ -106,49 +102,76 @@ fn a_background_runner_failure_is_stamped_on_the_task() {
     assert!(!s.ws.join("canary").exists());
 }
 
-#[test]
-fn a_timeout_kills_the_whole_tree_and_says_so() {
-    let s = setup(LocalConfig::only(Backend::Landlock));
-    let out = s.call(
-        "bash",
-        json!({ "command": "sleep 300 & echo $! > pid; wait", "timeout_ms": 300 }),
-    );
-    assert_eq!(out.facts["timed_out"], true, "{out:?}");
-    assert!(out.text.contains("timed out"));
-    std::thread::sleep(Duration::from_millis(100));
-    let pid = std::fs::read_to_string(s.ws.join("pid")).expect("pid");
-    assert!(
-        !alive(pid.trim()),
-        "the backgrounded sleep survived the timeout"
-    );
+/// A payload that leaves three writers behind (a plain background job, a `setsid` daemon and a
+/// double fork), each writing into the workspace 600 ms later, then waits forever.
+const LEAVES_WRITERS: &str = "(sleep 0.6; echo late > late1) & setsid sh -c 'sleep 0.6; echo late > late2' & ( (sleep 0.6; echo late > late3) & ) ; echo started > started; sleep 300";
+
+/// True when none of the writers [`LEAVES_WRITERS`] left wrote anything after the call ended.
+fn no_writer_survived(ws: &Path) -> Result<(), String> {
+    std::thread::sleep(Duration::from_millis(1200));
+    let late: Vec<&str> = ["late1", "late2", "late3"]
+        .into_iter()
+        .filter(|f| ws.join(f).exists())
+        .collect();
+    if late.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("processes outlived the call and wrote {late:?}"))
+    }
 }
 
 #[test]
-fn cancelling_a_background_task_kills_its_tree() {
-    let s = setup(LocalConfig::only(Backend::Bwrap));
-    let started = s.call(
-        "bash",
-        json!({ "command": "sleep 300 & echo $! > pid; wait", "run_in_background": true }),
-    );
-    let task = started.facts["task_id"].clone();
-    for _ in 0..100 {
-        if s.ws.join("pid").exists() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(20));
+fn a_timeout_kills_the_whole_tree_setsid_daemons_included_and_says_so() {
+    for backend in [Backend::Bwrap, Backend::Landlock] {
+        let s = setup(LocalConfig::only(backend));
+        let out = s.call(
+            "bash",
+            json!({ "command": LEAVES_WRITERS, "timeout_ms": 300 }),
+        );
+        assert_eq!(out.facts["timed_out"], true, "{backend}: {out:?}");
+        assert!(out.text.contains("timed out"), "{backend}: {}", out.text);
+        assert!(s.ws.join("started").exists(), "{backend}: it never ran");
+        no_writer_survived(&s.ws).unwrap_or_else(|e| panic!("{backend}: {e}"));
     }
-    assert_eq!(
-        s.call("bash_cancel", json!({ "task_id": task })).code,
-        "CANCELLED"
-    );
-    let out = s.call("bash_output", json!({ "task_id": task }));
-    assert_eq!(out.facts["cancelled"], true, "{out:?}");
-    std::thread::sleep(Duration::from_millis(100));
-    let pid = std::fs::read_to_string(s.ws.join("pid")).expect("pid");
-    assert!(
-        !alive(pid.trim()),
-        "the backgrounded sleep survived cancellation"
-    );
+}
+
+#[test]
+fn cancelling_a_background_task_kills_its_tree_setsid_daemons_included() {
+    for backend in [Backend::Bwrap, Backend::Landlock] {
+        let s = setup(LocalConfig::only(backend));
+        let started = s.call(
+            "bash",
+            json!({ "command": LEAVES_WRITERS, "run_in_background": true }),
+        );
+        let task = started.facts["task_id"].clone();
+        for _ in 0..100 {
+            if s.ws.join("started").exists() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(s.ws.join("started").exists(), "{backend}: it never ran");
+        assert_eq!(
+            s.call("bash_cancel", json!({ "task_id": task })).code,
+            "CANCELLED"
+        );
+        let out = s.call("bash_output", json!({ "task_id": task }));
+        assert_eq!(out.facts["cancelled"], true, "{backend}: {out:?}");
+        no_writer_survived(&s.ws).unwrap_or_else(|e| panic!("{backend}: {e}"));
+    }
+}
+
+#[test]
+fn a_finished_call_leaves_no_daemon_behind() {
+    for backend in [Backend::Bwrap, Backend::Landlock] {
+        let s = setup(LocalConfig::only(backend));
+        let out = s.call(
+            "bash",
+            json!({ "command": "setsid sh -c 'sleep 0.6; echo late > late2' & ( (sleep 0.6; echo late > late3) & ) ; echo started > started" }),
+        );
+        assert_eq!(out.code, "OK", "{backend}: {out:?}");
+        no_writer_survived(&s.ws).unwrap_or_else(|e| panic!("{backend}: {e}"));
+    }
 }
 
 #[test]

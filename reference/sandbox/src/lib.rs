@@ -6,9 +6,11 @@
 //! - [`classify`]: the one classifier that tells a broken sandbox from a kernel denial from an
 //!   ordinary result.
 //! - [`writable_roots`], [`canonical_path`], [`is_within`]: the one meaning of `workspace-write`.
+//! - [`RootError`], [`PinnedDir`]: what may never become writable, checked before any runner
+//!   starts, and a workspace pinned by identity.
 //! - [`denial_marker`]: the marker the model sees on a denied file effect.
 //!
-//! This crate performs no I/O beyond path canonicalization.
+//! This crate performs no I/O beyond path canonicalization and `stat` of the roots it checks.
 
 mod classify;
 mod confined;
@@ -17,6 +19,7 @@ mod marker;
 mod mode;
 mod paths;
 mod policy;
+mod workspace;
 
 pub use classify::{
     Classification, Evidence, PayloadStatus, ProcessOutcome, SpawnErrorKind, SpawnFailure, classify,
@@ -29,3 +32,8 @@ pub use marker::denial_marker;
 pub use mode::{ConfinedMode, ModeParseError, SandboxEnforcement, SandboxMode};
 pub use paths::{PathError, canonical_path, is_within, writable_roots};
 pub use policy::{ExecutionPolicy, ProviderPolicy};
+pub use workspace::{
+    BAD_PATH, DirIdentity, PinnedDir, RootError, TEMP_DIR_MOVED, TEMP_DIR_NOT_A_DIRECTORY,
+    TEMP_DIR_TOO_BROAD, WORKSPACE_MISSING, WORKSPACE_MOVED, WORKSPACE_NOT_A_DIRECTORY,
+    WORKSPACE_TOO_BROAD, system_reason,
+};

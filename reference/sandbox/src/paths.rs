@@ -11,6 +11,9 @@ use std::path::{Component, Path, PathBuf};
 
 use crate::mode::ConfinedMode;
 use crate::policy::ProviderPolicy;
+use crate::workspace::{
+    DirIdentity, RootError, check_temp_breadth, check_workspace_breadth, identify_dir,
+};
 
 /// Symlink hops followed before giving up, as the kernel's `ELOOP` limit.
 const MAX_SYMLINK_HOPS: usize = 40;
@@ -135,21 +138,65 @@ pub fn is_within(path: &Path, root: &Path) -> bool {
 }
 
 /// The canonical writable set of a confined policy: nothing for `read-only`; for
-/// `workspace-write` the workspace root, `/tmp` and the policy's temp dir (when absolute).
-/// Duplicates and roots nested inside another root are removed; order is workspace root, `/tmp`,
-/// temp dir. `/dev/null` is writable in every confined mode and each profile grants it separately.
-pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, PathError> {
+/// `workspace-write` the workspace root, `/tmp` and the policy's temp dir (when absolute and
+/// existing). Duplicates and roots nested inside another root are removed; order is workspace
+/// root, `/tmp`, temp dir. `/dev/null` is writable in every confined mode and each profile grants
+/// it separately.
+///
+/// The roots are checked first, in every mode, so nothing runs on a bad policy: the workspace
+/// must be an existing directory and still the pinned one; under `workspace-write` it must not be
+/// `/` or a system directory, and a temp dir that would add to the set must be a directory, still
+/// the pinned one, and neither a system directory nor an ancestor of the workspace or the home
+/// directory (see [`RootError`] for the codes).
+pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError> {
+    let workspace = canonical_path(&policy.workspace_root)?;
+    let id = identify_dir(&policy.workspace_root, &workspace)?;
+    if let Some(pin) = policy.workspace_pin.as_ref().filter(|pin| pin.id != id) {
+        return Err(RootError::WorkspaceMoved {
+            path: policy.workspace_root.clone(),
+            pinned_path: pin.path.clone(),
+            pinned: pin.id,
+            now_path: workspace,
+            now: Some(id),
+        });
+    }
     if policy.mode == ConfinedMode::ReadOnly {
         return Ok(Vec::new());
     }
-    let mut candidates = vec![policy.workspace_root.clone(), PathBuf::from("/tmp")];
+    check_workspace_breadth(&policy.workspace_root, &workspace)?;
+    let tmp = canonical_path(Path::new("/tmp"))?;
+    let mut canonical = vec![workspace.clone(), tmp.clone()];
     if let Some(t) = policy.temp_dir.as_ref().filter(|t| t.is_absolute()) {
-        candidates.push(t.clone());
+        let resolved = canonical_path(t)?;
+        match std::fs::metadata(&resolved) {
+            Ok(meta) if !meta.is_dir() => {
+                return Err(RootError::TempDirNotADirectory { path: t.clone() });
+            }
+            Ok(meta) => {
+                let now = DirIdentity {
+                    dev: meta.dev(),
+                    ino: meta.ino(),
+                };
+                if let Some(pin) = policy.temp_dir_pin.as_ref().filter(|pin| pin.id != now) {
+                    return Err(RootError::TempDirMoved {
+                        path: t.clone(),
+                        pinned: pin.id,
+                        now_path: resolved,
+                        now: Some(now),
+                    });
+                }
+                let home = std::env::var_os("HOME")
+                    .map(PathBuf::from)
+                    .filter(|h| h.is_absolute())
+                    .and_then(|h| canonical_path(&h).ok());
+                check_temp_breadth(t, &resolved, [&workspace, &tmp], home.as_deref())?;
+                canonical.push(resolved);
+            }
+            // A temp dir that does not exist is not granted (and a pinned one that vanished
+            // grants nothing either).
+            Err(_) => {}
+        }
     }
-    let canonical: Vec<PathBuf> = candidates
-        .iter()
-        .map(|p| canonical_path(p))
-        .collect::<Result<_, _>>()?;
     let mut roots: Vec<PathBuf> = Vec::new();
     for (i, root) in canonical.iter().enumerate() {
         let covered_by_other = canonical
@@ -234,30 +281,131 @@ mod tests {
         assert!(is_within(&root.join("ws/sub"), &root.join("alias")));
     }
 
+    fn policy(mode: ConfinedMode, root: &Path, temp: Option<&str>) -> ProviderPolicy {
+        ProviderPolicy::new(mode, root).with_temp_dir(temp.map(PathBuf::from))
+    }
+
     #[test]
     fn writable_set_is_empty_for_read_only_and_deduplicated_for_workspace_write() {
-        let (_d, root) = tmp();
-        let ro = ProviderPolicy {
-            mode: ConfinedMode::ReadOnly,
-            workspace_root: root.clone(),
-            temp_dir: Some(root.clone()),
-        };
-        assert!(writable_roots(&ro).expect("roots").is_empty());
-        let mut ww = ProviderPolicy {
-            mode: ConfinedMode::WorkspaceWrite,
-            workspace_root: root.join("ws/."),
-            temp_dir: Some(PathBuf::from("/tmp/")),
-        };
         let tmp_canon = canonical_path(Path::new("/tmp")).expect("canon");
-        let roots = writable_roots(&ww).expect("roots");
-        // The workspace (under /tmp in this test) and $TMPDIR=/tmp collapse into /tmp.
-        if root.starts_with(&tmp_canon) {
-            assert_eq!(roots, vec![tmp_canon]);
-        } else {
-            assert_eq!(roots, vec![root.join("ws"), tmp_canon]);
+        // A workspace outside /tmp keeps its own root beside /tmp.
+        let outside = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let root = std::fs::canonicalize(outside.path()).expect("canonical");
+        std::fs::create_dir(root.join("ws")).expect("mkdir");
+        let ro = policy(ConfinedMode::ReadOnly, &root, root.to_str());
+        assert!(writable_roots(&ro).expect("roots").is_empty());
+        let ww = policy(
+            ConfinedMode::WorkspaceWrite,
+            &root.join("ws/."),
+            Some("/tmp/"),
+        );
+        assert_eq!(
+            writable_roots(&ww).expect("roots"),
+            vec![root.join("ws"), tmp_canon.clone()]
+        );
+        // A workspace under /tmp collapses into /tmp.
+        let under = tempfile::tempdir_in("/tmp").expect("tempdir");
+        let ww = policy(ConfinedMode::WorkspaceWrite, under.path(), Some("/tmp"));
+        assert_eq!(writable_roots(&ww).expect("roots"), vec![tmp_canon]);
+        // A relative temp dir is never granted.
+        let ww = policy(
+            ConfinedMode::WorkspaceWrite,
+            &root.join("ws"),
+            Some("rel/tmp"),
+        );
+        assert_eq!(writable_roots(&ww).expect("roots").len(), 2);
+    }
+
+    #[test]
+    fn a_missing_or_file_workspace_is_refused_in_every_mode_with_its_own_code() {
+        let (_d, root) = tmp();
+        std::fs::write(root.join("file"), "x").expect("file");
+        for mode in [ConfinedMode::ReadOnly, ConfinedMode::WorkspaceWrite] {
+            let missing = writable_roots(&policy(mode, &root.join("gone"), None));
+            assert_eq!(missing.expect_err("missing").code(), "WORKSPACE_MISSING");
+            let file = writable_roots(&policy(mode, &root.join("file"), None));
+            assert_eq!(file.expect_err("file").code(), "WORKSPACE_NOT_A_DIRECTORY");
+            let under_file = writable_roots(&policy(mode, &root.join("file/sub"), None));
+            assert_eq!(under_file.expect_err("sub").code(), "WORKSPACE_MISSING");
         }
-        ww.temp_dir = Some(PathBuf::from("relative/tmp"));
-        let relative = writable_roots(&ww).expect("roots");
-        assert!(relative.iter().all(|r| r.is_absolute()));
+    }
+
+    #[test]
+    fn the_root_or_a_system_directory_is_never_a_writable_workspace() {
+        for root in ["/", "/etc", "/usr/lib", "/home"] {
+            let ww = policy(ConfinedMode::WorkspaceWrite, Path::new(root), None);
+            let err = writable_roots(&ww).expect_err(root);
+            assert_eq!(err.code(), "WORKSPACE_TOO_BROAD", "{root}");
+            assert!(err.to_string().contains(root), "{err}");
+            // Read-only makes nothing writable, so any directory is a fine place to read from.
+            let ro = policy(ConfinedMode::ReadOnly, Path::new(root), None);
+            assert!(writable_roots(&ro).expect(root).is_empty());
+        }
+        // Through a symlink too: what counts is where it resolves.
+        let (_d, base) = tmp();
+        symlink("/etc", base.join("etc_link")).expect("symlink");
+        let ww = policy(ConfinedMode::WorkspaceWrite, &base.join("etc_link"), None);
+        assert_eq!(
+            writable_roots(&ww).expect_err("link").code(),
+            "WORKSPACE_TOO_BROAD"
+        );
+    }
+
+    #[test]
+    fn a_temp_dir_that_would_widen_the_set_is_refused() {
+        let outside = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let root = std::fs::canonicalize(outside.path()).expect("canonical");
+        std::fs::create_dir(root.join("ws")).expect("mkdir");
+        std::fs::write(root.join("file"), "x").expect("file");
+        let ws = root.join("ws");
+        let code = |temp: &Path| {
+            writable_roots(&policy(ConfinedMode::WorkspaceWrite, &ws, temp.to_str()))
+                .map(|_| "OK")
+                .unwrap_or_else(|e| e.code())
+        };
+        assert_eq!(code(Path::new("/")), "TEMP_DIR_TOO_BROAD");
+        assert_eq!(code(Path::new("/etc")), "TEMP_DIR_TOO_BROAD");
+        assert_eq!(code(&root), "TEMP_DIR_TOO_BROAD");
+        assert_eq!(code(&root.join("file")), "TEMP_DIR_NOT_A_DIRECTORY");
+        assert_eq!(code(&root.join("missing")), "OK");
+        assert_eq!(code(&ws.join("tmp-under-ws")), "OK");
+        std::fs::create_dir(root.join("private")).expect("mkdir");
+        assert_eq!(code(&root.join("private")), "OK");
+    }
+
+    #[test]
+    fn a_pinned_workspace_swapped_for_a_symlink_or_another_directory_fails_closed() {
+        let (_d, base) = tmp();
+        let ws = base.join("ws");
+        std::fs::create_dir(&ws).expect("mkdir");
+        std::fs::create_dir(base.join("outside")).expect("mkdir");
+        let pinned = crate::ExecutionPolicy::new(crate::SandboxMode::WorkspaceWrite, &ws)
+            .pinned()
+            .expect("pin")
+            .for_provider()
+            .expect("confined");
+        assert!(writable_roots(&pinned).is_ok());
+        std::fs::rename(&ws, base.join("ws.real")).expect("mv");
+        symlink(base.join("outside"), &ws).expect("ln");
+        let err = writable_roots(&pinned).expect_err("moved");
+        assert_eq!(err.code(), "WORKSPACE_MOVED");
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("{:?}", base.join("outside"))) && text.contains("pinned"),
+            "{text}"
+        );
+        // Another directory under the same name is another directory.
+        std::fs::remove_file(&ws).expect("rm");
+        std::fs::create_dir(&ws).expect("mkdir");
+        assert_eq!(
+            writable_roots(&pinned).expect_err("moved").code(),
+            "WORKSPACE_MOVED"
+        );
+        let mut ro = pinned.clone();
+        ro.mode = ConfinedMode::ReadOnly;
+        assert_eq!(
+            writable_roots(&ro).expect_err("ro").code(),
+            "WORKSPACE_MOVED"
+        );
     }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::mode::{ConfinedMode, SandboxMode};
+use crate::workspace::{PinnedDir, RootError};
 
 /// The complete policy resolved for one capability call: the mode it runs under and the workspace
 /// root `workspace-write` may write beneath. Carried per call, never fixed on a provider.
@@ -17,9 +18,56 @@ pub struct ExecutionPolicy {
     /// The `$TMPDIR` the command will see, which `workspace-write` also makes writable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temp_dir: Option<PathBuf>,
+    /// The directory the workspace root was when it was set: a call whose root now resolves to
+    /// another directory fails closed (`WORKSPACE_MOVED`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_pin: Option<PinnedDir>,
+    /// The directory the temp dir was when it was set (`TEMP_DIR_MOVED` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temp_dir_pin: Option<PinnedDir>,
 }
 
 impl ExecutionPolicy {
+    /// A policy for `mode` in `workspace_root` whose temp dir is this process's `$TMPDIR`, with
+    /// nothing pinned yet.
+    pub fn new(mode: SandboxMode, workspace_root: impl Into<PathBuf>) -> Self {
+        ExecutionPolicy {
+            mode,
+            workspace_root: workspace_root.into(),
+            temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
+            workspace_pin: None,
+            temp_dir_pin: None,
+        }
+    }
+
+    /// The same policy with the workspace root and the temp dir pinned as they resolve now. The
+    /// workspace must be an existing directory; a temp dir that does not exist is not pinned
+    /// (and is never made writable).
+    pub fn pinned(mut self) -> Result<Self, RootError> {
+        self.workspace_pin = Some(PinnedDir::pin(&self.workspace_root)?);
+        self.temp_dir_pin = self
+            .temp_dir
+            .as_ref()
+            .filter(|t| t.is_absolute() && t.is_dir())
+            .and_then(|t| PinnedDir::pin(t).ok());
+        Ok(self)
+    }
+
+    /// Checks the roots before anything runs and returns the writable set (empty when nothing is
+    /// writable through the sandbox): see [`crate::writable_roots`]. Under `danger-full-access`
+    /// only the workspace itself is checked (it exists, is a directory, is still the pinned one).
+    pub fn check(&self) -> Result<Vec<PathBuf>, RootError> {
+        match self.for_provider() {
+            Some(provider) => crate::writable_roots(&provider),
+            None => {
+                let mut narrowed =
+                    ProviderPolicy::new(ConfinedMode::ReadOnly, &self.workspace_root);
+                narrowed.workspace_pin = self.workspace_pin.clone();
+                crate::writable_roots(&narrowed).map(|_| Vec::new())
+            }
+        }
+    }
+
     /// The policy a provider must enforce, or `None` when the call runs unconfined
     /// (`danger-full-access`, which never reaches a provider).
     pub fn for_provider(&self) -> Option<ProviderPolicy> {
@@ -27,6 +75,8 @@ impl ExecutionPolicy {
             mode,
             workspace_root: self.workspace_root.clone(),
             temp_dir: self.temp_dir.clone(),
+            workspace_pin: self.workspace_pin.clone(),
+            temp_dir_pin: self.temp_dir_pin.clone(),
         })
     }
 }
@@ -41,15 +91,30 @@ pub struct ProviderPolicy {
     /// The `$TMPDIR` the command will see (writable under `workspace-write` when absolute).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temp_dir: Option<PathBuf>,
+    /// The directory the workspace root must still be (see [`ExecutionPolicy::workspace_pin`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_pin: Option<PinnedDir>,
+    /// The directory the temp dir must still be.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temp_dir_pin: Option<PinnedDir>,
 }
 
 impl ProviderPolicy {
-    /// A policy whose temp dir is this process's `$TMPDIR` (what a spawned command inherits).
+    /// A policy whose temp dir is this process's `$TMPDIR` (what a spawned command inherits),
+    /// with nothing pinned.
     pub fn new(mode: ConfinedMode, workspace_root: impl Into<PathBuf>) -> Self {
         ProviderPolicy {
             mode,
             workspace_root: workspace_root.into(),
             temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
+            workspace_pin: None,
+            temp_dir_pin: None,
         }
+    }
+
+    /// The same policy with another temp dir (`None`: the command sees no `$TMPDIR`).
+    pub fn with_temp_dir(mut self, temp_dir: Option<PathBuf>) -> Self {
+        self.temp_dir = temp_dir;
+        self
     }
 }

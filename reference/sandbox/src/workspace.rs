@@ -1,0 +1,326 @@
+//! What may become writable, checked before any runner starts: the workspace root and the temp
+//! dir must be real directories, neither may be so broad that it widens `workspace-write` to the
+//! host (`/`, a system directory, an ancestor of the workspace or of the home directory), and a
+//! root pinned when it was set must still be the same directory (device and inode) when a call
+//! runs. Every refusal has its own stable code and names the value and why.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::paths::PathError;
+
+/// A directory's identity on the host: what a path resolves to must stay this directory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct DirIdentity {
+    /// The device it lives on.
+    pub dev: u64,
+    /// Its inode on that device.
+    pub ino: u64,
+}
+
+impl DirIdentity {
+    /// The identity of the directory `path` resolves to now (symlinks followed).
+    pub fn of(path: &Path) -> std::io::Result<DirIdentity> {
+        use std::os::unix::fs::MetadataExt;
+        let meta = std::fs::metadata(path)?;
+        Ok(DirIdentity {
+            dev: meta.dev(),
+            ino: meta.ino(),
+        })
+    }
+}
+
+impl std::fmt::Display for DirIdentity {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "device {} inode {}", self.dev, self.ino)
+    }
+}
+
+/// A root pinned when it was set: the canonical path it had then and the directory it was.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PinnedDir {
+    /// The canonical path when it was pinned.
+    pub path: PathBuf,
+    /// The directory it was.
+    pub id: DirIdentity,
+}
+
+impl PinnedDir {
+    /// Pins the directory `path` resolves to now (canonicalized with filesystem semantics).
+    pub fn pin(path: &Path) -> Result<PinnedDir, RootError> {
+        let canonical = crate::paths::canonical_path(path)?;
+        let id = identify_dir(path, &canonical)?;
+        Ok(PinnedDir {
+            path: canonical,
+            id,
+        })
+    }
+}
+
+/// The identity of the existing directory `canonical` (spelled `path` by the caller).
+pub(crate) fn identify_dir(path: &Path, canonical: &Path) -> Result<DirIdentity, RootError> {
+    match std::fs::metadata(canonical) {
+        Ok(meta) if meta.is_dir() => DirIdentity::of(canonical).map_err(|source| {
+            RootError::Path(PathError::Inspect {
+                path: canonical.to_path_buf(),
+                source,
+            })
+        }),
+        Ok(_) => Err(RootError::WorkspaceNotADirectory {
+            path: path.to_path_buf(),
+        }),
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Err(RootError::WorkspaceMissing {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(source) => Err(RootError::Path(PathError::Inspect {
+            path: canonical.to_path_buf(),
+            source,
+        })),
+    }
+}
+
+/// The stable code of a missing workspace root.
+pub const WORKSPACE_MISSING: &str = "WORKSPACE_MISSING";
+/// The stable code of a workspace root that is not a directory.
+pub const WORKSPACE_NOT_A_DIRECTORY: &str = "WORKSPACE_NOT_A_DIRECTORY";
+/// The stable code of a workspace root that would make the host writable.
+pub const WORKSPACE_TOO_BROAD: &str = "WORKSPACE_TOO_BROAD";
+/// The stable code of a workspace root that now resolves to another directory than the pinned one.
+pub const WORKSPACE_MOVED: &str = "WORKSPACE_MOVED";
+/// The stable code of a temp dir that exists but is not a directory.
+pub const TEMP_DIR_NOT_A_DIRECTORY: &str = "TEMP_DIR_NOT_A_DIRECTORY";
+/// The stable code of a temp dir that would make the host writable.
+pub const TEMP_DIR_TOO_BROAD: &str = "TEMP_DIR_TOO_BROAD";
+/// The stable code of a temp dir that now resolves to another directory than the pinned one.
+pub const TEMP_DIR_MOVED: &str = "TEMP_DIR_MOVED";
+/// The stable code of a path that cannot be resolved at all.
+pub const BAD_PATH: &str = "BAD_PATH";
+
+/// Why a policy's roots cannot be used. Nothing runs when this is returned.
+#[derive(Debug, thiserror::Error)]
+pub enum RootError {
+    /// The workspace root does not exist.
+    #[error("{WORKSPACE_MISSING}: the workspace {path:?} does not exist")]
+    WorkspaceMissing {
+        /// The root as the policy spells it.
+        path: PathBuf,
+    },
+    /// The workspace root exists but is not a directory.
+    #[error("{WORKSPACE_NOT_A_DIRECTORY}: the workspace {path:?} is not a directory")]
+    WorkspaceNotADirectory {
+        /// The root as the policy spells it.
+        path: PathBuf,
+    },
+    /// Making the workspace writable would make the host writable.
+    #[error(
+        "{WORKSPACE_TOO_BROAD}: the workspace {path:?} resolves to {resolved:?}, {why}; refusing to make it writable"
+    )]
+    WorkspaceTooBroad {
+        /// The root as the policy spells it.
+        path: PathBuf,
+        /// What it resolves to.
+        resolved: PathBuf,
+        /// Why that is too broad.
+        why: &'static str,
+    },
+    /// The workspace path now leads to another directory than the one pinned when it was set.
+    #[error(
+        "{WORKSPACE_MOVED}: the workspace was pinned as {pinned_path:?} ({pinned}) but {path:?} now resolves to {now_path:?} ({}); refusing to run",
+        now.map_or_else(|| "missing".to_owned(), |n| n.to_string())
+    )]
+    WorkspaceMoved {
+        /// The root as the policy spells it.
+        path: PathBuf,
+        /// The directory it was pinned to, by path at the time.
+        pinned_path: PathBuf,
+        /// The pinned identity.
+        pinned: DirIdentity,
+        /// What the path resolves to now.
+        now_path: PathBuf,
+        /// That directory's identity, if it exists.
+        now: Option<DirIdentity>,
+    },
+    /// The temp dir exists but is not a directory.
+    #[error("{TEMP_DIR_NOT_A_DIRECTORY}: the temp dir {path:?} is not a directory")]
+    TempDirNotADirectory {
+        /// The temp dir as given.
+        path: PathBuf,
+    },
+    /// Making the temp dir writable would make the host (or the workspace's surroundings)
+    /// writable.
+    #[error(
+        "{TEMP_DIR_TOO_BROAD}: the temp dir {path:?} resolves to {resolved:?}, {why}; refusing to make it writable (set TMPDIR to a private directory)"
+    )]
+    TempDirTooBroad {
+        /// The temp dir as given.
+        path: PathBuf,
+        /// What it resolves to.
+        resolved: PathBuf,
+        /// Why that is too broad.
+        why: String,
+    },
+    /// The temp dir now leads to another directory than the one pinned when it was set.
+    #[error(
+        "{TEMP_DIR_MOVED}: the temp dir {path:?} was pinned ({pinned}) but now resolves to {now_path:?} ({}); refusing to run",
+        now.map_or_else(|| "missing".to_owned(), |n| n.to_string())
+    )]
+    TempDirMoved {
+        /// The temp dir as given.
+        path: PathBuf,
+        /// The pinned identity.
+        pinned: DirIdentity,
+        /// What it resolves to now.
+        now_path: PathBuf,
+        /// That directory's identity, if it exists.
+        now: Option<DirIdentity>,
+    },
+    /// A root could not be resolved.
+    #[error("{BAD_PATH}: {0}")]
+    Path(#[from] PathError),
+}
+
+impl RootError {
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            RootError::WorkspaceMissing { .. } => WORKSPACE_MISSING,
+            RootError::WorkspaceNotADirectory { .. } => WORKSPACE_NOT_A_DIRECTORY,
+            RootError::WorkspaceTooBroad { .. } => WORKSPACE_TOO_BROAD,
+            RootError::WorkspaceMoved { .. } => WORKSPACE_MOVED,
+            RootError::TempDirNotADirectory { .. } => TEMP_DIR_NOT_A_DIRECTORY,
+            RootError::TempDirTooBroad { .. } => TEMP_DIR_TOO_BROAD,
+            RootError::TempDirMoved { .. } => TEMP_DIR_MOVED,
+            RootError::Path(_) => BAD_PATH,
+        }
+    }
+}
+
+/// Top-level directories whose whole tree belongs to the system: never a writable root.
+const SYSTEM_TREES: [&str; 13] = [
+    "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sbin",
+    "/sys", "/usr", "/System",
+];
+
+/// Why making `resolved` (canonical) writable would widen the sandbox to the host, if it would:
+/// the filesystem root, any top-level directory but `/tmp`, or anything inside a system tree.
+pub fn system_reason(resolved: &Path) -> Option<&'static str> {
+    let depth = resolved.components().count();
+    if depth <= 1 {
+        return Some("the filesystem root");
+    }
+    if depth == 2 && resolved != Path::new("/tmp") {
+        return Some("a top-level system directory");
+    }
+    SYSTEM_TREES
+        .iter()
+        .any(|tree| resolved.starts_with(tree))
+        .then_some("inside a system directory")
+}
+
+/// Checks a canonical workspace root for `workspace-write`.
+pub(crate) fn check_workspace_breadth(path: &Path, resolved: &Path) -> Result<(), RootError> {
+    match system_reason(resolved) {
+        Some(why) => Err(RootError::WorkspaceTooBroad {
+            path: path.to_path_buf(),
+            resolved: resolved.to_path_buf(),
+            why,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Checks a canonical temp dir that would add to the writable set (one inside `/tmp` or the
+/// workspace, the roots in `writable`, adds nothing and is not checked): not a system directory,
+/// not an ancestor of the workspace, and not the home directory or an ancestor of it.
+pub(crate) fn check_temp_breadth(
+    path: &Path,
+    resolved: &Path,
+    writable: [&Path; 2],
+    home: Option<&Path>,
+) -> Result<(), RootError> {
+    let [workspace, _] = writable;
+    let too_broad = |why: String| {
+        Err(RootError::TempDirTooBroad {
+            path: path.to_path_buf(),
+            resolved: resolved.to_path_buf(),
+            why,
+        })
+    };
+    if writable.iter().any(|root| resolved.starts_with(root)) {
+        return Ok(());
+    }
+    if let Some(why) = system_reason(resolved) {
+        return too_broad(why.to_owned());
+    }
+    if workspace != resolved && workspace.starts_with(resolved) {
+        return too_broad(format!("an ancestor of the workspace {workspace:?}"));
+    }
+    if let Some(home) = home.filter(|h| h.starts_with(resolved)) {
+        return too_broad(format!("the home directory {home:?} or an ancestor of it"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_root_top_level_dirs_and_system_trees_are_too_broad_and_tmp_is_not() {
+        for p in [
+            "/",
+            "/etc",
+            "/home",
+            "/var",
+            "/usr/local/src",
+            "/etc/ssh",
+            "/dev/shm",
+        ] {
+            assert!(system_reason(Path::new(p)).is_some(), "{p}");
+        }
+        for p in [
+            "/tmp",
+            "/tmp/x",
+            "/var/tmp/ws",
+            "/home/u/project",
+            "/srv/data/ws",
+        ] {
+            assert_eq!(system_reason(Path::new(p)), None, "{p}");
+        }
+    }
+
+    #[test]
+    fn a_temp_dir_above_the_workspace_or_the_home_is_too_broad() {
+        let ws = Path::new("/home/u/project");
+        let home = Some(Path::new("/home/u"));
+        let tmp = Path::new("/tmp");
+        let check = |t: &str| check_temp_breadth(Path::new(t), Path::new(t), [ws, tmp], home);
+        assert!(matches!(
+            check("/home/u"),
+            Err(RootError::TempDirTooBroad { .. })
+        ));
+        assert!(check("/home/u/project").is_ok());
+        assert!(check("/home/u/project/tmp").is_ok());
+        assert!(check("/home/u/.cache/tmp").is_ok());
+        // Inside /tmp adds nothing: /tmp is writable anyway, even above a workspace under it.
+        let under_tmp = Path::new("/tmp/w/ws");
+        assert!(check_temp_breadth(tmp, tmp, [under_tmp, tmp], home).is_ok());
+        assert!(matches!(
+            check_temp_breadth(Path::new("/srv"), Path::new("/srv"), [ws, tmp], None),
+            Err(RootError::TempDirTooBroad { .. })
+        ));
+        let err = check("/home/u").expect_err("too broad");
+        assert_eq!(err.code(), TEMP_DIR_TOO_BROAD);
+        assert!(err.to_string().contains("\"/home/u\""), "{err}");
+    }
+}
