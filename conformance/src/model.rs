@@ -816,7 +816,8 @@ pub struct FenceRaceStep {
     pub iterations: u32,
     /// The write tool's target (`%WS%/d/f`).
     pub path: String,
-    /// The directory swapped with a symlink to `%OUTSIDE%` (`%WS%/d`).
+    /// The directory swapped with a symlink to `%OUTSIDE%` (`%WS%/d`; made if missing), or a
+    /// symlink to a directory (`%WS%` spelled `alias`: the workspace itself flips).
     pub swap: String,
     /// How the writes must come out.
     #[serde(default)]

@@ -1,7 +1,8 @@
 //! The `fence-race` and `world` steps, over the case's tool composition.
 //!
 //! `fence-race` calls the write tool again and again while a thread exchanges a directory in the
-//! workspace with a symlink to the outside tree (`renameat2(RENAME_EXCHANGE)`, atomic), so the
+//! workspace (or the symlink the workspace is spelled through) with a symlink to the outside tree
+//! (`renameat2(RENAME_EXCHANGE)`, atomic), so the
 //! fence's check and the write see different trees. Nothing may appear outside, not even a
 //! temporary file. Both the number of calls and the swapping thread are bounded.
 
@@ -91,8 +92,8 @@ pub(super) fn fence_race(
     let swapped = swapper
         .join()
         .map_err(|_| "the swapping thread panicked".to_owned())?;
-    // Put the directory back where the tool expects it, whichever way the last exchange left it.
-    if std::fs::symlink_metadata(&swap).is_ok_and(|m| m.file_type().is_symlink()) {
+    // Put things back where the tool expects them, whichever way the last exchange left them.
+    if std::fs::read_link(&swap).is_ok_and(|target| target == outside) {
         let _ = nix::fcntl::renameat2(
             nix::fcntl::AT_FDCWD,
             swap.as_path(),
