@@ -389,3 +389,55 @@ impl Drop for World {
         let _ = std::fs::remove_dir_all(&self.shm);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_diff_names_every_change_outside_what_may_change() {
+        let world = World::new().expect("world");
+        let before = world.snapshot();
+        let outside = world.dir.join("outside");
+        std::fs::write(outside.join("sentinel"), "changed").expect("write");
+        std::fs::write(outside.join("new"), "x").expect("write");
+        std::fs::remove_file(outside.join("existing")).expect("rm");
+        std::fs::write(world.dir.join("ws/allowed"), "x").expect("write");
+        symlink("/etc", world.tmp.join("link")).expect("symlink");
+        let may = [world.dir.join("ws")];
+        let diff = before.diff(&world.snapshot(), &may);
+        let text = diff.join("\n");
+        assert_eq!(diff.len(), 4, "{text}");
+        assert!(text.contains(&format!("~ {}", outside.join("sentinel").display())));
+        assert!(text.contains(&format!("+ {} (file", outside.join("new").display())));
+        assert!(text.contains(&format!(
+            "- {} (was file",
+            outside.join("existing").display()
+        )));
+        assert!(text.contains("-> /etc"), "{text}");
+        assert!(!text.contains("allowed"), "{text}");
+    }
+
+    #[test]
+    fn a_mode_change_is_a_change() {
+        let world = World::new().expect("world");
+        let before = world.snapshot();
+        let f = world.dir.join("outside/existing");
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
+        let diff = before.diff(&world.snapshot(), &[]);
+        assert_eq!(diff.len(), 1, "{diff:?}");
+        assert!(
+            diff[0].contains("644") && diff[0].contains("600"),
+            "{diff:?}"
+        );
+    }
+
+    #[test]
+    fn mount_points_are_unescaped_as_the_kernel_writes_them() {
+        assert_eq!(
+            unescape_mount_path("/var/tmp/with\\040space\\011tab"),
+            PathBuf::from("/var/tmp/with space\ttab")
+        );
+        assert_eq!(unescape_mount_path("/a\\\\b"), PathBuf::from("/a\\\\b"));
+    }
+}
