@@ -255,6 +255,23 @@ pub const REFERENCE_BACKENDS: [&str; 7] = [
     "policy",
 ];
 
+/// The reference backends a run on this platform requires unless told otherwise: on Linux bwrap,
+/// landlock, landlock-abi2 and the policy bridge, plus the local chain when running as root (its
+/// hostile-host simulations need root); on macOS seatbelt and the policy bridge.
+pub fn default_required() -> Vec<&'static str> {
+    if cfg!(target_os = "linux") {
+        let mut names = vec!["bwrap", "landlock", "landlock-abi2", "policy"];
+        if nix_is_root() {
+            names.push("local");
+        }
+        names
+    } else if cfg!(target_os = "macos") {
+        vec!["seatbelt", "policy"]
+    } else {
+        Vec::new()
+    }
+}
+
 /// The reference backends, probed on this host.
 pub fn reference_backends() -> Vec<Backend> {
     REFERENCE_BACKENDS

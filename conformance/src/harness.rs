@@ -3,9 +3,11 @@
 //!
 //! Environment:
 //! - `CONFORMANCE_SCENARIOS`: the scenario root (default: the workspace's `scenarios/`).
-//! - `CONFORMANCE_REQUIRE`: comma-separated backends that must be usable here. A required backend
-//!   that is not turns its would-be skips into failures, and its guard trial fails, so a silent
-//!   all-skip cannot pass CI.
+//! - `CONFORMANCE_REQUIRE`: comma-separated backends that must be usable here (`none`: no
+//!   backend). A required backend that is not turns its would-be skips into failures, and its guard
+//!   trial fails, so a silent all-skip cannot pass. Unset, the reference backends this platform
+//!   always has are required ([`crate::backends::default_required`]): on Linux a broken bwrap or
+//!   Landlock fails a plain `cargo nextest run`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,15 +39,33 @@ pub fn expectations_dir() -> PathBuf {
         })
 }
 
-/// Backends named by `CONFORMANCE_REQUIRE`.
+/// The backends this run must certify: those named by `CONFORMANCE_REQUIRE` (`none` for no
+/// backend), or by default [`crate::backends::default_required`]. A default that is opted out of
+/// is named on stderr, so an opt-out is never silent.
 pub fn required_backends() -> Vec<String> {
-    std::env::var("CONFORMANCE_REQUIRE")
-        .unwrap_or_default()
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned)
-        .collect()
+    let defaults = crate::backends::default_required();
+    let required: Vec<String> = match std::env::var("CONFORMANCE_REQUIRE") {
+        Err(_) => return defaults.iter().map(|s| (*s).to_owned()).collect(),
+        Ok(list) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty() && *s != "none")
+            .map(str::to_owned)
+            .collect(),
+    };
+    let opted_out: Vec<&str> = defaults
+        .iter()
+        .copied()
+        .filter(|d| !required.iter().any(|r| r == d))
+        .collect();
+    if !opted_out.is_empty() {
+        eprintln!(
+            "conformance: not required in this run (CONFORMANCE_REQUIRE={}): {}; their skips pass",
+            std::env::var("CONFORMANCE_REQUIRE").unwrap_or_default(),
+            opted_out.join(", ")
+        );
+    }
+    required
 }
 
 /// Builds the trials for the reference backends and runs them as the command line asks; exits the

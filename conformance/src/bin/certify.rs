@@ -201,6 +201,8 @@ fn select_backends(cli: &Cli) -> Result<(Planned, Vec<(String, String)>), String
             .map(|n| (*n).to_owned())
             .collect()
     };
+    // A required backend that is unusable here is certified anyway, so it fails loudly.
+    let required = conformance::harness::required_backends();
     let mut planned = Vec::new();
     let mut excluded = Vec::new();
     for name in names {
@@ -210,7 +212,10 @@ fn select_backends(cli: &Cli) -> Result<(Planned, Vec<(String, String)>), String
                 REFERENCE_BACKENDS.join(", ")
             )
         })?;
-        if !explicit && let Some(reason) = &backend.unusable {
+        if !explicit
+            && !required.contains(&name)
+            && let Some(reason) = &backend.unusable
+        {
             excluded.push((name, reason.clone()));
             continue;
         }

@@ -75,10 +75,14 @@ fn main() -> ExitCode {
     }
 }
 
-/// In the payload's process, in order: settle under the monitor, restrict, drop capabilities,
+/// In the payload's process, in order: settle under the monitor, leave the caller's session (no
+/// controlling terminal, so no `TIOCSTI` keystroke injection into the caller's shell; the monitor,
+/// still in the caller's process group, is what stops the tree), restrict, drop capabilities,
 /// keep every descriptor above 2 from crossing the exec.
 fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
     payload.settle().map_err(Failure)?;
+    nix::unistd::setsid()
+        .map_err(|e| Failure(format!("cannot start a new session for the payload: {e}")))?;
     restrict(launch)?;
     harden::drop_capabilities().map_err(Failure)?;
     harden::cloexec_above_stderr().map_err(Failure)

@@ -810,3 +810,15 @@ fn the_payload_gets_the_callers_signal_state() {
         assert_eq!(stdout(&launched), stdout(&direct), "{who:?}");
     }
 }
+
+#[test]
+fn the_payload_runs_in_a_session_of_its_own_without_the_callers_terminal() {
+    // Its own session: no controlling terminal of the caller's to inject keystrokes into with
+    // TIOCSTI. Field 6 of /proc/self/stat is the session id (bash's comm has no spaces).
+    let out = launch(
+        &["--ro", "/"],
+        r#"read -r _ _ _ _ _ sid _ < /proc/$$/stat; if [ "$sid" = "$$" ]; then echo own-session; else echo "session $sid"; fi"#,
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "own-session\n");
+}

@@ -371,3 +371,35 @@ fn bad_roots_are_refused_before_anything_runs_each_with_its_own_code() {
         }
     }
 }
+
+#[test]
+fn a_denial_is_reported_whatever_the_exit_status() {
+    // The RFC: a kernel denial is a result fact independent of exit status.
+    for backend in ["bwrap", "landlock"] {
+        let d = dirs();
+        let out = d.outside.display().to_string();
+        // bwrap reports a signal death as exit 128+N, the launcher dies by the same signal.
+        for (script, exit) in [
+            (format!("printf x > {out}/f; echo after"), Some(0)),
+            (format!("printf x > {out}/f; kill -9 $$"), None),
+        ] {
+            let (_code, facts) = run(
+                &["--mode", "read-only", "--backend", backend],
+                &d.ws,
+                &script,
+            );
+            assert_eq!(facts["denied"], true, "{backend} {script}: {facts}");
+            assert_eq!(
+                facts["marker"], "[sandbox: file access denied under read-only mode]",
+                "{backend} {script}: {facts}"
+            );
+            if exit.is_some() {
+                assert_eq!(facts["exit_code"], 0, "{backend}: {facts}");
+            } else {
+                let killed = facts["signal"] == 9 || facts["exit_code"] == 137;
+                assert!(killed, "{backend}: {facts}");
+            }
+            assert!(!d.outside.join("f").exists(), "{backend}: it landed");
+        }
+    }
+}

@@ -417,6 +417,13 @@ fn drain(fd: OwnedFd) -> Vec<u8> {
     out
 }
 
+/// True when this process could make `dir` its working directory: a directory it may search.
+/// `EACCES` from a spawn is the runner's only when this holds (an unsearchable workdir fails the
+/// `chdir` before the runner is ever exec'd).
+pub fn workdir_usable(dir: &std::path::Path) -> bool {
+    dir.is_dir() && nix::unistd::access(dir, nix::unistd::AccessFlags::X_OK).is_ok()
+}
+
 /// What the consumer knows about a failed spawn: the error class, that it is attributable to the
 /// runner program, and whether the workdir was independently verified usable.
 fn spawn_failure(
@@ -432,7 +439,7 @@ fn spawn_failure(
     let program = launch.argv.first().map(PathBuf::from);
     SpawnFailure {
         kind,
-        workdir_usable: options.cwd.is_dir(),
+        workdir_usable: workdir_usable(&options.cwd),
         message: format!(
             "cannot start {}: {e}",
             program

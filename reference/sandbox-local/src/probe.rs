@@ -101,26 +101,22 @@ pub fn locate_sibling(program: &str, package: &str) -> Result<PathBuf, String> {
         })
 }
 
-/// A scratch directory for one probe, removed on drop.
-struct Scratch(PathBuf);
+/// A scratch directory for one probe under `/tmp`, with a random private name (another local
+/// user who creates a predictable name first cannot make a backend look unusable), removed on
+/// drop.
+struct Scratch(tempfile::TempDir);
 
 impl Scratch {
     fn new(tag: &str) -> Result<Scratch, String> {
-        use std::sync::atomic::{AtomicU32, Ordering};
-        static N: AtomicU32 = AtomicU32::new(0);
-        let dir = PathBuf::from(format!(
-            "/tmp/sandbox-probe-{tag}-{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        ));
-        std::fs::create_dir(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
-        Ok(Scratch(dir))
+        tempfile::Builder::new()
+            .prefix(&format!("sandbox-probe-{tag}-"))
+            .tempdir_in("/tmp")
+            .map(Scratch)
+            .map_err(|e| format!("cannot create a probe directory under /tmp: {e}"))
     }
-}
 
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+    fn path(&self) -> &Path {
+        self.0.path()
     }
 }
 
@@ -133,7 +129,7 @@ fn functional(
     config: &LocalConfig,
 ) -> Result<(), String> {
     let scratch = Scratch::new(backend.name())?;
-    let target = scratch.0.join("must-not-exist");
+    let target = scratch.path().join("must-not-exist");
     let set = WritableSet {
         workspace: None,
         temp: Vec::new(),
@@ -153,7 +149,7 @@ fn functional(
         &set,
         &payload,
     );
-    let mut options = LaunchOptions::in_dir(&scratch.0);
+    let mut options = LaunchOptions::in_dir(scratch.path());
     options.timeout = Some(config.probe_timeout);
     let done = launch::run(&launch_argv, &options);
     if target.exists() {

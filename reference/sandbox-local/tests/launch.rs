@@ -112,3 +112,45 @@ fn a_missing_runner_is_a_runner_failure_through_the_spawn_channel() {
         done.classification
     );
 }
+
+#[test]
+fn a_workdir_is_usable_exactly_when_this_process_can_enter_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+    for mode in [0o755, 0o700, 0o600, 0o000] {
+        let d = dir.path().join(format!("d{mode:o}"));
+        std::fs::create_dir(&d).expect("mkdir");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).expect("chmod");
+        // What a spawn would find: can this process chdir there? (root can enter any directory;
+        // a user cannot enter one without search permission.)
+        let enterable = std::process::Command::new("true").current_dir(&d).status().is_ok();
+        assert_eq!(launch::workdir_usable(&d), enterable, "mode {mode:o}");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
+    }
+    assert!(!launch::workdir_usable(&dir.path().join("missing")));
+}
+
+#[test]
+fn an_unenterable_workdir_is_a_start_failure_not_the_runners() {
+    // The runner exists and is executable; the spawn fails on the workdir. Only a user can be
+    // refused a directory, so as root this checks the missing-directory path of the same rule.
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+    let d = dir.path().join("closed");
+    std::fs::create_dir(&d).expect("mkdir");
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o000)).expect("chmod");
+    let workdir = if launch::workdir_usable(&d) {
+        dir.path().join("missing")
+    } else {
+        d.clone()
+    };
+    let mut launch_argv = bash("echo ran");
+    launch_argv.argv.insert(0, "/usr/bin/env".into());
+    let done = launch::run(&launch_argv, &LaunchOptions::in_dir(&workdir));
+    assert!(
+        matches!(done.classification, Classification::StartFailed { .. }),
+        "{:?}",
+        done.classification
+    );
+    std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
+}

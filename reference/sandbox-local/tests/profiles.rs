@@ -112,8 +112,45 @@ fn operator_runners_need_a_command_and_valid_signatures() {
 
 #[test]
 fn the_selection_is_probed_once_per_provider() {
-    let provider = LocalProvider::new(LocalConfig::only(Backend::Landlock));
-    let first = provider.selection().map(|s| s as *const _);
-    let second = provider.selection().map(|s| s as *const _);
-    assert_eq!(first, second);
+    // A launcher that counts its own invocations, then is the real one.
+    let real = sandbox_local::probe::locate_launcher().expect("landlock-run is built");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (counter, wrapper) = (dir.path().join("runs"), dir.path().join("landlock-run"));
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$1\" >> '{}'\nexec '{}' \"$@\"\n",
+            counter.display(),
+            real.display()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    let runs = || {
+        std::fs::read_to_string(&counter)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let provider = LocalProvider::new(LocalConfig {
+        launcher: Some(wrapper),
+        ..LocalConfig::only(Backend::Landlock)
+    });
+    provider.selection().expect("landlock is usable here");
+    let probes = runs();
+    assert!(probes > 0, "selecting ran no probe");
+    for _ in 0..3 {
+        provider.selection().expect("selected");
+        provider
+            .confine(
+                &["true".into()],
+                &ProviderPolicy::new(ConfinedMode::ReadOnly, "/"),
+            )
+            .expect("confine");
+    }
+    assert_eq!(runs(), probes, "a later call probed again");
 }

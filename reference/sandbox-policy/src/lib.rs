@@ -13,6 +13,7 @@ mod session;
 
 pub use session::{
     ApprovalPolicy, Event, Session, effective_approval_policy, effective_sandbox_mode,
+    rejected_escalation,
 };
 
 use std::path::{Path, PathBuf};

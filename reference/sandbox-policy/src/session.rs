@@ -57,6 +57,10 @@ pub enum Event {
         mode: SandboxMode,
         /// The reason shown to the user.
         reason: String,
+        /// The command or path the question was about (absent in logs written before it was
+        /// recorded): a rejected subject is never asked about again in the session.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        subject: Option<String>,
     },
     /// The answer.
     #[serde(rename = "approval/decided")]
@@ -171,6 +175,27 @@ impl Session {
 pub fn effective_sandbox_mode(events: &[Event]) -> Option<SandboxMode> {
     events.iter().rev().find_map(|e| match e {
         Event::SandboxMode { mode } => Some(*mode),
+        _ => None,
+    })
+}
+
+/// The mode a user already rejected escalating `subject` of `tool` to in this session, if they
+/// did: the RFC's "rejection ... permits no re-ask".
+pub fn rejected_escalation(events: &[Event], tool: &str, subject: &str) -> Option<SandboxMode> {
+    events.iter().enumerate().rev().find_map(|(i, e)| match e {
+        Event::ApprovalAsked {
+            call_id,
+            tool: t,
+            mode,
+            subject: Some(s),
+            ..
+        } if t == tool && s == subject => events[i + 1..].iter().find_map(|d| match d {
+            Event::ApprovalDecided {
+                call_id: c,
+                outcome,
+            } if c == call_id && outcome == "rejected" => Some(*mode),
+            _ => None,
+        }),
         _ => None,
     })
 }

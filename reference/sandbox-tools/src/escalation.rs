@@ -3,7 +3,7 @@
 //! text; the rejection text is the one the specification fixes.
 
 use sandbox::SandboxMode;
-use sandbox_policy::{ApprovalPolicy, Event, PolicyService, Session};
+use sandbox_policy::{ApprovalPolicy, Event, PolicyService, Session, rejected_escalation};
 
 use crate::approval::{ApprovalRequest, ApprovalService, Decision};
 
@@ -113,8 +113,8 @@ pub struct Asker<'a> {
 }
 
 /// The ordered fail-closed choreography: strictly wider than the call's effective mode (checked
-/// now, prompting no one when it is not), an approval service, an agent, a policy that asks, then
-/// one question whose answer is logged. `Ok(mode)` grants exactly this call; nothing is persisted.
+/// now, prompting no one when it is not), an approval service, an agent, no earlier rejection of
+/// the same subject in the session, a policy that asks, then one question whose answer is logged. `Ok(mode)` grants exactly this call; nothing is persisted.
 pub fn approve(ask: &Ask, asker: &Asker<'_>) -> Result<SandboxMode, Refusal> {
     let effective = asker.policy.effective_mode(asker.session);
     let mode = ask.mode;
@@ -139,6 +139,19 @@ pub fn approve(ask: &Ask, asker: &Asker<'_>) -> Result<SandboxMode, Refusal> {
             "there is no agent to route an approval request through, so a wider retry cannot be granted. Nothing was run.".into(),
         ));
     };
+    // A rejection permits no re-ask: the same command (or file change) is not put to the user
+    // again in this session, whatever mode is asked for now.
+    if let Some(rejected) = asker.session.and_then(|s| {
+        s.with_events(|events| rejected_escalation(events, asker.tool, asker.subject))
+    }) {
+        return Err(refusal(
+            "ESCALATION_ALREADY_REJECTED",
+            format!(
+                "the user rejected escalating this command to \"{}\" earlier in this session; they are not asked again and nothing was run.",
+                rejected.as_str()
+            ),
+        ));
+    }
     if asker.policy.effective_approval(asker.session) == ApprovalPolicy::Never {
         return Err(refusal(
             "ESCALATION_POLICY_NEVER",
@@ -182,6 +195,7 @@ pub fn approve(ask: &Ask, asker: &Asker<'_>) -> Result<SandboxMode, Refusal> {
             tool: asker.tool.to_owned(),
             mode,
             reason,
+            subject: Some(asker.subject.to_owned()),
         })
         .map_err(unrecorded)?;
     }

@@ -174,7 +174,9 @@ impl FileSystem {
             });
         }
         let roots = policy.check()?;
-        if policy.mode == SandboxMode::DangerFullAccess {
+        // `/dev/null` is writable in every confined mode, as every shell profile grants it: the
+        // fence and the shell must not disagree on it.
+        if policy.mode == SandboxMode::DangerFullAccess || canonical == Path::new(DEV_NULL) {
             return Ok(Fenced {
                 beneath: None,
                 target: canonical,
@@ -248,6 +250,9 @@ impl From<std::io::Error> for WriteError {
 /// with `mkdirat` in the directory already opened, the temporary file is created with
 /// `O_EXCL|O_NOFOLLOW` in the final directory and renamed over the target with `renameat` in that
 /// same directory. There is no plain-path fallback.
+/// The one device every confined mode may write (as every shell profile grants it).
+const DEV_NULL: &str = "/dev/null";
+
 #[cfg(target_os = "linux")]
 fn write_beneath(fenced: &Fenced, content: &[u8]) -> Result<(), WriteError> {
     use nix::errno::Errno;
@@ -339,9 +344,16 @@ fn write_beneath(fenced: &Fenced, content: &[u8]) -> Result<(), WriteError> {
     write_plain(&fenced.target, content).map_err(WriteError::Io)
 }
 
-/// An atomic write by path: a temporary file beside the target, then a rename over it.
+/// An atomic write by path: a temporary file beside the target, then a rename over it
+/// (`/dev/null` is written in place).
 fn write_plain(target: &Path, content: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
+    if target == Path::new(DEV_NULL) {
+        return std::fs::OpenOptions::new()
+            .write(true)
+            .open(target)?
+            .write_all(content);
+    }
     let dir = target
         .parent()
         .ok_or_else(|| std::io::Error::other("the target has no parent directory"))?;
@@ -360,4 +372,131 @@ fn write_plain(target: &Path, content: &[u8]) -> std::io::Result<()> {
         let _ = std::fs::remove_file(&temp);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    //! The fence matrix of the fs note, on the fence itself: what each spelling and edge of a
+    //! root does, checked on disk.
+    use super::*;
+
+    struct World {
+        _dir: tempfile::TempDir,
+        ws: PathBuf,
+        outside: PathBuf,
+    }
+
+    fn world() -> World {
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canonical");
+        let (ws, outside) = (base.join("ws"), base.join("outside"));
+        std::fs::create_dir_all(&ws).expect("ws");
+        std::fs::create_dir_all(&outside).expect("outside");
+        World {
+            _dir: dir,
+            ws,
+            outside,
+        }
+    }
+
+    fn policy(mode: SandboxMode, root: &Path) -> ExecutionPolicy {
+        let mut p = ExecutionPolicy::new(mode, root);
+        p.temp_dir = None;
+        p
+    }
+
+    fn code(r: Result<(), FsError>) -> &'static str {
+        r.map(|()| "OK").unwrap_or_else(|e| e.code())
+    }
+
+    #[test]
+    fn the_root_itself_is_never_replaced_by_a_file() {
+        let w = world();
+        let ww = policy(SandboxMode::WorkspaceWrite, &w.ws);
+        assert_ne!(code(FileSystem::Fenced.write(&w.ws, "x", &ww)), "OK");
+        let mut slash = w.ws.clone().into_os_string();
+        slash.push("/");
+        assert_ne!(
+            code(FileSystem::Fenced.write(Path::new(&slash), "x", &ww)),
+            "OK"
+        );
+        assert!(w.ws.is_dir());
+    }
+
+    #[test]
+    fn a_root_spelled_with_a_trailing_separator_or_through_a_link_is_the_same_root() {
+        let w = world();
+        let mut slash = w.ws.clone().into_os_string();
+        slash.push("/");
+        let ww = policy(SandboxMode::WorkspaceWrite, Path::new(&slash));
+        assert_eq!(
+            code(FileSystem::Fenced.write(&w.ws.join("a"), "a", &ww)),
+            "OK"
+        );
+        let link = w.ws.with_file_name("ws-link");
+        std::os::unix::fs::symlink(&w.ws, &link).expect("link");
+        let via_link = policy(SandboxMode::WorkspaceWrite, &link);
+        assert_eq!(
+            code(FileSystem::Fenced.write(&link.join("b"), "b", &via_link)),
+            "OK"
+        );
+        assert_eq!(std::fs::read_to_string(w.ws.join("a")).expect("a"), "a");
+        assert_eq!(std::fs::read_to_string(w.ws.join("b")).expect("b"), "b");
+        assert!(
+            std::fs::read_dir(&w.outside)
+                .expect("outside")
+                .next()
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn the_filesystem_root_is_never_a_writable_workspace_and_read_only_writes_nothing() {
+        let w = world();
+        let fs_root = policy(SandboxMode::WorkspaceWrite, Path::new("/"));
+        let target = w.outside.join("f");
+        assert_eq!(
+            code(FileSystem::Fenced.write(&target, "x", &fs_root)),
+            "WORKSPACE_TOO_BROAD"
+        );
+        let ro = policy(SandboxMode::ReadOnly, &w.ws);
+        assert_eq!(
+            code(FileSystem::Fenced.write(&w.ws.join("f"), "x", &ro)),
+            FS_SANDBOX_DENIED
+        );
+        assert!(!target.exists() && !w.ws.join("f").exists());
+    }
+
+    #[test]
+    fn a_write_the_host_refuses_is_a_permission_error_not_a_sandbox_denial() {
+        // sysfs refuses to create files even for root; danger-full-access fences nothing, so the
+        // refusal is the host's.
+        let w = world();
+        let full = policy(SandboxMode::DangerFullAccess, &w.ws);
+        let err = FileSystem::Fenced
+            .write(Path::new("/sys/kernel/sandbox-fence-test"), "x", &full)
+            .expect_err("the host refuses");
+        assert_eq!(err.code(), FS_PERMISSION_DENIED, "{err}");
+        assert!(err.to_string().starts_with(FS_PERMISSION_DENIED), "{err}");
+    }
+
+    #[test]
+    fn two_sessions_with_different_roots_cannot_write_each_others() {
+        let (a, b) = (world(), world());
+        let pa = policy(SandboxMode::WorkspaceWrite, &a.ws);
+        let pb = policy(SandboxMode::WorkspaceWrite, &b.ws);
+        assert_eq!(
+            code(FileSystem::Fenced.write(&b.ws.join("f"), "x", &pa)),
+            FS_SANDBOX_DENIED
+        );
+        assert_eq!(
+            code(FileSystem::Fenced.write(&a.ws.join("f"), "x", &pb)),
+            FS_SANDBOX_DENIED
+        );
+        assert_eq!(
+            code(FileSystem::Fenced.write(&a.ws.join("f"), "x", &pa)),
+            "OK"
+        );
+        assert!(!b.ws.join("f").exists());
+    }
 }

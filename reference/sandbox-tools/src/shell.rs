@@ -10,8 +10,7 @@ use std::collections::HashMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::mpsc::{Receiver, channel};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 use sandbox::{
@@ -94,16 +93,30 @@ impl ShellError {
 /// A background task's id.
 pub type TaskId = u64;
 
-/// A background task: where its result arrives, and its cancel flag.
+/// A background task: its result once it finished (kept, so every read sees it), and its
+/// cancel flag.
 struct Task {
-    result: Receiver<ShellResult>,
+    result: Mutex<Option<ShellResult>>,
+    finished: Condvar,
     cancel: Arc<AtomicBool>,
+}
+
+impl Task {
+    /// Waits up to `wait` for the result without holding anything but this task's own lock.
+    fn wait(&self, wait: Duration) -> Option<ShellResult> {
+        let guard = self.result.lock().unwrap_or_else(|p| p.into_inner());
+        let (guard, _) = self
+            .finished
+            .wait_timeout_while(guard, wait, |r| r.is_none())
+            .unwrap_or_else(|p| p.into_inner());
+        guard.clone()
+    }
 }
 
 /// The shell: confining when it has a provider, honestly unconfined when it has none.
 pub struct ShellExecutor {
     provider: Option<Arc<dyn SandboxProvider>>,
-    tasks: Mutex<HashMap<TaskId, Task>>,
+    tasks: Mutex<HashMap<TaskId, Arc<Task>>>,
     next_task: Mutex<TaskId>,
 }
 
@@ -199,11 +212,17 @@ impl ShellExecutor {
         policy: ExecutionPolicy,
     ) -> Result<TaskId, ShellError> {
         let (launch_argv, mode) = self.launch(&request, &policy)?;
-        let (tx, rx) = channel();
-        let cancel = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&cancel);
+        let task = Arc::new(Task {
+            result: Mutex::new(None),
+            finished: Condvar::new(),
+            cancel: Arc::new(AtomicBool::new(false)),
+        });
+        let worker = Arc::clone(&task);
         std::thread::spawn(move || {
-            let _ = tx.send(execute(&launch_argv, mode, &request, &policy, Some(flag)));
+            let flag = Arc::clone(&worker.cancel);
+            let result = execute(&launch_argv, mode, &request, &policy, Some(flag));
+            *worker.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
+            worker.finished.notify_all();
         });
         let id = {
             let mut next = self.next_task.lock().unwrap_or_else(|p| p.into_inner());
@@ -214,7 +233,7 @@ impl ShellExecutor {
         self.tasks
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert(id, Task { result: rx, cancel });
+            .insert(id, task);
         Ok(id)
     }
 
@@ -231,10 +250,15 @@ impl ShellExecutor {
     }
 
     /// Waits up to `wait` for a background task; `None` while it still runs or for an unknown id.
-    /// A settled task whose runner failed carries `runner_failed`.
+    /// A finished task's result stays readable (every later read sees it). A settled task whose
+    /// runner failed carries `runner_failed`. The task table is not locked while waiting, so
+    /// starting and cancelling other tasks never waits on a read.
     pub fn output(&self, task: TaskId, wait: Duration) -> Option<ShellResult> {
-        let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
-        tasks.get(&task)?.result.recv_timeout(wait).ok()
+        let task = {
+            let tasks = self.tasks.lock().unwrap_or_else(|p| p.into_inner());
+            Arc::clone(tasks.get(&task)?)
+        };
+        task.wait(wait)
     }
 }
 

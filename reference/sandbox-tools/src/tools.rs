@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use sandbox::{ExecutionPolicy, SandboxMode, denial_marker};
 use sandbox_policy::{PolicyService, Session};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -79,55 +80,126 @@ pub struct Toolbox {
     approval: Option<Arc<dyn ApprovalService>>,
 }
 
-#[derive(Deserialize)]
+/// The escalation fields' schema vocabulary: the modes an escalation may ask for.
+fn escalation_targets(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = <Option<String>>::json_schema(generator);
+    schema.insert(
+        "enum".into(),
+        json!(
+            crate::escalation::ESCALATION_TARGETS
+                .iter()
+                .map(|m| m.as_str())
+                .collect::<Vec<_>>()
+        ),
+    );
+    schema
+}
+
+/// `bash`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct BashArgs {
+    /// The command, run as `bash -c <command>` in the workspace.
     command: String,
+    /// Kill the command and everything it started after this many milliseconds.
     #[serde(default)]
+    #[schemars(range(min = 1))]
     timeout_ms: Option<u64>,
+    /// Start it in the background; read it with bash_output.
     #[serde(default)]
     run_in_background: bool,
+    /// Only to retry a denied call once with wider file access; needs justification.
     #[serde(default)]
+    #[schemars(schema_with = "escalation_targets")]
     sandbox_permissions: Option<String>,
+    /// Why the wider access is needed; shown to the user.
     #[serde(default)]
     justification: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// `bash_output`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct OutputArgs {
+    /// The background task.
     task_id: u64,
+    /// How long to wait for it to finish, in milliseconds (default 30000).
     #[serde(default)]
     wait_ms: Option<u64>,
 }
 
-#[derive(Deserialize)]
+/// `bash_cancel`'s arguments.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct CancelArgs {
+    /// The background task.
+    task_id: u64,
+}
+
+/// `read`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ReadArgs {
+    /// The file, relative to the workspace or absolute.
     path: String,
 }
 
-#[derive(Deserialize)]
+/// `write`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct WriteArgs {
+    /// The file, relative to the workspace or absolute.
     path: String,
+    /// Its whole new content.
     content: String,
+    /// Only to retry a denied call once with wider file access; needs justification.
     #[serde(default)]
+    #[schemars(schema_with = "escalation_targets")]
     sandbox_permissions: Option<String>,
+    /// Why the wider access is needed; shown to the user.
     #[serde(default)]
     justification: Option<String>,
 }
 
-#[derive(Deserialize)]
+/// `edit`'s arguments.
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct EditArgs {
+    /// The file, relative to the workspace or absolute.
     path: String,
+    /// The text to replace; it must occur exactly once.
     old_text: String,
+    /// What replaces it.
     new_text: String,
+    /// Only to retry a denied call once with wider file access; needs justification.
     #[serde(default)]
+    #[schemars(schema_with = "escalation_targets")]
     sandbox_permissions: Option<String>,
+    /// Why the wider access is needed; shown to the user.
     #[serde(default)]
     justification: Option<String>,
+}
+
+/// The JSON Schema of `T`, derived from the argument type itself, without the escalation fields
+/// unless `escalation` (so what is advertised is exactly what is parsed).
+fn parameters<T: JsonSchema>(escalation: bool) -> Value {
+    let settings = schemars::generate::SchemaSettings::draft2020_12().with(|s| {
+        s.meta_schema = None;
+    });
+    let mut schema = settings
+        .into_generator()
+        .into_root_schema_for::<T>()
+        .to_value();
+    if let Some(obj) = schema.as_object_mut() {
+        obj.remove("title");
+        obj.remove("description");
+        if !escalation && let Some(props) = obj.get_mut("properties").and_then(Value::as_object_mut)
+        {
+            props.remove("sandbox_permissions");
+            props.remove("justification");
+        }
+    }
+    schema
 }
 
 fn bad_arguments(tool: &str, e: impl std::fmt::Display) -> ToolOutput {
@@ -163,22 +235,10 @@ impl Toolbox {
         }
     }
 
-    /// The tool definitions (name, description, JSON Schema of the arguments).
+    /// The tool definitions (name, description, JSON Schema of the arguments), the schemas
+    /// derived from the argument types; the escalation fields and their teaching sentence appear
+    /// exactly on the tools whose executor or filesystem confines.
     pub fn schemas(&self) -> Value {
-        let escalation = |tool: &str, mut props: serde_json::Map<String, Value>| {
-            if self.advertises_escalation(tool) {
-                props.insert(
-                    "sandbox_permissions".into(),
-                    json!({ "type": "string", "enum": ["workspace-write", "danger-full-access"],
-                            "description": "Only to retry a denied call once with wider file access; needs justification." }),
-                );
-                props.insert(
-                    "justification".into(),
-                    json!({ "type": "string", "description": "Why the wider access is needed; shown to the user." }),
-                );
-            }
-            Value::Object(props)
-        };
         let describe = |tool: &str, base: &str| {
             if self.advertises_escalation(tool) {
                 format!("{base}{ESCALATION_DESCRIPTION}")
@@ -186,31 +246,44 @@ impl Toolbox {
                 base.to_owned()
             }
         };
-        let props = |v: Value| v.as_object().cloned().unwrap_or_default();
+        let tool = |name: &str, description: String, parameters: Value| json!({ "name": name, "description": description, "parameters": parameters });
         json!([
-            { "name": "bash", "description": describe("bash", BASH_DESCRIPTION),
-              "parameters": { "type": "object", "required": ["command"], "additionalProperties": false,
-                "properties": escalation("bash", props(json!({
-                  "command": { "type": "string" },
-                  "timeout_ms": { "type": "integer", "minimum": 1 },
-                  "run_in_background": { "type": "boolean" } }))) } },
-            { "name": "bash_cancel", "description": "Stop a background bash task and everything it started.",
-              "parameters": { "type": "object", "required": ["task_id"], "additionalProperties": false,
-                "properties": { "task_id": { "type": "integer" } } } },
-            { "name": "read", "description": "Read a text file. Reads are never restricted.",
-              "parameters": { "type": "object", "required": ["path"], "additionalProperties": false,
-                "properties": { "path": { "type": "string" } } } },
-            { "name": "bash_output", "description": "Read the result of a background bash task.",
-              "parameters": { "type": "object", "required": ["task_id"], "additionalProperties": false,
-                "properties": { "task_id": { "type": "integer" }, "wait_ms": { "type": "integer" } } } },
-            { "name": "write", "description": describe("write", "Write a file (replacing it). Writes outside what the sandbox allows fail with [sandbox: file access denied under <mode> mode]; never retry around a denial."),
-              "parameters": { "type": "object", "required": ["path", "content"], "additionalProperties": false,
-                "properties": escalation("write", props(json!({
-                  "path": { "type": "string" }, "content": { "type": "string" } }))) } },
-            { "name": "edit", "description": describe("edit", "Replace the one occurrence of old_text in a file with new_text. Denied edits fail like writes."),
-              "parameters": { "type": "object", "required": ["path", "old_text", "new_text"], "additionalProperties": false,
-                "properties": escalation("edit", props(json!({
-                  "path": { "type": "string" }, "old_text": { "type": "string" }, "new_text": { "type": "string" } }))) } }
+            tool(
+                "bash",
+                describe("bash", BASH_DESCRIPTION),
+                parameters::<BashArgs>(self.advertises_escalation("bash"))
+            ),
+            tool(
+                "bash_cancel",
+                "Stop a background bash task and everything it started.".into(),
+                parameters::<CancelArgs>(false)
+            ),
+            tool(
+                "read",
+                "Read a text file. Reads are never restricted.".into(),
+                parameters::<ReadArgs>(false)
+            ),
+            tool(
+                "bash_output",
+                "Read the result of a background bash task.".into(),
+                parameters::<OutputArgs>(false)
+            ),
+            tool(
+                "write",
+                describe(
+                    "write",
+                    "Write a file (replacing it). Writes outside what the sandbox allows fail with [sandbox: file access denied under <mode> mode]; never retry around a denial."
+                ),
+                parameters::<WriteArgs>(self.advertises_escalation("write"))
+            ),
+            tool(
+                "edit",
+                describe(
+                    "edit",
+                    "Replace the one occurrence of old_text in a file with new_text. Denied edits fail like writes."
+                ),
+                parameters::<EditArgs>(self.advertises_escalation("edit"))
+            ),
         ])
     }
 
@@ -225,7 +298,7 @@ impl Toolbox {
                 Ok(a) => self.bash_output(a),
                 Err(e) => bad_arguments(tool, e),
             },
-            "bash_cancel" => match OutputArgs::deserialize(args) {
+            "bash_cancel" => match CancelArgs::deserialize(args) {
                 Ok(a) if self.shell.cancel(a.task_id) => ToolOutput::new(
                     "CANCELLED",
                     format!(

@@ -49,6 +49,12 @@ fn bash_env_runs_only_inside_the_sandbox() {
         String::from_utf8_lossy(&child.stderr)
     );
     assert!(!outside.join("canary").exists(), "BASH_ENV ran unconfined");
+    // The child proves it ran the checks (a renamed test would run zero tests and pass).
+    assert_eq!(
+        std::fs::read_to_string(base.join("child-checked")).ok().as_deref(),
+        Some("bwrap landlock "),
+        "the child process never ran the checks"
+    );
 }
 
 /// The child: BASH_ENV is set for this whole process; run a confined command on each backend.
@@ -72,5 +78,9 @@ fn check_under_bash_env() {
         };
         let out = tools.call("bash", &json!({ "command": "true" }), &ctx);
         assert!(out.facts["ran"] == true, "{backend}: {out:?}");
+        let checked = ws.parent().expect("base").join("child-checked");
+        let mut so_far = std::fs::read_to_string(&checked).unwrap_or_default();
+        so_far.push_str(&format!("{backend} "));
+        std::fs::write(&checked, so_far).expect("record the check");
     }
 }

@@ -188,3 +188,41 @@ fn an_alias_spelling_of_the_root_writes_inside_and_the_root_itself_is_never_a_fi
     std::thread::sleep(Duration::from_millis(10));
     assert_eq!(entries(&w.ws), vec!["sub".to_owned()]);
 }
+
+#[test]
+fn two_sessions_of_one_toolbox_cannot_write_into_each_others_workspace() {
+    // One deployment, two projects: each session's calls are fenced to its own cwd, by the shell
+    // and by the write tool alike.
+    let w = world("/var/tmp");
+    let other = w.ws.parent().expect("parent").join("other-project");
+    std::fs::create_dir(&other).expect("other");
+    let second = Session::new("t", &other);
+    let call_in = |session: &Session, tool: &str, args: Value| {
+        w.tools.call(
+            tool,
+            &args,
+            &CallContext {
+                session: Some(session),
+                agent: Some("a"),
+                call_id: "c",
+            },
+        )
+    };
+    let into_other = w.call("write", json!({ "path": other.join("a"), "content": "x" }));
+    assert_eq!(into_other.code, "FS_SANDBOX_DENIED", "{into_other:?}");
+    let shell_into_other = w.call(
+        "bash",
+        json!({ "command": format!("printf x > '{}'", other.join("b").display()) }),
+    );
+    assert_eq!(shell_into_other.code, "DENIED", "{shell_into_other:?}");
+    let back = call_in(
+        &second,
+        "write",
+        json!({ "path": w.ws.join("c"), "content": "x" }),
+    );
+    assert_eq!(back.code, "FS_SANDBOX_DENIED", "{back:?}");
+    let own = call_in(&second, "write", json!({ "path": "d", "content": "x" }));
+    assert_eq!(own.code, "OK", "{own:?}");
+    assert_eq!(entries(&other), vec!["d".to_owned()]);
+    assert_eq!(entries(&w.ws), Vec::<String>::new());
+}

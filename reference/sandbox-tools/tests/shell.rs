@@ -188,3 +188,54 @@ fn long_output_is_cut_visibly() {
     );
     assert!(out.text.len() < 600_000);
 }
+
+#[test]
+fn a_finished_task_reads_the_same_every_time() {
+    let s = setup(LocalConfig::only(Backend::Landlock));
+    let started = s.call(
+        "bash",
+        json!({ "command": "echo done", "run_in_background": true }),
+    );
+    let task = started.facts["task_id"].clone();
+    let first = s.call("bash_output", json!({ "task_id": task, "wait_ms": 10000 }));
+    let second = s.call("bash_output", json!({ "task_id": task, "wait_ms": 0 }));
+    assert_eq!(first.code, "OK", "{first:?}");
+    assert_eq!(
+        second.code, "OK",
+        "a finished task read RUNNING again: {second:?}"
+    );
+    assert_eq!(first.text, second.text);
+}
+
+#[test]
+fn waiting_on_one_task_never_blocks_starting_or_cancelling_another() {
+    let s = Arc::new(setup(LocalConfig::only(Backend::Landlock)));
+    let slow = s.call(
+        "bash",
+        json!({ "command": "sleep 30", "run_in_background": true }),
+    );
+    let slow_id = slow.facts["task_id"].clone();
+    let reader = {
+        let s = Arc::clone(&s);
+        let id = slow_id.clone();
+        std::thread::spawn(move || {
+            s.call("bash_output", json!({ "task_id": id, "wait_ms": 20000 }))
+        })
+    };
+    std::thread::sleep(Duration::from_millis(200));
+    let started_at = std::time::Instant::now();
+    let other = s.call(
+        "bash",
+        json!({ "command": "true", "run_in_background": true }),
+    );
+    assert_eq!(other.code, "STARTED", "{other:?}");
+    let cancelled = s.call("bash_cancel", json!({ "task_id": slow_id }));
+    assert_eq!(cancelled.code, "CANCELLED", "{cancelled:?}");
+    assert!(
+        started_at.elapsed() < Duration::from_secs(2),
+        "start and cancel waited on a reader: {:?}",
+        started_at.elapsed()
+    );
+    let read = reader.join().expect("reader");
+    assert_eq!(read.facts["cancelled"], true, "{read:?}");
+}

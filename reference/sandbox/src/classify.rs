@@ -5,11 +5,14 @@
 //!    attributed to `argv[0]`, with the workdir independently verified usable);
 //! 2. runner failure: decided by the out-of-band status channel when the launch has one, otherwise
 //!    by the stderr [`RunnerFailureRule`]s;
-//! 3. denial: a non-zero exit with a line carrying one of the backend's denial signatures;
+//! 3. denial: a stderr line carrying one of the backend's denial signatures, whatever the exit
+//!    status (the RFC: a kernel denial is a result fact independent of, orthogonal to, the exit
+//!    code; `printf x > f; echo after` exits 0 and was still denied);
 //! 4. an ordinary result.
 //!
-//! Signal deaths and exit 0 are never runner failures or denials. Exits 126/127 after a successful
-//! launch are ordinary unless a rule of the selected runner matches.
+//! Signal deaths and exit 0 are never runner failures (a runner that failed never exits 0, and a
+//! signal says nothing about who died). Exits 126/127 after a successful launch are ordinary
+//! unless a rule of the selected runner matches.
 
 use std::borrow::Cow;
 use std::ffi::OsStr;
@@ -141,8 +144,11 @@ pub fn classify(
 ) -> Classification {
     let (code, stderr) = match outcome {
         ProcessOutcome::SpawnFailed(failure) => return classify_spawn(launch, failure),
-        ProcessOutcome::Signaled { .. } => return Classification::Ordinary,
-        ProcessOutcome::Exited { code: 0, .. } => return Classification::Ordinary,
+        ProcessOutcome::Signaled { stderr, .. } | ProcessOutcome::Exited { code: 0, stderr } => {
+            let stderr = String::from_utf8_lossy(stderr);
+            let lines: Vec<&str> = stderr_lines(&stderr).collect();
+            return denial_or_ordinary(launch, &lines);
+        }
         ProcessOutcome::Exited { code, stderr } => (*code, String::from_utf8_lossy(stderr)),
     };
     let lines: Vec<&str> = stderr_lines(&stderr).collect();
@@ -168,6 +174,11 @@ pub fn classify(
         };
     }
 
+    denial_or_ordinary(launch, &lines)
+}
+
+/// A denial when a stderr line carries one of the launch's denial signatures, else ordinary.
+fn denial_or_ordinary(launch: &ConfinedArgv, lines: &[&str]) -> Classification {
     match lines
         .iter()
         .find(|line| contains_any(line, &launch.denial_signatures))
