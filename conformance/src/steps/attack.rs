@@ -240,20 +240,45 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
     }
 }
 
-/// Processes whose environment carries `tag`, once they have had [`SURVIVOR_GRACE`] to go.
+/// Processes whose environment carries `tag` that were alive right after the call returned and
+/// are still alive (not zombies) [`SURVIVOR_GRACE`] later. The grace covers a runner whose
+/// namespace is still being torn down by the kernel as it returns; the scenarios' survivors live
+/// for seconds, so they cannot end by themselves within it.
 fn survivors(tag: &str) -> Vec<String> {
     let needle = format!("{TAG_VAR}={tag}");
+    let mut left: Vec<Tagged> = tagged(&needle).into_iter().filter(|t| !t.zombie).collect();
     let deadline = Instant::now() + SURVIVOR_GRACE;
-    loop {
-        let found = tagged(&needle);
-        if found.is_empty() || Instant::now() >= deadline {
-            return found;
-        }
+    while !left.is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
+        let now: Vec<String> = tagged(&needle)
+            .into_iter()
+            .filter(|t| !t.zombie)
+            .map(|t| t.pid)
+            .collect();
+        left.retain(|t| now.contains(&t.pid));
     }
+    left.into_iter()
+        .map(|t| format!("pid {}: {}", t.pid, t.cmdline))
+        .collect()
 }
 
-fn tagged(needle: &str) -> Vec<String> {
+/// A process of a call, found by its tag.
+struct Tagged {
+    pid: String,
+    cmdline: String,
+    /// It has exited and waits to be reaped: it can do nothing more.
+    zombie: bool,
+}
+
+/// True when `/proc/<pid>/status` says the process is a zombie (or dead).
+fn zombie(status: &str) -> bool {
+    status.lines().any(|line| {
+        let mut parts = line.split_whitespace();
+        parts.next() == Some("State:") && matches!(parts.next(), Some("Z" | "X"))
+    })
+}
+
+fn tagged(needle: &str) -> Vec<Tagged> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -279,7 +304,12 @@ fn tagged(needle: &str) -> Vec<String> {
                 .filter(|a| !a.is_empty())
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
-            found.push(format!("pid {pid}: {}", shown.join(" ")));
+            let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+            found.push(Tagged {
+                pid: pid.to_owned(),
+                cmdline: shown.join(" "),
+                zombie: zombie(&status),
+            });
         }
     }
     found
