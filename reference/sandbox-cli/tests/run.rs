@@ -253,7 +253,8 @@ fn a_descriptor_held_by_the_callers_shell_never_reaches_the_payload() {
 #[test]
 fn root_escapes_write_nothing_outside_even_in_read_only() {
     // As root these are the ways out of a plain bwrap; as a user they fail anyway. Either way the
-    // host must be unchanged and the call must still report that the payload ran.
+    // host must be unchanged and the call must still report that the payload ran. Host kernel
+    // settings are probed by opening them for append and writing nothing (`: >> f`).
     for backend in ["bwrap", "landlock"] {
         let d = dirs();
         let out = d.outside.display().to_string();
@@ -262,6 +263,8 @@ fn root_escapes_write_nothing_outside_even_in_read_only() {
              printf x > /proc/$PPID/root{out}/ppid_root; printf x > /proc/1/root{out}/init_root; \
              for f in /proc/$PPID/fd/* /proc/1/fd/*; do printf junk > \"$f\"; done 2>/dev/null; \
              mknod {out}/null c 1 3 2>/dev/null; unshare -rm true 2>/dev/null && echo unshared; \
+             for f in /proc/sys/kernel/core_pattern /proc/sys/vm/drop_caches /proc/sysrq-trigger; do \
+             {{ : >> $f; }} 2>/dev/null && echo \"writable $f\"; done; \
              grep CapEff /proc/self/status; exit 3"
         );
         let (code, facts) = run(
@@ -283,6 +286,10 @@ fn root_escapes_write_nothing_outside_even_in_read_only() {
         // Its own stdout may carry the junk it wrote through /proc/1/fd/1 (inside the sandbox,
         // that is its own output); the capability line must be all zero.
         let stdout = facts["stdout"].as_str().unwrap_or_default();
+        assert!(
+            !stdout.contains("writable") && !stdout.contains("unshared"),
+            "{backend}: host kernel settings or namespaces within reach: {facts}"
+        );
         assert!(
             stdout.ends_with("CapEff:\t0000000000000000\n"),
             "{backend}: the payload holds capabilities: {facts}"
@@ -352,6 +359,36 @@ fn bad_roots_are_refused_before_anything_runs_each_with_its_own_code() {
             "TEMP_DIR_NOT_A_DIRECTORY",
         ),
     ];
+    // A temp dir through a link in /tmp that leads to a system directory, and the home directory.
+    let link = tempfile::Builder::new()
+        .prefix("sandboxctl-link-")
+        .tempdir_in("/tmp")
+        .expect("tempdir");
+    std::os::unix::fs::symlink("/var/lib", link.path().join("out")).expect("link");
+    let mut cases: Vec<(String, String, &str)> = cases
+        .iter()
+        .map(|(e, a, c)| ((*e).to_owned(), a.clone(), *c))
+        .collect();
+    cases.push((
+        format!("TMPDIR='{}'", link.path().join("out").display()),
+        format!("--workspace '{ws}'"),
+        "TEMP_DIR_TOO_BROAD",
+    ));
+    if let Some(home) = std::env::var_os("HOME")
+        .map(std::path::PathBuf::from)
+        .filter(|h| h.is_dir())
+    {
+        cases.push((
+            String::new(),
+            format!("--workspace '{}'", home.display()),
+            "WORKSPACE_TOO_BROAD",
+        ));
+        cases.push((
+            format!("TMPDIR='{}'", home.display()),
+            format!("--workspace '{ws}'"),
+            "TEMP_DIR_TOO_BROAD",
+        ));
+    }
     for backend in ["bwrap", "landlock"] {
         for (env, args, expected) in &cases {
             let (code, facts) = shell_run(
@@ -402,4 +439,120 @@ fn a_denial_is_reported_whatever_the_exit_status() {
             assert!(!d.outside.join("f").exists(), "{backend}: it landed");
         }
     }
+}
+
+/// A launcher that counts its invocations in `dir/runs`, fails like a broken runner while
+/// `dir/fail` exists, and is otherwise the real one.
+fn counting_launcher(dir: &Path) -> PathBuf {
+    let real = Path::new(SANDBOXCTL).with_file_name("landlock-run");
+    let wrapper = dir.join("landlock-run");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$1\" >> '{runs}'\nif [ -e '{fail}' ]; then echo 'landlock-run: simulated failure' >&2; exit 125; fi\nexec '{real}' \"$@\"\n",
+            runs = dir.join("runs").display(),
+            fail = dir.join("fail").display(),
+            real = real.display()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    wrapper
+}
+
+fn cached_run(cache: &Path, launcher: &Path, ws: &Path) -> (Option<i32>, Value) {
+    let out = Command::new(SANDBOXCTL)
+        .env("SANDBOX_PROBE_CACHE", cache)
+        .args([
+            "run",
+            "--mode",
+            "workspace-write",
+            "--backend",
+            "landlock",
+            "--launcher",
+        ])
+        .arg(launcher)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["--", "bash", "-c", "printf ran > canary"])
+        .output()
+        .expect("run sandboxctl");
+    let facts = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code(), facts)
+}
+
+fn launcher_runs(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("runs"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dirs();
+    let tools = tempfile::tempdir().expect("tempdir");
+    let cache = tools.path().join("cache");
+    let launcher = counting_launcher(tools.path());
+
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(0), "{facts}");
+    let first = launcher_runs(tools.path());
+    assert!(first >= 2, "the first call probes, then runs: {first}");
+    // Private: only its user may enter the directory or read an entry.
+    let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode(&cache), 0o700);
+    let stored = entries(&cache);
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(mode(&stored[0]), 0o600);
+
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(0), "{facts}");
+    assert_eq!(
+        launcher_runs(tools.path()),
+        first + 1,
+        "the second call probed again"
+    );
+
+    // A corrupt entry means probing again, and the entry is rewritten.
+    std::fs::write(&stored[0], "{ not json").expect("corrupt");
+    let before = launcher_runs(tools.path());
+    let (code, _) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        launcher_runs(tools.path()),
+        before + first,
+        "a corrupt entry was trusted"
+    );
+
+    // A cache directory others may write is not trusted.
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let before = launcher_runs(tools.path());
+    let _ = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(
+        launcher_runs(tools.path()),
+        before + first,
+        "an open cache was trusted"
+    );
+    assert_eq!(mode(&cache), 0o700, "the store made it private again");
+
+    // The cached runner fails: the call fails closed, and the entry is gone.
+    std::fs::remove_file(d.ws.join("canary")).expect("rm canary");
+    std::fs::write(tools.path().join("fail"), "").expect("fail flag");
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(facts["error"], "SANDBOX_UNAVAILABLE", "{facts}");
+    assert_eq!(code, Some(125));
+    assert!(!d.ws.join("canary").exists(), "it ran");
+    assert!(entries(&cache).is_empty(), "the failed verdict was kept");
 }

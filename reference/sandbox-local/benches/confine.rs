@@ -165,6 +165,9 @@ fn report(landlock: bool, bwrap: bool) {
         println!("bwrap / bare-bwrap         = {:.2} (target <= 1.10)", w / b);
     }
     if bwrap && let (Some(h), Some(p)) = (mean("bare-bwrap"), mean("bare-bwrap-plain")) {
-        println!("hardened / plain bare bwrap = {:.2} (what isolation costs)", h / p);
+        println!(
+            "hardened / plain bare bwrap = {:.2} (what isolation costs)",
+            h / p
+        );
     }
 }

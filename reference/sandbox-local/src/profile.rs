@@ -60,8 +60,8 @@ pub const BWRAP_ISOLATION: [&str; 6] = [
     "ALL",
 ];
 
-/// bwrap: read-only bind of `/`, a fresh `/dev` (its `null` is writable) and `/proc`, the
-/// isolation flags ([`BWRAP_ISOLATION`]), then a writable bind per root (`--bind-try` for temp
+/// bwrap: read-only bind of `/`, a fresh `/dev` (its `null` is writable) and `/proc` with a
+/// read-only `/proc/sys`, the isolation flags ([`BWRAP_ISOLATION`]), then a writable bind per root (`--bind-try` for temp
 /// roots). With `status_fd`, bwrap writes its JSON status records there.
 pub fn bwrap_args(set: &WritableSet, status_fd: Option<i32>) -> Vec<OsString> {
     let mut args = vec![
@@ -72,6 +72,12 @@ pub fn bwrap_args(set: &WritableSet, status_fd: Option<i32>) -> Vec<OsString> {
         os("/dev"),
         os("--proc"),
         os("/proc"),
+        // bwrap covers /proc/sys only when the directory itself is writable, which it never is,
+        // so the files in it stay writable to a payload whose uid is root on the host
+        // (core_pattern would run a program as root at the next crash).
+        os("--ro-bind"),
+        os("/proc/sys"),
+        os("/proc/sys"),
     ];
     args.extend(BWRAP_ISOLATION.iter().map(|a| os(a)));
     if let Some(ws) = &set.workspace {

@@ -123,7 +123,10 @@ fn a_workdir_is_usable_exactly_when_this_process_can_enter_it() {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(mode)).expect("chmod");
         // What a spawn would find: can this process chdir there? (root can enter any directory;
         // a user cannot enter one without search permission.)
-        let enterable = std::process::Command::new("true").current_dir(&d).status().is_ok();
+        let enterable = std::process::Command::new("true")
+            .current_dir(&d)
+            .status()
+            .is_ok();
         assert_eq!(launch::workdir_usable(&d), enterable, "mode {mode:o}");
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
     }

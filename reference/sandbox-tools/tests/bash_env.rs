@@ -51,7 +51,9 @@ fn bash_env_runs_only_inside_the_sandbox() {
     assert!(!outside.join("canary").exists(), "BASH_ENV ran unconfined");
     // The child proves it ran the checks (a renamed test would run zero tests and pass).
     assert_eq!(
-        std::fs::read_to_string(base.join("child-checked")).ok().as_deref(),
+        std::fs::read_to_string(base.join("child-checked"))
+            .ok()
+            .as_deref(),
         Some("bwrap landlock "),
         "the child process never ran the checks"
     );

@@ -163,7 +163,11 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
     if policy.mode == ConfinedMode::ReadOnly {
         return Ok(Vec::new());
     }
-    check_workspace_breadth(&policy.workspace_root, &workspace)?;
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute())
+        .and_then(|h| canonical_path(&h).ok());
+    check_workspace_breadth(&policy.workspace_root, &workspace, home.as_deref())?;
     let tmp = canonical_path(Path::new("/tmp"))?;
     let mut canonical = vec![workspace.clone(), tmp.clone()];
     if let Some(t) = policy.temp_dir.as_ref().filter(|t| t.is_absolute()) {
@@ -185,10 +189,6 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
                         now: Some(now),
                     });
                 }
-                let home = std::env::var_os("HOME")
-                    .map(PathBuf::from)
-                    .filter(|h| h.is_absolute())
-                    .and_then(|h| canonical_path(&h).ok());
                 check_temp_breadth(t, &resolved, [&workspace, &tmp], home.as_deref())?;
                 canonical.push(resolved);
             }

@@ -227,9 +227,18 @@ pub fn system_reason(resolved: &Path) -> Option<&'static str> {
         .then_some("inside a system directory")
 }
 
-/// Checks a canonical workspace root for `workspace-write`.
-pub(crate) fn check_workspace_breadth(path: &Path, resolved: &Path) -> Result<(), RootError> {
-    match system_reason(resolved) {
+/// Checks a canonical workspace root for `workspace-write`: not `/`, not a system directory, and
+/// not the home directory or an ancestor of it (that would make every dotfile writable).
+pub(crate) fn check_workspace_breadth(
+    path: &Path,
+    resolved: &Path,
+    home: Option<&Path>,
+) -> Result<(), RootError> {
+    let why = system_reason(resolved).or_else(|| {
+        home.filter(|h| h.starts_with(resolved))
+            .map(|_| "the home directory or an ancestor of it")
+    });
+    match why {
         Some(why) => Err(RootError::WorkspaceTooBroad {
             path: path.to_path_buf(),
             resolved: resolved.to_path_buf(),
@@ -239,9 +248,15 @@ pub(crate) fn check_workspace_breadth(path: &Path, resolved: &Path) -> Result<()
     }
 }
 
+/// Where a temp dir outside `/tmp` and the workspace may live: a directory strictly below one of
+/// these shared temp areas (macOS keeps per-user temp dirs under `/private/var/folders`).
+const TEMP_AREAS: [&str; 2] = ["/var/tmp", "/private/var/folders"];
+
 /// Checks a canonical temp dir that would add to the writable set (one inside `/tmp` or the
-/// workspace, the roots in `writable`, adds nothing and is not checked): not a system directory,
-/// not an ancestor of the workspace, and not the home directory or an ancestor of it.
+/// workspace, the roots in `writable`, adds nothing and is not checked): it must lie strictly
+/// below a temp area ([`TEMP_AREAS`]), so `$TMPDIR` can never make a system directory, the home
+/// directory or anything below it (`~/.ssh`), `/run/user`, `/var/lib`, the workspace's
+/// surroundings or the shared temp area itself writable.
 pub(crate) fn check_temp_breadth(
     path: &Path,
     resolved: &Path,
@@ -262,11 +277,22 @@ pub(crate) fn check_temp_breadth(
     if let Some(why) = system_reason(resolved) {
         return too_broad(why.to_owned());
     }
-    if workspace != resolved && workspace.starts_with(resolved) {
+    if workspace.starts_with(resolved) {
         return too_broad(format!("an ancestor of the workspace {workspace:?}"));
     }
-    if let Some(home) = home.filter(|h| h.starts_with(resolved)) {
-        return too_broad(format!("the home directory {home:?} or an ancestor of it"));
+    if let Some(home) = home.filter(|h| h.starts_with(resolved) || resolved.starts_with(h)) {
+        return too_broad(format!(
+            "the home directory {home:?}, inside it or above it"
+        ));
+    }
+    let in_temp_area = TEMP_AREAS
+        .iter()
+        .any(|area| resolved.starts_with(area) && resolved != Path::new(area));
+    if !in_temp_area {
+        return too_broad(format!(
+            "not a directory below a temp area ({}) and not inside /tmp or the workspace",
+            TEMP_AREAS.join(", ")
+        ));
     }
     Ok(())
 }
@@ -311,7 +337,21 @@ mod tests {
         ));
         assert!(check("/home/u/project").is_ok());
         assert!(check("/home/u/project/tmp").is_ok());
-        assert!(check("/home/u/.cache/tmp").is_ok());
+        // Below the home directory (~/.ssh), /run/user, /var/lib or the temp area itself: refused.
+        for t in [
+            "/home/u/.cache/tmp",
+            "/home/u/.ssh",
+            "/run/user/1000",
+            "/var/lib/dpkg",
+            "/var/tmp",
+            "/srv/x",
+        ] {
+            assert!(
+                matches!(check(t), Err(RootError::TempDirTooBroad { .. })),
+                "{t}"
+            );
+        }
+        assert!(check("/var/tmp/private-tmp").is_ok());
         // Inside /tmp adds nothing: /tmp is writable anyway, even above a workspace under it.
         let under_tmp = Path::new("/tmp/w/ws");
         assert!(check_temp_breadth(tmp, tmp, [under_tmp, tmp], home).is_ok());
@@ -319,6 +359,9 @@ mod tests {
             check_temp_breadth(Path::new("/srv"), Path::new("/srv"), [ws, tmp], None),
             Err(RootError::TempDirTooBroad { .. })
         ));
+        // The home directory itself is no workspace either.
+        assert!(check_workspace_breadth(Path::new("/home/u"), Path::new("/home/u"), home).is_err());
+        assert!(check_workspace_breadth(ws, ws, home).is_ok());
         let err = check("/home/u").expect_err("too broad");
         assert_eq!(err.code(), TEMP_DIR_TOO_BROAD);
         assert!(err.to_string().contains("\"/home/u\""), "{err}");
