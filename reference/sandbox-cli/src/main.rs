@@ -141,6 +141,7 @@ fn probe(config: LocalConfig) -> ExitCode {
                     entry["version"] = json!(facts.version);
                     entry["landlock_abi"] = json!(facts.abi);
                     entry["kernel_landlock_abi"] = json!(facts.kernel_abi);
+                    entry["ungoverned"] = json!(facts.ungoverned);
                 }
                 Err(reason) => {
                     entry["usable"] = json!(false);

@@ -22,6 +22,11 @@ pub struct ProbeFacts {
     pub abi: Option<u32>,
     /// The kernel's Landlock ABI (launcher only).
     pub kernel_abi: Option<u32>,
+    /// The file effects the backend does not govern here (why it reports `partial`): for the
+    /// launcher, `metadata` at every Landlock ABI, plus `truncate` below ABI 3 and cross-directory
+    /// rename and link below ABI 2.
+    #[serde(default)]
+    pub ungoverned: Vec<String>,
 }
 
 /// Why a backend is not usable on this host.
@@ -216,6 +221,7 @@ fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Probe
         version,
         abi: None,
         kernel_abi: None,
+        ungoverned: Vec::new(),
     })
 }
 
@@ -265,6 +271,7 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         version: None,
         abi: Some(report.abi),
         kernel_abi: Some(report.kernel_abi),
+        ungoverned: report.ungoverned,
     })
 }
 
@@ -281,5 +288,6 @@ fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         version: None,
         abi: None,
         kernel_abi: None,
+        ungoverned: Vec::new(),
     })
 }
