@@ -210,6 +210,22 @@ fn a_backend_that_answers_malformed_json_is_an_error() {
 }
 
 #[test]
+fn a_backend_whose_rules_match_every_line_is_an_error() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("match-all-rule".into());
+    let run = certify(&["--family", "parity"], &cmd);
+    assert_eq!(run.code, Some(1));
+    assert_eq!(count(&run.report, "PASS"), 0, "{}", run.matrix);
+    assert!(
+        run.report
+            .to_string()
+            .contains("runner-failure rule #0 is invalid"),
+        "{}",
+        run.matrix
+    );
+}
+
+#[test]
 fn a_backend_that_hangs_is_a_timeout() {
     let mut cmd = backend("misbehaving_backend.py");
     cmd.push("hang".into());
