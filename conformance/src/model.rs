@@ -548,14 +548,13 @@ pub struct ToolSetup {
     pub session_mode: Option<sandbox::SandboxMode>,
     /// An `approval/policy` knob event in the session (`ask` or `never`).
     #[serde(default)]
-    pub approval_policy: Option<String>,
-    /// `confining` (default), `non-confining` (unconfined shell and filesystem), or
-    /// `no-approval` (confining, without an approval service).
+    pub approval_policy: Option<sandbox_policy::ApprovalPolicy>,
+    /// How the tools are composed (default `confining`).
     #[serde(default)]
-    pub composition: Option<String>,
-    /// The scripted answers, in order: `allow-once`, `reject`, `cancel`, `unavailable`.
+    pub composition: Option<Composition>,
+    /// The scripted answers, in order.
     #[serde(default)]
-    pub approver: Vec<String>,
+    pub approver: Vec<Answer>,
     /// Whether an agent routes approval questions (default true).
     #[serde(default)]
     pub agent: Option<bool>,
@@ -714,6 +713,32 @@ pub enum WorkspaceSpelling {
     Missing,
     /// A regular file.
     File,
+}
+
+/// How a tool case composes the tools. A closed vocabulary: a typo is a load error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Composition {
+    /// A confining shell and the fenced filesystem, with an approval service.
+    Confining,
+    /// Confining, without an approval service.
+    NoApproval,
+    /// An unconfined shell and filesystem (honestly unconfined), with an approval service.
+    NonConfining,
+}
+
+/// One scripted answer of the approval service. A closed vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Answer {
+    /// Granted for this one call.
+    AllowOnce,
+    /// The user rejected it.
+    Reject,
+    /// The question was cancelled before an answer.
+    Cancel,
+    /// The approval service could not be reached.
+    Unavailable,
 }
 
 /// The temp dir a policy carries and the payload's `$TMPDIR`. A closed vocabulary.
