@@ -598,9 +598,10 @@ pub struct ToolExpect {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WireStep {
-    /// `new`, `load`, `set`, `prompt` (begin and end a turn), `begin`, `end`, `crash` (the process
-    /// dies: whatever was pending is lost; sessions must be loaded again) or `restart` (a crash,
-    /// then a new process with `config`).
+    /// `new`, `load`, `set`, `prompt` (begin and end a turn), `begin`, `end`, `step` (the model's
+    /// next request in the open turn: its pre-step), `crash` (the process dies: whatever was
+    /// pending is lost; sessions must be loaded again) or `restart` (a crash, then a new process
+    /// with `config`).
     #[serde(rename = "do")]
     pub action: String,
     /// The session's name in this case (default `a`).
@@ -637,6 +638,13 @@ pub struct WireConfig {
     /// The default approval policy (`ask` or `never`).
     #[serde(default)]
     pub approval: Option<String>,
+    /// The composition mounts an approval service (default true); without one the permission
+    /// presets fail loud at load (`BAD_COMPOSITION`).
+    #[serde(default)]
+    pub approval_service: Option<bool>,
+    /// The shell confines (default true); over an unconfined shell the presets fail at load.
+    #[serde(default)]
+    pub confining: Option<bool>,
 }
 
 /// What a `wire` step must observe.

@@ -8,13 +8,14 @@ use agent_client_protocol::v1::schema::{
     SessionConfigKind, SessionConfigOption, SessionConfigOptionValue, SessionConfigSelectOptions,
 };
 use sandbox::SandboxMode;
-use sandbox_agent::Bridge;
+use sandbox_agent::{Bridge, Composition};
 use sandbox_policy::presets::PresetTable;
 use sandbox_policy::prompt::Source;
 use sandbox_policy::{ApprovalPolicy, PolicyService};
 
 use std::sync::Arc;
 
+use sandbox_tools::approval::ScriptedApprover;
 use sandbox_tools::fs::FileSystem;
 use sandbox_tools::shell::ShellExecutor;
 use sandbox_tools::tools::{CallContext, Toolbox};
@@ -50,7 +51,16 @@ fn start(
         .map_err(|e| e.to_string())?
         .with_default_approval(approval);
     let presets = PresetTable::standard(mode, approval).map_err(|e| e.to_string())?;
-    Ok(Bridge::new(policy, presets, sessions))
+    Bridge::new(
+        policy,
+        presets,
+        sessions,
+        Composition {
+            approval: config.approval_service.unwrap_or(true),
+            confining: config.confining.unwrap_or(true),
+        },
+    )
+    .map_err(|e| e.code().to_owned())
 }
 
 impl Rig {
@@ -116,7 +126,9 @@ fn tool_call(
         Arc::new(bridge.policy().clone()),
         Arc::new(ShellExecutor::confining(provider)),
         FileSystem::Fenced,
-        None,
+        // The preset layer is composed over an approval service (nobody answers here: a
+        // scripted call that escalates is `unavailable`).
+        Some(Arc::new(ScriptedApprover::new([]))),
     );
     let session = bridge.session(id).map_err(|e| e.to_string())?;
     let out = tools.call(
@@ -177,6 +189,14 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
                 );
             }
             "begin" => started = Some(rig.bridge.begin_turn(&need_id())?),
+            "step" => {
+                let step = rig.bridge.pre_step(&need_id())?;
+                started = Some(sandbox_agent::TurnStart {
+                    system_prompt: step.system_prompt,
+                    notice: step.notice,
+                    anchored: Vec::new(),
+                });
+            }
             "end" => rig.bridge.end_turn(&need_id())?,
             "call" => {}
             "prompt" => {
@@ -193,7 +213,13 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
     match step.action.as_str() {
         "crash" | "restart" => {
             let config = step.config.clone().unwrap_or_default();
-            rig.bridge = start(&rig.sessions, &rig.workspace, &config)?;
+            match start(&rig.sessions, &rig.workspace, &config) {
+                Ok(bridge) => rig.bridge = bridge,
+                // A composition the presets cannot ride fails loud at load: the new process
+                // refuses to start, and the case ends there.
+                Err(code) if expect.error.as_deref() == Some(code.as_str()) => return Ok(()),
+                Err(e) => return Err(format!("the agent did not start: {e}")),
+            }
         }
         "call" => {
             let command = step.run.as_deref().ok_or("a call needs run")?;
@@ -206,7 +232,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
             }
             ran = Some(tool_call(backend, &rig.bridge, &need_id(), command));
         }
-        "new" | "load" | "set" | "begin" | "end" | "prompt" => {}
+        "new" | "load" | "set" | "begin" | "end" | "prompt" | "step" => {}
         other => return Err(format!("unknown wire action {other:?}")),
     }
     match (&result, &expect.error) {

@@ -3,8 +3,10 @@
 //! never stated; a denied result names the mode in its marker and, when escalation is advertised,
 //! carries the hint at the point of denial.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandbox::{ExecutionPolicy, SandboxMode, denial_marker};
@@ -78,6 +80,8 @@ pub struct Toolbox {
     shell: Arc<ShellExecutor>,
     fs: FileSystem,
     approval: Option<Arc<dyn ApprovalService>>,
+    /// Background tasks started by a granted escalation (their results say `escalated: true`).
+    escalated_tasks: Mutex<HashSet<crate::shell::TaskId>>,
 }
 
 /// The escalation fields' schema vocabulary: the modes an escalation may ask for.
@@ -223,6 +227,7 @@ impl Toolbox {
             shell,
             fs,
             approval,
+            escalated_tasks: Mutex::new(HashSet::new()),
         }
     }
 
@@ -289,9 +294,21 @@ impl Toolbox {
 
     /// Runs one tool call.
     pub fn call(&self, tool: &str, args: &Value, ctx: &CallContext<'_>) -> ToolOutput {
+        self.call_cancellable(tool, args, ctx, None)
+    }
+
+    /// Runs one tool call that stops when `cancel` is set: a foreground `bash` call's whole
+    /// process tree is killed, as for a cancelled background task.
+    pub fn call_cancellable(
+        &self,
+        tool: &str,
+        args: &Value,
+        ctx: &CallContext<'_>,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> ToolOutput {
         match tool {
             "bash" => match BashArgs::deserialize(args) {
-                Ok(a) => self.bash(a, ctx),
+                Ok(a) => self.bash(a, ctx, cancel),
                 Err(e) => bad_arguments(tool, e),
             },
             "bash_output" => match OutputArgs::deserialize(args) {
@@ -375,7 +392,12 @@ impl Toolbox {
         Ok((policy, granted.is_some()))
     }
 
-    fn bash(&self, a: BashArgs, ctx: &CallContext<'_>) -> ToolOutput {
+    fn bash(
+        &self,
+        a: BashArgs,
+        ctx: &CallContext<'_>,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> ToolOutput {
         if a.command.contains('\0') {
             return bad_arguments("bash", "the command contains a NUL byte");
         }
@@ -391,15 +413,23 @@ impl Toolbox {
         };
         if a.run_in_background {
             return match self.shell.start(request, policy.clone()) {
-                Ok(task) => ToolOutput::new(
-                    "STARTED",
-                    format!("started background task {task}; read it with bash_output"),
-                    json!({ "task_id": task, "mode": policy.mode, "escalated": escalated }),
-                ),
+                Ok(task) => {
+                    if escalated {
+                        self.escalated_tasks
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(task);
+                    }
+                    ToolOutput::new(
+                        "STARTED",
+                        format!("started background task {task}; read it with bash_output"),
+                        json!({ "task_id": task, "mode": policy.mode, "escalated": escalated }),
+                    )
+                }
                 Err(e) => ToolOutput::new(e.code(), e.to_string(), json!({ "ran": false })),
             };
         }
-        match self.shell.run(&request, &policy) {
+        match self.shell.run_cancellable(&request, &policy, cancel) {
             Ok(result) => self.shell_output(&result, escalated),
             Err(e) => ToolOutput::new(
                 e.code(),
@@ -411,6 +441,11 @@ impl Toolbox {
 
     fn bash_output(&self, a: OutputArgs) -> ToolOutput {
         let wait = Duration::from_millis(a.wait_ms.unwrap_or(30_000));
+        let escalated = self
+            .escalated_tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&a.task_id);
         match self.shell.output(a.task_id, wait) {
             None => ToolOutput::new(
                 "RUNNING",
@@ -423,9 +458,9 @@ impl Toolbox {
                     "[sandbox unavailable: the command never ran] {}",
                     result.runner_detail.clone().unwrap_or_default()
                 ),
-                facts(&result, false),
+                facts(&result, escalated),
             ),
-            Some(result) => self.shell_output(&result, false),
+            Some(result) => self.shell_output(&result, escalated),
         }
     }
 
