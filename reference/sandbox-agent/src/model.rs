@@ -6,8 +6,8 @@
 //! call asks the editor with `session/request_permission` about the announced call and waits for
 //! the answer, or for the turn to be cancelled (then the answer is `cancelled`).
 
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_client_protocol::Client;
@@ -59,27 +59,32 @@ impl TurnControl {
 }
 
 /// Asks the editor through `session/request_permission`, from the (blocking) thread of a turn.
+/// One per session; each turn installs its own cancel flag.
 pub struct AcpApprover {
     cx: ConnectionTo<Client>,
     runtime: tokio::runtime::Handle,
     session: String,
-    turn: Arc<TurnControl>,
+    turn: Mutex<Arc<TurnControl>>,
 }
 
 impl AcpApprover {
-    /// An approver for `session` over `cx`, for the turn `turn`.
-    pub fn new(
-        cx: ConnectionTo<Client>,
-        runtime: tokio::runtime::Handle,
-        session: &str,
-        turn: Arc<TurnControl>,
-    ) -> Self {
+    /// An approver for `session` over `cx`.
+    pub fn new(cx: ConnectionTo<Client>, runtime: tokio::runtime::Handle, session: &str) -> Self {
         AcpApprover {
             cx,
             runtime,
             session: session.to_owned(),
-            turn,
+            turn: Mutex::new(Arc::default()),
         }
+    }
+
+    /// The turn whose cancellation answers a pending question as cancelled.
+    pub fn set_turn(&self, turn: Arc<TurnControl>) {
+        *self.turn.lock().unwrap_or_else(|p| p.into_inner()) = turn;
+    }
+
+    fn turn(&self) -> Arc<TurnControl> {
+        Arc::clone(&self.turn.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
@@ -95,7 +100,8 @@ pub fn tool_kind(tool: &str) -> ToolKind {
 
 impl ApprovalService for AcpApprover {
     fn ask(&self, request: &ApprovalRequest) -> Decision {
-        if self.turn.is_cancelled() {
+        let turn = self.turn();
+        if turn.is_cancelled() {
             return Decision::Cancelled;
         }
         let question = RequestPermissionRequest::new(
@@ -118,7 +124,6 @@ impl ApprovalService for AcpApprover {
             ],
         );
         let answer = self.cx.send_request(question).block_task();
-        let turn = Arc::clone(&self.turn);
         let outcome = self.runtime.block_on(async move {
             tokio::select! {
                 answer = answer => Some(answer),

@@ -53,7 +53,8 @@ pub struct AgentSetup {
 /// One live session's runtime: its shell (background tasks live as long as the session) and its
 /// running turn.
 struct SessionRuntime {
-    shell: Arc<ShellExecutor>,
+    tools: Toolbox,
+    approver: Arc<AcpApprover>,
     turn: Mutex<Option<Arc<TurnControl>>>,
 }
 
@@ -79,14 +80,36 @@ fn wire_error(e: &BridgeError) -> Error {
 }
 
 impl State {
-    fn runtime(&self, id: &str) -> Arc<SessionRuntime> {
+    /// The session's runtime, made on first use: its toolbox (one shell, so background tasks
+    /// outlive the prompt that started them) and its approval channel.
+    fn runtime(
+        &self,
+        id: &str,
+        cx: &ConnectionTo<Client>,
+        handle: &tokio::runtime::Handle,
+    ) -> Arc<SessionRuntime> {
+        let policy = lock(&self.bridge).policy().clone();
         let mut runtimes = lock(&self.runtimes);
         Arc::clone(runtimes.entry(id.to_owned()).or_insert_with(|| {
+            let approver = Arc::new(AcpApprover::new(cx.clone(), handle.clone(), id));
+            let tools = Toolbox::new(
+                Arc::new(policy),
+                Arc::new(ShellExecutor::confining(Arc::clone(&self.provider))),
+                FileSystem::Fenced,
+                Some(Arc::clone(&approver) as Arc<dyn sandbox_tools::approval::ApprovalService>),
+            );
             Arc::new(SessionRuntime {
-                shell: Arc::new(ShellExecutor::confining(Arc::clone(&self.provider))),
+                tools,
+                approver,
                 turn: Mutex::new(None),
             })
         }))
+    }
+
+    /// The running turn of a session, if one runs.
+    fn running_turn(&self, id: &str) -> Option<Arc<TurnControl>> {
+        let runtime = lock(&self.runtimes).get(id).cloned()?;
+        lock(&runtime.turn).clone()
     }
 
     fn notify(&self, cx: &ConnectionTo<Client>, id: &str, update: SessionUpdate) {
@@ -187,8 +210,9 @@ impl State {
                 bridge.policy().clone(),
             )
         };
-        let runtime = self.runtime(&id);
+        let runtime = self.runtime(&id, &cx, &handle);
         let control = Arc::new(TurnControl::default());
+        runtime.approver.set_turn(Arc::clone(&control));
         {
             let mut turn = lock(&runtime.turn);
             if turn.is_some() {
@@ -200,7 +224,15 @@ impl State {
             }
             *turn = Some(Arc::clone(&control));
         }
-        let result = self.turn_body(&id, &request, &cx, handle, &control, &session, policy);
+        let result = self.turn_body(
+            &id,
+            &request,
+            &cx,
+            &runtime.tools,
+            &control,
+            &session,
+            policy,
+        );
         *lock(&runtime.turn) = None;
         let ended = lock(&self.bridge).end_turn(&id);
         result?;
@@ -218,7 +250,7 @@ impl State {
         id: &str,
         request: &PromptRequest,
         cx: &ConnectionTo<Client>,
-        handle: tokio::runtime::Handle,
+        tools: &Toolbox,
         control: &Arc<TurnControl>,
         session: &Arc<sandbox_policy::Session>,
         policy: sandbox_policy::PolicyService,
@@ -239,18 +271,6 @@ impl State {
         if calls.is_empty() {
             return self.say(cx, id, HELP);
         }
-        let runtime = self.runtime(id);
-        let tools = Toolbox::new(
-            Arc::new(policy.clone()),
-            Arc::clone(&runtime.shell),
-            FileSystem::Fenced,
-            Some(Arc::new(AcpApprover::new(
-                cx.clone(),
-                handle,
-                id,
-                Arc::clone(control),
-            ))),
-        );
         for (n, (tool, args)) in calls.into_iter().enumerate() {
             if control.is_cancelled() {
                 break;
@@ -291,7 +311,7 @@ impl State {
                 agent: Some(AGENT_NAME),
                 call_id: &call_id,
             };
-            let blocked = self.run_hook(id, &tools, &ctx, &tool, control)?;
+            let blocked = self.run_hook(id, tools, &ctx, &tool, control)?;
             let before = target
                 .as_ref()
                 .and_then(|p| std::fs::read_to_string(p).ok());
@@ -506,7 +526,7 @@ pub async fn serve(setup: AgentSetup) -> Result<(), Error> {
         .on_receive_request(
             async move |request: LoadSessionRequest, responder, cx| {
                 let id = request.session_id.0.to_string();
-                if lock(&s_load.runtime(&id).turn).is_some() {
+                if s_load.running_turn(&id).is_some() {
                     return responder.respond_with_error(
                         Error::new(
                             ErrorCode::INVALID_PARAMS,
@@ -567,8 +587,7 @@ pub async fn serve(setup: AgentSetup) -> Result<(), Error> {
         .on_receive_notification(
             async move |note: CancelNotification, _cx| {
                 let id = note.session_id.0.to_string();
-                let turn = lock(&s_cancel.runtime(&id).turn).clone();
-                if let Some(turn) = turn {
+                if let Some(turn) = s_cancel.running_turn(&id) {
                     turn.cancel();
                 }
                 Ok(())

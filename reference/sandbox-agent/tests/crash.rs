@@ -131,7 +131,6 @@ fn a_torn_log_tail_is_dropped_with_a_warning_the_operator_sees() {
         "params": { "protocolVersion": 1 } }));
     let answer = exchange(json!({ "jsonrpc": "2.0", "id": 2, "method": "session/load",
         "params": LoadSessionRequest::new("session-1", ws) }));
-    drop(exchange);
     drop(stdin);
     assert_eq!(
         answer["result"]["configOptions"][0]["currentValue"],
