@@ -329,6 +329,11 @@ impl State {
                     tools.call_cancellable(&tool, &args, &ctx, Some(control.flag()))
                 }
             };
+            let mut out = out;
+            if out.facts.get("cancelled") == Some(&Value::Bool(true)) {
+                // The turn's cancellation killed it: its card says so.
+                out.code = "CANCELLED".into();
+            }
             let status = if succeeded(&out) {
                 ToolCallStatus::Completed
             } else {
@@ -430,6 +435,8 @@ impl State {
 }
 
 fn succeeded(out: &ToolOutput) -> bool {
+    // A call killed by the turn's cancellation (`facts.cancelled`) failed; `bash_cancel`'s own
+    // CANCELLED (it stopped a background task as asked) succeeded.
     matches!(
         out.code.as_str(),
         "OK" | "STARTED" | "RUNNING" | "CANCELLED"
