@@ -37,6 +37,9 @@ pub struct Backend {
     pub facts: Option<ProbeFacts>,
     /// The protocol connection, for an external backend.
     pub external: Option<Arc<External>>,
+    /// Its probe ran and the write landed: it confines nothing here. A broken backend, which
+    /// fails the run instead of being skipped as unusable.
+    pub confines_nothing: bool,
 }
 
 impl std::fmt::Debug for Backend {
@@ -96,6 +99,7 @@ impl Backend {
             version: None,
             facts: None,
             external: None,
+            confines_nothing: false,
         }
     }
 
@@ -121,6 +125,7 @@ impl Backend {
             version: Some(external.implementation.version.clone()),
             facts: None,
             external: Some(external),
+            confines_nothing: false,
         }
     }
 
@@ -135,7 +140,7 @@ impl Backend {
         let declared = BTreeSet::from([Capability::Confine]);
         Backend {
             name: "operator".to_owned(),
-            dialect: Some(sandbox_local::dialect::operator(runner.rule)),
+            dialect: Some(sandbox_local::dialect::operator(runner.rule().clone())),
             capabilities: declared.clone(),
             declared,
             unusable: None,
@@ -144,7 +149,7 @@ impl Backend {
             local: Some(config),
             version: Some(
                 runner
-                    .argv
+                    .argv()
                     .iter()
                     .map(|a| a.to_string_lossy().into_owned())
                     .collect::<Vec<_>>()
@@ -152,6 +157,7 @@ impl Backend {
             ),
             facts: None,
             external: None,
+            confines_nothing: false,
         }
     }
 
@@ -197,12 +203,13 @@ impl Backend {
                         .unwrap_or_else(|| config.sandbox_exec.clone()),
                     facts: Some(facts.clone()),
                     verdicts: vec![verdict.clone()],
+                    cached: false,
                 };
                 let provider: Arc<dyn SandboxProvider> =
                     Arc::new(LocalProvider::with_selection(config.clone(), selection));
                 (None, Some(facts.enforcement), Some(provider))
             }
-            Err(reason) => (Some(reason), None, None),
+            Err(reason) => (Some(reason.to_string()), None, None),
         };
         Backend {
             name: name.to_owned(),
@@ -216,6 +223,10 @@ impl Backend {
             version,
             facts,
             external: None,
+            confines_nothing: verdict
+                .result
+                .as_ref()
+                .is_err_and(sandbox_local::probe::ProbeError::confines_nothing),
         }
     }
 }
@@ -319,7 +330,7 @@ pub fn reference_backend(name: &str) -> Option<Backend> {
                     policy.capabilities.insert(Capability::ScriptedCalls);
                     policy.provider = Some(Arc::new(chain));
                 }
-                Err(reason) => policy.unusable = Some(reason.to_owned()),
+                Err(reason) => policy.unusable = Some(reason.to_string()),
             }
             policy
         }

@@ -202,6 +202,20 @@ pub fn trials(
             move || verdict,
         ));
     }
+    // A backend whose probe write landed is broken, not unusable: it fails whether required or
+    // not.
+    for b in backends.iter().filter(|b| b.confines_nothing) {
+        let why = format!(
+            "backend {}: its functional probe wrote under the read-only profile: it confines nothing on this host ({})",
+            b.name,
+            b.unusable.clone().unwrap_or_default()
+        );
+        out.push(HarnessTrial::new(
+            format!("suite::confines::{}", b.name),
+            false,
+            move || Err(why),
+        ));
+    }
     let backends = Arc::new(backends);
     for trial in planned {
         out.push(harness_trial(trial, &backends, required));

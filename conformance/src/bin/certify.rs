@@ -214,6 +214,7 @@ fn select_backends(cli: &Cli) -> Result<(Planned, Vec<(String, String)>), String
         })?;
         if !explicit
             && !required.contains(&name)
+            && !backend.confines_nothing
             && let Some(reason) = &backend.unusable
         {
             excluded.push((name, reason.clone()));

@@ -53,6 +53,11 @@ pub(super) fn run(step: &SelectStep) -> Result<(), String> {
         .args(&argv[1..])
         .env("W", &ws)
         .env("O", &outside)
+        // Each step probes its own host: verdicts cached by another step's host never apply.
+        .env(
+            sandbox_local::cache::CACHE_ENV,
+            world.dir.join("probe-cache"),
+        )
         .output()
         .map_err(|e| format!("cannot run {:?}: {e}", argv[0]))?;
     let stdout = String::from_utf8_lossy(&out.stdout);

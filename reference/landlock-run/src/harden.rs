@@ -189,3 +189,167 @@ pub fn cloexec_above_stderr() -> Result<(), String> {
     }
     Ok(())
 }
+
+/// Whether this build has the setuid guard ([`install_setuid_guard`]): x86_64 and aarch64 only.
+pub const SETUID_GUARD_SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+
+/// The mode bits the guard refuses: `S_ISUID | S_ISGID`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const SET_ID_BITS: [u64; 2] = [libc::S_ISUID as u64, libc::S_ISGID as u64];
+
+/// Each syscall that takes a file mode, with the index of its mode argument. x86_64 also has the
+/// legacy path calls aarch64 never had.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn mode_syscalls() -> Vec<(libc::c_long, u8)> {
+    let mut calls = vec![
+        (libc::SYS_fchmod, 1),   // fchmod(fd, mode)
+        (libc::SYS_fchmodat, 2), // fchmodat(dirfd, path, mode)
+        (SYS_FCHMODAT2, 2),      // fchmodat2(dirfd, path, mode, flags)
+        (libc::SYS_openat, 3),   // openat(dirfd, path, flags, mode)
+        (libc::SYS_mknodat, 2),  // mknodat(dirfd, path, mode, dev)
+        (libc::SYS_mkdirat, 2),  // mkdirat(dirfd, path, mode)
+    ];
+    #[cfg(target_arch = "x86_64")]
+    calls.extend([
+        (libc::SYS_chmod, 1), // chmod(path, mode)
+        (libc::SYS_open, 2),  // open(path, flags, mode)
+        (libc::SYS_creat, 1), // creat(path, mode)
+        (libc::SYS_mknod, 1), // mknod(path, mode, dev)
+        (libc::SYS_mkdir, 1), // mkdir(path, mode)
+    ]);
+    calls
+}
+
+/// `fchmodat2(2)` (Linux 6.6): 452 on every architecture (the unified syscall table).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const SYS_FCHMODAT2: libc::c_long = 452;
+
+/// The `AUDIT_ARCH_*` value of the native ABI, as `seccomp_data.arch` carries it
+/// (linux/audit.h: `EM_* | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`).
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH_NATIVE: u32 = 62 | 0x8000_0000 | 0x4000_0000; // EM_X86_64
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH_NATIVE: u32 = 183 | 0x8000_0000 | 0x4000_0000; // EM_AARCH64
+
+/// The x32 ABI's syscall numbers on x86_64 carry this bit (`__X32_SYSCALL_BIT`); they share the
+/// x86_64 audit arch, so only the number tells them apart.
+#[cfg(target_arch = "x86_64")]
+const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+
+/// Refuses, in this process and everything it execs, every way to set the setuid or setgid bit
+/// through a mode argument: Landlock governs no metadata, so without this a payload could
+/// `chmod u+s` its own files (or, as root, root-owned files outside the writable set) and plant
+/// a setuid program for another user or a later unconfined step.
+///
+/// Two seccomp filters (`no_new_privs` is already set by the Landlock restriction):
+///
+/// 1. the *guard*, built here by hand: any architecture but the native one is killed (a 32-bit
+///    `int 0x80` on x86_64 arrives with `AUDIT_ARCH_I386` and other syscall numbers), x32 calls
+///    fail with `EPERM`, `openat2` fails with `ENOSYS` (its mode lives in a struct seccomp cannot
+///    read; glibc and most programs then fall back to `openat`), and `io_uring_setup` fails with
+///    `ENOSYS` (io_uring opens and creates files with a mode no filter sees);
+/// 2. the *mode filter*, compiled by `seccompiler`: `chmod`, `fchmod`, `fchmodat`, `fchmodat2`,
+///    `open`, `openat`, `creat`, `mknod`, `mknodat`, `mkdir`, `mkdirat` fail with `EPERM` when
+///    their mode argument has `S_ISUID` or `S_ISGID` (for `open`/`openat` the mode only matters
+///    with `O_CREAT` or `O_TMPFILE`; refusing the bits regardless changes nothing else).
+///
+/// Ordinary modes (`chmod 755`, `cp -p`, `tar x`) are untouched.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub fn install_setuid_guard() -> Result<(), String> {
+    use std::collections::BTreeMap;
+
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|e| format!("cannot build the setuid guard: {e}"))?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    for (nr, arg) in mode_syscalls() {
+        // The rules of one syscall are alternatives: either bit set matches.
+        let chain = SET_ID_BITS
+            .iter()
+            .map(|&bit| {
+                // `mode_t` is 32 bits: compare the low word only, masked to the one bit.
+                SeccompCondition::new(
+                    arg,
+                    SeccompCmpArgLen::Dword,
+                    SeccompCmpOp::MaskedEq(bit),
+                    bit,
+                )
+                .and_then(|c| SeccompRule::new(vec![c]))
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("cannot build the setuid guard: {e}"))?;
+        rules.insert(nr, chain);
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .and_then(seccompiler::BpfProgram::try_from)
+    .map_err(|e| format!("cannot build the setuid guard: {e}"))?;
+    seccompiler::apply_filter(&guard_program())
+        .map_err(|e| format!("cannot install the architecture guard: {e}"))?;
+    seccompiler::apply_filter(&filter).map_err(|e| format!("cannot install the setuid guard: {e}"))
+}
+
+/// Without a guard for this architecture there is nothing to install; `--probe` says so.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub fn install_setuid_guard() -> Result<(), String> {
+    Ok(())
+}
+
+/// The hand-built guard filter (classic BPF over `struct seccomp_data`: `nr` at offset 0, `arch`
+/// at offset 4). Jump offsets count instructions after the jump itself.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn guard_program() -> Vec<seccompiler::sock_filter> {
+    use seccompiler::sock_filter;
+
+    // linux/filter.h and linux/bpf_common.h.
+    const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD (0x00) | BPF_W (0x00) | BPF_ABS (0x20)
+    const BPF_JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
+    #[cfg(target_arch = "x86_64")]
+    const BPF_JGE_K: u16 = 0x05 | 0x30; // BPF_JMP | BPF_JGE | BPF_K (unsigned)
+    const BPF_RET_K: u16 = 0x06; // BPF_RET | BPF_K
+    // linux/seccomp.h: struct seccomp_data { int nr; __u32 arch; ... }.
+    const OFFSET_NR: u32 = 0;
+    const OFFSET_ARCH: u32 = 4;
+
+    let stmt = |code, k| sock_filter {
+        code,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump = |code, k, jt, jf| sock_filter { code, jt, jf, k };
+    let errno = |e: libc::c_int| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
+    let nr = |n: libc::c_long| n as u32;
+
+    let mut prog = vec![
+        // A foreign architecture (x86_64's 32-bit entry, aarch64's aarch32) is killed.
+        stmt(BPF_LD_W_ABS, OFFSET_ARCH),
+        jump(BPF_JEQ_K, AUDIT_ARCH_NATIVE, 1, 0),
+        stmt(BPF_RET_K, libc::SECCOMP_RET_KILL_PROCESS),
+        stmt(BPF_LD_W_ABS, OFFSET_NR),
+    ];
+    #[cfg(target_arch = "x86_64")]
+    prog.extend([
+        // x32: numbers in [0x4000_0000, 0x8000_0000) fail with EPERM. Numbers from
+        // 0x8000_0000 up (-1 is what a tracer sets to skip a call) fall through.
+        jump(BPF_JGE_K, 0x8000_0000, 2, 0),
+        jump(BPF_JGE_K, X32_SYSCALL_BIT, 0, 1),
+        stmt(BPF_RET_K, errno(libc::EPERM)),
+    ]);
+    prog.extend([
+        jump(BPF_JEQ_K, nr(libc::SYS_openat2), 0, 1),
+        stmt(BPF_RET_K, errno(libc::ENOSYS)),
+        jump(BPF_JEQ_K, nr(libc::SYS_io_uring_setup), 0, 1),
+        stmt(BPF_RET_K, errno(libc::ENOSYS)),
+        stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
+    ]);
+    prog
+}

@@ -9,9 +9,14 @@
 //!
 //! - `--ro PATH` grants reading beneath PATH (reads are not restricted at all today; the flag keeps
 //!   profiles explicit), `--rw PATH` grants every governed write beneath PATH (or to the file).
-//! - `--abi-cap N` uses at most Landlock ABI N. It can only weaken the launcher, which then reports
-//!   `partial` when the capped ABI cannot govern every promised file effect, and does not scope
-//!   signals or abstract unix sockets below ABI 6.
+//! - Every `--ro` and `--rw` PATH must be canonical: no component may be a symbolic link. The
+//!   launcher opens each with `openat2(RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` and a symlink
+//!   anywhere in it is a launcher failure naming the path, so a process that swaps a granted
+//!   directory with a symlink to the outside while the launcher starts (`RENAME_EXCHANGE`) can
+//!   only make the launch fail, never widen it. The rule is bound to the inode opened then.
+//! - `--abi-cap N` uses at most Landlock ABI N. It can only weaken the launcher, which then lists
+//!   more in `ungoverned` (truncate below 3, cross-directory rename and link below 2), prints
+//!   [`PARTIAL_NOTICE`] below 3, and does not scope signals or abstract unix sockets below ABI 6.
 //! - `--status-fd FD` writes JSON-lines launch records to FD (close-on-exec): `{"exec": ...}` just
 //!   before `execve`, then `{"exec-failed": ...}` if it fails; `{"error": ...}` for any launcher
 //!   failure before that. The payload ran exactly when `exec` is present with no failure after it.
@@ -19,7 +24,9 @@
 //! - `--probe` enforces a maximal ruleset (with the scopes a launch would apply) in a short-lived
 //!   child working in a fresh private directory, prints one JSON object ([`ProbeReport`]) and exits
 //!   0 only when the kernel actually enforced it (and denied a signal to its parent when it reports
-//!   signal scoping).
+//!   signal scoping, and refused to make its directory setgid when it reports the setuid guard).
+//!   Enforcement is always `partial`: no Landlock ABI governs metadata, and the report lists what
+//!   is ungoverned at the ABI in force.
 //!
 //! # Process shape
 //!
@@ -34,7 +41,13 @@
 //!
 //! When the payload exits, the monitor kills (`SIGKILL`) and reaps every process still below it
 //! (orphans, `setsid` and double-forked daemons are reparented to the subreaper) until it has no
-//! child left, then mirrors the payload: the same exit code, or death by the same signal. On
+//! child left, then mirrors the payload: the same exit code, or death by the same signal. The
+//! monitor learns of the payload's end from a pidfd as well as from `SIGCHLD`, because a process
+//! of the payload's domain may trace the payload (`PTRACE_SEIZE`), and a tracer gets the exit
+//! status first; the clean-up never blocks in `waitpid` (it reaps what is ready, kills every
+//! child again and naps a few milliseconds), so killing the tracer releases the traced zombie
+//! and the whole clean-up takes milliseconds, well inside the 200 ms a caller waits between its
+//! `SIGTERM` and its `SIGKILL`. On
 //! `SIGTERM` (and on `SIGINT`, `SIGHUP` and `SIGQUIT` unless the caller left them ignored) the
 //! monitor does the same clean-up and dies by that signal. Killing the monitor with `SIGKILL` kills
 //! the payload's own process but can leave its descendants alive: stop a launcher with `SIGTERM`.
@@ -51,6 +64,13 @@
 //!   signal a process outside its Landlock domain nor connect to an abstract unix socket created
 //!   outside it ([`SCOPE_SIGNAL`], [`SCOPE_ABSTRACT_UNIX_SOCKET`]).
 //! - **Descriptors:** only stdin, stdout and stderr; every descriptor above 2 is close-on-exec.
+//! - **No setuid or setgid bits** (x86_64 and aarch64): Landlock governs no metadata, so a
+//!   seccomp filter installed just before exec makes `chmod`, `fchmod`, `fchmodat`, `fchmodat2`,
+//!   `open`, `openat`, `creat`, `mknod`, `mknodat`, `mkdir` and `mkdirat` fail with `EPERM` when
+//!   their mode has `S_ISUID` or `S_ISGID`; `openat2` and `io_uring_setup` fail with `ENOSYS`
+//!   (their modes are out of a filter's sight; callers fall back to `openat`); the x32 ABI fails
+//!   with `EPERM` and a foreign architecture (32-bit entry points) kills the process. Other
+//!   architectures run without it and `--probe` reports `"setuid_guard":false`.
 //!
 //! Every launcher failure exits [`FAILURE_EXIT_CODE`] without exec'ing, with a stderr line starting
 //! [`DIAGNOSTIC_PREFIX`]. No environment variable changes what the launcher does.
@@ -63,13 +83,49 @@ pub const FAILURE_EXIT_CODE: i32 = 125;
 /// Prefix of every line the launcher itself prints on stderr.
 pub const DIAGNOSTIC_PREFIX: &str = "landlock-run: ";
 
-/// The one informational line the launcher prints when the kernel's Landlock ABI cannot govern
-/// every promised file effect. Benign: it never proves a launcher failure by itself.
+/// The one informational line the launcher prints when the Landlock ABI in force (the kernel's,
+/// or an `--abi-cap`) leaves a write ungoverned that a newer ABI governs: truncate below ABI 3,
+/// cross-directory rename and link below ABI 2. Benign: it never proves a launcher failure by
+/// itself.
+///
+/// It is not printed for what no ABI governs (metadata: see [`UNGOVERNED_METADATA`]), although
+/// `--probe` reports `partial` for that too: a notice for a gap every kernel has would add a
+/// line to every payload's stderr on every launch and say nothing the caller can act on (a newer
+/// kernel or a higher cap does not close it). The probe report is where enforcement is stated;
+/// the notice flags only an ABI that is weaker than it needs to be.
 pub const PARTIAL_NOTICE: &str = "landlock-run: notice: partial enforcement: this kernel's Landlock ABI cannot govern every file effect";
 
-/// The lowest Landlock ABI that governs every file effect the sandbox modes promise (ABI 3 adds
-/// truncate; ABI 2 adds cross-directory rename and link).
+/// The lowest Landlock ABI that governs every write Landlock can govern (ABI 3 adds truncate;
+/// ABI 2 adds cross-directory rename and link). Below it the launcher prints [`PARTIAL_NOTICE`].
+/// Metadata stays ungoverned at every ABI, so even this ABI is `partial` enforcement.
 pub const FULL_ENFORCEMENT_ABI: u32 = 3;
+
+/// Ungoverned at every ABI: metadata changes (`chmod` without the setuid and setgid bits, `chown`
+/// to the same owner, `utimes`, extended attributes) on any file the payload can reach.
+pub const UNGOVERNED_METADATA: &str = "metadata";
+
+/// Ungoverned below ABI 3: `truncate(2)` and `O_TRUNC` outside the writable set.
+pub const UNGOVERNED_TRUNCATE: &str = "truncate";
+
+/// Ungoverned below ABI 2: renaming a file into another directory (`LANDLOCK_ACCESS_FS_REFER`).
+pub const UNGOVERNED_RENAME_ACROSS_DIRS: &str = "rename-across-dirs";
+
+/// Ungoverned below ABI 2: hard-linking a file into another directory.
+pub const UNGOVERNED_LINK_ACROSS_DIRS: &str = "link-across-dirs";
+
+/// What is not governed at Landlock ABI `abi`, in a fixed order: [`UNGOVERNED_METADATA`] always,
+/// [`UNGOVERNED_TRUNCATE`] below 3, [`UNGOVERNED_RENAME_ACROSS_DIRS`] and
+/// [`UNGOVERNED_LINK_ACROSS_DIRS`] below 2.
+pub fn ungoverned_at(abi: u32) -> Vec<&'static str> {
+    let mut gaps = vec![UNGOVERNED_METADATA];
+    if abi < 3 {
+        gaps.push(UNGOVERNED_TRUNCATE);
+    }
+    if abi < 2 {
+        gaps.extend([UNGOVERNED_RENAME_ACROSS_DIRS, UNGOVERNED_LINK_ACROSS_DIRS]);
+    }
+    gaps
+}
 
 /// The lowest Landlock ABI that scopes signals and abstract unix sockets.
 pub const SCOPING_ABI: u32 = 6;
@@ -81,12 +137,21 @@ pub const SCOPE_SIGNAL: &str = "signal";
 pub const SCOPE_ABSTRACT_UNIX_SOCKET: &str = "abstract-unix-socket";
 
 /// What `--probe` prints on stdout, as one JSON object:
-/// `{"usable":true,"enforcement":"full","abi":3,"kernel_abi":7,"reason":null,"scoped":["signal","abstract-unix-socket"]}`.
+///
+/// ```text
+/// {"usable":true,"enforcement":"partial","abi":3,"kernel_abi":7,"reason":null,
+///  "scoped":["signal","abstract-unix-socket"],"ungoverned":["metadata"],"setuid_guard":true}
+/// ```
+///
+/// `enforcement` is `partial` whenever `ungoverned` is not empty, which with Landlock is always
+/// (no ABI governs metadata). [`ProbeReport::parse`] accepts reports that predate `ungoverned`
+/// and `setuid_guard` (empty and `false`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProbeReport {
     /// The kernel enforced a maximal ruleset in a child.
     pub usable: bool,
-    /// `full` or `partial` (meaningful when usable).
+    /// `full` or `partial` (meaningful when usable): `partial` when anything promised is
+    /// ungoverned (see `ungoverned`).
     pub enforcement: &'static str,
     /// The ABI the launcher enforces with (the kernel's, lowered by `--abi-cap` and by what the
     /// modes need).
@@ -98,6 +163,13 @@ pub struct ProbeReport {
     /// The Landlock scopes a launch applies ([`SCOPE_SIGNAL`], [`SCOPE_ABSTRACT_UNIX_SOCKET`]);
     /// empty below ABI 6, when capped below 6, and in reports that predate the field.
     pub scoped: Vec<String>,
+    /// What is not governed at `abi` ([`ungoverned_at`]): [`UNGOVERNED_METADATA`],
+    /// [`UNGOVERNED_TRUNCATE`], [`UNGOVERNED_RENAME_ACROSS_DIRS`], [`UNGOVERNED_LINK_ACROSS_DIRS`];
+    /// empty in reports that predate the field.
+    pub ungoverned: Vec<String>,
+    /// The payload cannot set the setuid or setgid bit (the seccomp guard, x86_64 and aarch64),
+    /// as the probe child proved; `false` in reports that predate the field.
+    pub setuid_guard: bool,
 }
 
 impl ProbeReport {
@@ -110,6 +182,8 @@ impl ProbeReport {
             "kernel_abi": self.kernel_abi,
             "reason": self.reason,
             "scoped": self.scoped,
+            "ungoverned": self.ungoverned,
+            "setuid_guard": self.setuid_guard,
         })
         .to_string()
     }
@@ -117,13 +191,17 @@ impl ProbeReport {
     /// Parses the JSON line printed by `--probe`.
     pub fn parse(line: &str) -> Option<ProbeReport> {
         let v: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
-        let scoped = match v.get("scoped") {
-            None | Some(serde_json::Value::Null) => Vec::new(),
+        let strings = |key: &str| match v.get(key) {
+            None | Some(serde_json::Value::Null) => Some(Vec::new()),
             Some(list) => list
                 .as_array()?
                 .iter()
                 .map(|s| s.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>()?,
+                .collect::<Option<Vec<_>>>(),
+        };
+        let setuid_guard = match v.get("setuid_guard") {
+            None | Some(serde_json::Value::Null) => false,
+            Some(b) => b.as_bool()?,
         };
         Some(ProbeReport {
             usable: v.get("usable")?.as_bool()?,
@@ -134,7 +212,9 @@ impl ProbeReport {
             abi: u32::try_from(v.get("abi")?.as_u64()?).ok()?,
             kernel_abi: u32::try_from(v.get("kernel_abi")?.as_u64()?).ok()?,
             reason: v.get("reason").and_then(|r| r.as_str()).map(str::to_owned),
-            scoped,
+            scoped: strings("scoped")?,
+            ungoverned: strings("ungoverned")?,
+            setuid_guard,
         })
     }
 }
@@ -144,25 +224,48 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_report_round_trips_and_an_older_report_parses_without_scopes() {
+    fn a_report_round_trips_and_an_older_report_parses_without_the_newer_fields() {
         let report = ProbeReport {
             usable: true,
-            enforcement: "full",
+            enforcement: "partial",
             abi: 3,
             kernel_abi: 7,
             reason: None,
             scoped: vec![SCOPE_SIGNAL.into(), SCOPE_ABSTRACT_UNIX_SOCKET.into()],
+            ungoverned: vec![UNGOVERNED_METADATA.into()],
+            setuid_guard: true,
         };
         assert_eq!(ProbeReport::parse(&report.to_json()), Some(report));
         let old = r#"{"usable":true,"enforcement":"partial","abi":1,"kernel_abi":7,"reason":null}"#;
         let parsed = ProbeReport::parse(old).expect("old report");
-        assert!(parsed.scoped.is_empty());
+        assert!(parsed.scoped.is_empty() && parsed.ungoverned.is_empty());
+        assert!(!parsed.setuid_guard);
         assert_eq!((parsed.enforcement, parsed.abi), ("partial", 1));
+        let scoped = r#"{"usable":true,"enforcement":"full","abi":3,"kernel_abi":7,"reason":null,"scoped":["signal"]}"#;
+        let parsed = ProbeReport::parse(scoped).expect("report with scopes only");
+        assert_eq!((parsed.enforcement, parsed.scoped.len()), ("full", 1));
+        for bad in [
+            r#"{"usable":true,"enforcement":"full","abi":3,"kernel_abi":7,"scoped":[1]}"#,
+            r#"{"usable":true,"enforcement":"partial","abi":3,"kernel_abi":7,"ungoverned":"metadata"}"#,
+            r#"{"usable":true,"enforcement":"partial","abi":3,"kernel_abi":7,"setuid_guard":"yes"}"#,
+        ] {
+            assert_eq!(ProbeReport::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn metadata_is_ungoverned_at_every_abi_and_older_abis_leave_more() {
+        assert_eq!(ungoverned_at(7), [UNGOVERNED_METADATA]);
+        assert_eq!(ungoverned_at(3), [UNGOVERNED_METADATA]);
+        assert_eq!(ungoverned_at(2), [UNGOVERNED_METADATA, UNGOVERNED_TRUNCATE]);
         assert_eq!(
-            ProbeReport::parse(
-                r#"{"usable":true,"enforcement":"full","abi":3,"kernel_abi":7,"scoped":[1]}"#
-            ),
-            None
+            ungoverned_at(1),
+            [
+                UNGOVERNED_METADATA,
+                UNGOVERNED_TRUNCATE,
+                UNGOVERNED_RENAME_ACROSS_DIRS,
+                UNGOVERNED_LINK_ACROSS_DIRS
+            ]
         );
     }
 }

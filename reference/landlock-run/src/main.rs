@@ -8,18 +8,21 @@ mod monitor;
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
+use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
 
 use landlock::{
-    ABI, Access, AccessFs, LandlockStatus, PathBeneath, PathFd, Ruleset, RulesetAttr,
-    RulesetCreated, RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
+    ABI, Access, AccessFs, LandlockStatus, PathBeneath, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
 };
 use landlock_run::{
     DIAGNOSTIC_PREFIX, FAILURE_EXIT_CODE, FULL_ENFORCEMENT_ABI, PARTIAL_NOTICE, ProbeReport,
-    SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI,
+    SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI, ungoverned_at,
 };
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 use serde_json::json;
 
 /// A parsed command line.
@@ -78,14 +81,16 @@ fn main() -> ExitCode {
 /// In the payload's process, in order: settle under the monitor, leave the caller's session (no
 /// controlling terminal, so no `TIOCSTI` keystroke injection into the caller's shell; the monitor,
 /// still in the caller's process group, is what stops the tree), restrict, drop capabilities,
-/// keep every descriptor above 2 from crossing the exec.
+/// keep every descriptor above 2 from crossing the exec, refuse the setuid and setgid bits.
 fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
     payload.settle().map_err(Failure)?;
     nix::unistd::setsid()
         .map_err(|e| Failure(format!("cannot start a new session for the payload: {e}")))?;
     restrict(launch)?;
     harden::drop_capabilities().map_err(Failure)?;
-    harden::cloexec_above_stderr().map_err(Failure)
+    harden::cloexec_above_stderr().map_err(Failure)?;
+    // Last: the launcher itself needs none of what it refuses.
+    harden::install_setuid_guard().map_err(Failure)
 }
 
 fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
@@ -280,14 +285,12 @@ fn restrict(launch: &Launch) -> Result<(), Failure> {
         .map_err(|e| Failure(format!("cannot create a Landlock ruleset: {e}")))?;
     for path in &launch.read_only {
         // Reads are ungoverned; opening the path still proves it exists, as a profile expects.
-        PathFd::new(path)
-            .map_err(|e| Failure(format!("cannot open {} for --ro: {e}", path.display())))?;
+        open_canonical(path, "--ro")?;
     }
     for path in &launch.read_write {
-        let fd = PathFd::new(path)
-            .map_err(|e| Failure(format!("cannot open {} for --rw: {e}", path.display())))?;
-        let is_dir = std::fs::metadata(path)
-            .map(|m| m.is_dir())
+        let fd = open_canonical(path, "--rw")?;
+        let is_dir = nix::sys::stat::fstat(&fd)
+            .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
             .map_err(|e| Failure(format!("cannot inspect {} for --rw: {e}", path.display())))?;
         let access = if is_dir {
             handled
@@ -315,6 +318,59 @@ fn restrict(launch: &Launch) -> Result<(), Failure> {
     Ok(())
 }
 
+/// Opens a `--ro` or `--rw` path (`O_PATH`) without following any symlink in any component
+/// (`openat2` with `RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`). The provider passes canonical
+/// paths, so a symlink here is either a caller's mistake or a swap race: a process that can
+/// rename inside a granted parent exchanging the granted directory with a symlink to the outside
+/// while the launcher opens it. Either way the launch fails closed, naming the path; the rule is
+/// then attached to the inode opened here, whatever the name points at later.
+fn open_canonical(path: &Path, flag: &str) -> Result<OwnedFd, Failure> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let opened = match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how) {
+        // A launcher started inside another launch (whose setuid guard refuses openat2), or a
+        // kernel before 5.6: the same refusal, one component at a time.
+        Err(Errno::ENOSYS) => open_by_components(path),
+        other => other,
+    };
+    opened.map_err(|e| {
+        Failure(match e {
+            Errno::ELOOP => format!(
+                "cannot open {} for {flag}: a component is a symbolic link (the path must be canonical)",
+                path.display()
+            ),
+            e => format!("cannot open {} for {flag}: {}", path.display(), e.desc()),
+        })
+    })
+}
+
+/// [`open_canonical`] without `openat2`: each component is opened relative to the descriptor of
+/// the previous one with `O_PATH | O_NOFOLLOW`, which opens a symlink (magic links included)
+/// itself instead of following it, and a symlink is refused (`ELOOP`). No name is resolved twice,
+/// so a concurrent swap cannot slip a symlink in between a check and a use.
+fn open_by_components(path: &Path) -> Result<OwnedFd, Errno> {
+    use std::path::Component;
+    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+    let none = nix::sys::stat::Mode::empty();
+    let start = if path.is_absolute() { "/" } else { "." };
+    let mut fd = nix::fcntl::open(start, flags | OFlag::O_DIRECTORY, none)?;
+    for component in path.components() {
+        let name: &std::ffi::OsStr = match component {
+            Component::RootDir | Component::CurDir => continue,
+            Component::ParentDir => "..".as_ref(),
+            Component::Normal(name) => name,
+            Component::Prefix(_) => return Err(Errno::EINVAL),
+        };
+        let next = nix::fcntl::openat(&fd, name, flags, none)?;
+        if nix::sys::stat::fstat(&next)?.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            return Err(Errno::ELOOP);
+        }
+        fd = next;
+    }
+    Ok(fd)
+}
+
 fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {
     let program = &payload[0];
     record(status.as_deref_mut(), "exec", &program.to_string_lossy());
@@ -331,7 +387,8 @@ fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {
 /// Runs the enforcement check in a child and reports on stdout; exit 0 only when enforced.
 fn probe(abi_cap: Option<u32>) -> ExitCode {
     let report = |usable: bool, facts: ChildFacts, reason: Option<String>| {
-        let enforcement = if facts.abi >= FULL_ENFORCEMENT_ABI {
+        let ungoverned = ungoverned_at(facts.abi);
+        let enforcement = if ungoverned.is_empty() {
             "full"
         } else {
             "partial"
@@ -343,6 +400,8 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
             kernel_abi: facts.kernel_abi,
             reason,
             scoped: facts.scoped,
+            ungoverned: ungoverned.into_iter().map(str::to_owned).collect(),
+            setuid_guard: facts.setuid_guard,
         };
         println!("{}", report.to_json());
         ExitCode::from(if usable { 0 } else { 1 })
@@ -372,6 +431,10 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
         cmd.arg("--probe-child").arg(&target).output()
     });
     let created = target.exists();
+    // The probe child tried to make its directory setgid (metadata no ruleset governs).
+    let set_id = std::fs::metadata(dir.path())
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o6000 != 0)
+        .unwrap_or(true);
     if let Err(e) = dir.close() {
         eprintln!("{DIAGNOSTIC_PREFIX}notice: cannot remove the probe directory: {e}");
     }
@@ -382,7 +445,8 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
             Some(format!("cannot run the probe child: {e}")),
         ),
         Ok(out) => {
-            let facts = ChildFacts::parse(&String::from_utf8_lossy(&out.stdout));
+            let mut facts = ChildFacts::parse(&String::from_utf8_lossy(&out.stdout));
+            facts.setuid_guard &= !set_id;
             let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
             if created {
                 report(
@@ -407,13 +471,17 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
     }
 }
 
-/// What the probe child prints: `<effective abi> <kernel abi> <scope,scope|->`.
+/// What the probe child prints: `<effective abi> <kernel abi> <scope,scope|-> <setuid-guard|->`.
 #[derive(Default)]
 struct ChildFacts {
     abi: u32,
     kernel_abi: u32,
     scoped: Vec<String>,
+    setuid_guard: bool,
 }
+
+/// The probe child's word for "the setuid guard refused a setgid chmod".
+const GUARD_WORD: &str = "setuid-guard";
 
 impl ChildFacts {
     fn parse(stdout: &str) -> ChildFacts {
@@ -425,10 +493,12 @@ impl ChildFacts {
             .filter(|w| *w != "-")
             .map(|w| w.split(',').map(str::to_owned).collect())
             .unwrap_or_default();
+        let setuid_guard = words.next() == Some(GUARD_WORD);
         ChildFacts {
             abi,
             kernel_abi,
             scoped,
+            setuid_guard,
         }
     }
 }
@@ -446,15 +516,37 @@ fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
         }
         Ok(s) => {
             let scopes = scoped(s.landlock, wanted);
+            // As a launch would: the guard last. The probe directory is the child's own, so
+            // without the guard nothing would refuse making it setgid.
+            let guard = match harden::install_setuid_guard() {
+                Err(e) => return fail(None, &e),
+                Ok(()) if !harden::SETUID_GUARD_SUPPORTED => false,
+                Ok(()) => match target.parent().map(|dir| {
+                    nix::sys::stat::fchmodat(
+                        nix::fcntl::AT_FDCWD,
+                        dir,
+                        nix::sys::stat::Mode::from_bits_truncate(0o2700),
+                        nix::sys::stat::FchmodatFlags::FollowSymlink,
+                    )
+                }) {
+                    Some(Err(Errno::EPERM)) => true,
+                    Some(Ok(())) => return fail(None, "a setgid chmod was not refused"),
+                    Some(Err(e)) => {
+                        return fail(None, &format!("setgid probe failed unexpectedly: {e}"));
+                    }
+                    None => return fail(None, "the probe target has no directory"),
+                },
+            };
             println!(
-                "{} {} {}",
+                "{} {} {} {}",
                 effective_abi(s.landlock, abi),
                 kernel_abi(s.landlock),
                 if scopes.is_empty() {
                     "-".to_owned()
                 } else {
                     scopes.join(",")
-                }
+                },
+                if guard { GUARD_WORD } else { "-" }
             );
             if scopes.contains(&SCOPE_SIGNAL) {
                 let parent = nix::unistd::getppid();

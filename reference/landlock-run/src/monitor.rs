@@ -4,10 +4,14 @@
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::os::fd::{AsFd, FromRawFd, OwnedFd};
+
 use nix::errno::Errno;
+use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
 use nix::sys::prctl;
 use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, kill};
+use nix::sys::signalfd::{SfdFlags, SignalFd};
 use nix::unistd::{ForkResult, Pid, getpid, getppid};
 
 /// The side of the fork this process is on.
@@ -108,57 +112,156 @@ impl Payload {
 impl Monitor {
     /// Waits for the payload or a terminating signal, kills and reaps every process left below
     /// the monitor, then ends as the payload did (or by the signal the monitor received).
+    ///
+    /// The payload's end is learnt from a pidfd as well as from `SIGCHLD`: a process of the
+    /// payload's Landlock domain may `PTRACE_SEIZE` the payload, and then the payload's exit
+    /// status goes to that tracer first, so no `SIGCHLD` and no `waitpid` ever tells the monitor
+    /// the payload ended while the tracer lives. The pidfd becomes readable when the payload is a
+    /// zombie, traced or not; the clean-up then kills the tracer, which releases the zombie.
     pub fn supervise(self) -> ExitCode {
-        let ending = loop {
-            match self.watched.wait() {
-                Ok(Signal::SIGCHLD) => {
-                    if let Some(ending) = self.reap_ready() {
-                        break ending;
-                    }
-                }
-                Ok(sig) => break Ending::Signal(sig as i32),
-                Err(e) => {
-                    eprintln!(
-                        "{}cannot wait for signals: {e}",
-                        landlock_run::DIAGNOSTIC_PREFIX
-                    );
-                    break Ending::Code(landlock_run::FAILURE_EXIT_CODE);
-                }
+        let signals = match SignalFd::with_flags(
+            &self.watched,
+            SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
+        ) {
+            Ok(fd) => fd,
+            Err(e) => {
+                // Fail closed: a monitor that cannot wait must not leave the payload running.
+                eprintln!(
+                    "{}cannot wait for signals: {e}",
+                    landlock_run::DIAGNOSTIC_PREFIX
+                );
+                let _ = kill(self.payload, Signal::SIGKILL);
+                kill_descendants(self.payload, None);
+                return ExitCode::from(landlock_run::FAILURE_EXIT_CODE as u8);
             }
         };
-        kill_descendants();
-        match ending {
-            Ending::Code(code) => ExitCode::from(u8::try_from(code & 0xff).unwrap_or(u8::MAX)),
-            Ending::Signal(sig) => die_by(sig),
+        // Landlock (Linux 5.13) implies pidfd_open (5.3); should it fail all the same (no
+        // descriptor left), SIGCHLD alone still sees every untraced end.
+        let pidfd = pidfd_open(self.payload).ok();
+        let ending = self.wait(&signals, pidfd.as_ref());
+        let reaped = kill_descendants(self.payload, Some(&signals));
+        match ending.or(reaped) {
+            Some(Ending::Code(code)) => {
+                ExitCode::from(u8::try_from(code & 0xff).unwrap_or(u8::MAX))
+            }
+            Some(Ending::Signal(sig)) => die_by(sig),
+            None => {
+                eprintln!(
+                    "{}lost the payload's exit status",
+                    landlock_run::DIAGNOSTIC_PREFIX
+                );
+                ExitCode::from(landlock_run::FAILURE_EXIT_CODE as u8)
+            }
         }
     }
 
-    /// Reaps every child that has ended; returns how the payload ended once it has.
-    fn reap_ready(&self) -> Option<Ending> {
+    /// Blocks until the payload ended or a watched signal other than `SIGCHLD` arrived. Returns
+    /// how it ended, or `None` when the payload ended but its status is held by a tracer (the
+    /// clean-up reaps it once the tracer is dead).
+    fn wait(&self, signals: &SignalFd, pidfd: Option<&OwnedFd>) -> Option<Ending> {
         loop {
-            match wait_any(libc::WNOHANG) {
-                Ok(Some((pid, status))) if pid == self.payload.as_raw() => {
-                    if libc::WIFEXITED(status) {
-                        return Some(Ending::Code(libc::WEXITSTATUS(status)));
-                    }
-                    if libc::WIFSIGNALED(status) {
-                        return Some(Ending::Signal(libc::WTERMSIG(status)));
-                    }
-                }
-                // An orphan that ended on its own.
-                Ok(Some(_)) => {}
-                Ok(None) => return None,
-                Err(Errno::EINTR) => {}
+            let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+            if let Some(fd) = pidfd {
+                fds.push(PollFd::new(fd.as_fd(), PollFlags::POLLIN));
+            }
+            match poll(&mut fds, PollTimeout::NONE) {
+                Ok(_) | Err(Errno::EINTR) => {}
                 Err(e) => {
                     eprintln!(
-                        "{}lost the payload's exit status: {e}",
+                        "{}cannot wait for the payload: {e}",
                         landlock_run::DIAGNOSTIC_PREFIX
                     );
                     return Some(Ending::Code(landlock_run::FAILURE_EXIT_CODE));
                 }
             }
+            let payload_ended = fds
+                .get(1)
+                .and_then(PollFd::revents)
+                .is_some_and(|r| !r.is_empty());
+            loop {
+                match signals.read_signal() {
+                    Ok(Some(info)) if info.ssi_signo == Signal::SIGCHLD as u32 => {}
+                    Ok(Some(info)) => {
+                        return Some(Ending::Signal(
+                            i32::try_from(info.ssi_signo).unwrap_or(libc::SIGTERM),
+                        ));
+                    }
+                    Ok(None) => break,
+                    Err(Errno::EINTR) => {}
+                    Err(e) => {
+                        eprintln!(
+                            "{}cannot read a signal: {e}",
+                            landlock_run::DIAGNOSTIC_PREFIX
+                        );
+                        return Some(Ending::Code(landlock_run::FAILURE_EXIT_CODE));
+                    }
+                }
+            }
+            match reap_ready(self.payload) {
+                Reaped::Payload(ending) => return Some(ending),
+                Reaped::Failed => return Some(Ending::Code(landlock_run::FAILURE_EXIT_CODE)),
+                Reaped::NoChild => return None,
+                Reaped::Others if payload_ended => return None,
+                Reaped::Others => {}
+            }
         }
     }
+}
+
+/// What one non-blocking reaping round found.
+enum Reaped {
+    /// The payload, which ended this way.
+    Payload(Ending),
+    /// Only other processes (or none), and some child is still there.
+    Others,
+    /// No child is left at all.
+    NoChild,
+    /// `waitpid` failed; already reported.
+    Failed,
+}
+
+/// How a raw wait status ended, if it is an end (not a stop).
+fn ending_of(status: i32) -> Option<Ending> {
+    if libc::WIFEXITED(status) {
+        Some(Ending::Code(libc::WEXITSTATUS(status)))
+    } else if libc::WIFSIGNALED(status) {
+        Some(Ending::Signal(libc::WTERMSIG(status)))
+    } else {
+        None
+    }
+}
+
+/// Reaps every child that has ended, without blocking; stops early at the payload.
+fn reap_ready(payload: Pid) -> Reaped {
+    loop {
+        match wait_any(libc::WNOHANG) {
+            Ok(Some((pid, status))) if pid == payload.as_raw() => {
+                if let Some(ending) = ending_of(status) {
+                    return Reaped::Payload(ending);
+                }
+            }
+            // An orphan that ended on its own.
+            Ok(Some(_)) | Err(Errno::EINTR) => {}
+            Ok(None) => return Reaped::Others,
+            Err(Errno::ECHILD) => return Reaped::NoChild,
+            Err(e) => {
+                reap_failed(e);
+                return Reaped::Failed;
+            }
+        }
+    }
+}
+
+/// A pidfd for the payload (`pidfd_open(2)`): readable once it has ended, even while a tracer
+/// holds its exit status. nix and std (stable) have no wrapper.
+#[allow(unsafe_code)]
+fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
+    // SAFETY: pidfd_open(2) takes a pid and flags (0) by value and touches no memory of ours.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0 as libc::c_uint) };
+    let fd = Errno::result(fd)?;
+    let fd = libc::c_int::try_from(fd).map_err(|_| Errno::EBADF)?;
+    // SAFETY: the kernel just returned `fd` as a new descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 /// `waitpid(-1, flags)`: `Some((pid, status))` for a reaped child, `None` when `WNOHANG` found
@@ -174,37 +277,84 @@ fn wait_any(flags: libc::c_int) -> Result<Option<(i32, i32)>, Errno> {
     }
 }
 
+/// How long the clean-up waits for a `SIGCHLD` before listing and killing again.
+const CLEANUP_NAP: Duration = Duration::from_millis(5);
+
 /// Kills (`SIGKILL`) every child of the monitor and reaps it, until the monitor has no child
-/// left. Orphans below a killed child are reparented to the monitor (the subreaper) and killed on
-/// the next round, so the whole tree goes, whatever sessions or process groups it made.
-fn kill_descendants() {
-    let mut children = None;
+/// left; returns how the payload ended when it is reaped here. Orphans below a killed child are
+/// reparented to the monitor (the subreaper) and killed on the next round, so the whole tree
+/// goes, whatever sessions or process groups it made. Never blocks in `waitpid`: a traced zombie
+/// is not waitable until its tracer dies, so each round reaps what is ready, lists and kills the
+/// children again (the tracer among them), and naps until a `SIGCHLD` or [`CLEANUP_NAP`]. Gives
+/// up after [`ZOMBIE_PATIENCE`] naps in which only unreapable zombies are left.
+fn kill_descendants(payload: Pid, signals: Option<&SignalFd>) -> Option<Ending> {
+    let children = format!("/proc/self/task/{}/children", std::process::id());
+    let mut ending = None;
+    let mut zombie_rounds = 0;
     loop {
-        match wait_any(libc::WNOHANG) {
-            Ok(Some(_)) | Err(Errno::EINTR) => continue,
-            Err(Errno::ECHILD) => return,
-            Err(e) => return reap_failed(e),
-            // Some child is still alive.
-            Ok(None) => {}
+        loop {
+            match wait_any(libc::WNOHANG) {
+                Ok(Some((pid, status))) => {
+                    if pid == payload.as_raw() {
+                        ending = ending_of(status).or(ending);
+                    }
+                }
+                Err(Errno::EINTR) => {}
+                Err(Errno::ECHILD) => return ending,
+                Err(e) => {
+                    reap_failed(e);
+                    return ending;
+                }
+                // Some child is still alive.
+                Ok(None) => break,
+            }
         }
-        let path = children
-            .get_or_insert_with(|| format!("/proc/self/task/{}/children", std::process::id()));
-        let kids = list_children(path);
+        let kids = list_children(&children);
         for &pid in &kids {
             // A zombie or an already-dying child refuses nothing that matters here.
             let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         }
-        if kids.is_empty() {
-            // A child the listing did not show yet: list again shortly.
-            std::thread::sleep(Duration::from_millis(1));
-            continue;
+        if !kids.is_empty() && kids.iter().all(|&pid| is_zombie(pid)) {
+            zombie_rounds += 1;
+            if zombie_rounds >= ZOMBIE_PATIENCE {
+                // Nothing below runs any more; what is left is held by a tracer outside the
+                // tree (only possible when the launcher itself runs inside another Landlock
+                // domain, whose processes may trace ours). Waiting on would never end.
+                return ending;
+            }
+        } else {
+            zombie_rounds = 0;
         }
-        match wait_any(0) {
-            Ok(_) | Err(Errno::EINTR) => {}
-            Err(Errno::ECHILD) => return,
-            Err(e) => return reap_failed(e),
-        }
+        nap(signals);
     }
+}
+
+/// How many naps the clean-up waits while only unreapable zombies are left (about a second):
+/// long enough for a tracer it killed to release the zombie it held.
+const ZOMBIE_PATIENCE: u32 = 200;
+
+/// Whether `pid` is a zombie (or already gone), from the state field of `/proc/<pid>/stat`.
+fn is_zombie(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+        // "pid (comm) state ...": comm may hold anything but the last ')'.
+        stat.rfind(')')
+            .and_then(|i| stat[i + 1..].split_ascii_whitespace().next())
+            .is_some_and(|state| state == "Z" || state == "X")
+    })
+}
+
+/// Waits for a `SIGCHLD` (or any watched signal, all of them moot during the clean-up) for at
+/// most [`CLEANUP_NAP`], then drains the pending ones.
+fn nap(signals: Option<&SignalFd>) {
+    let Some(signals) = signals else {
+        return std::thread::sleep(CLEANUP_NAP);
+    };
+    let timeout = PollTimeout::try_from(CLEANUP_NAP).unwrap_or(PollTimeout::ZERO);
+    let mut fds = [PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
+    if poll(&mut fds, timeout).is_err() {
+        std::thread::sleep(CLEANUP_NAP);
+    }
+    while let Ok(Some(_)) = signals.read_signal() {}
 }
 
 fn reap_failed(e: Errno) {

@@ -9,13 +9,15 @@
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
-use std::os::unix::process::ExitStatusExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use landlock_run::{
     FAILURE_EXIT_CODE, PARTIAL_NOTICE, ProbeReport, SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL,
+    UNGOVERNED_LINK_ACROSS_DIRS, UNGOVERNED_METADATA, UNGOVERNED_RENAME_ACROSS_DIRS,
+    UNGOVERNED_TRUNCATE,
 };
 
 const LAUNCHER: &str = env!("CARGO_BIN_EXE_landlock-run");
@@ -277,33 +279,88 @@ fn status_fd_tells_a_forged_line_from_a_real_failure() {
 }
 
 #[test]
-fn probe_reports_full_on_this_kernel_and_partial_when_capped() {
-    let run = |args: &[&str]| {
-        let out = Command::new(LAUNCHER).args(args).output().expect("probe");
+fn probe_reports_partial_naming_what_is_ungoverned_and_the_setuid_guard() {
+    let run = |who: Who, args: &[&str]| {
+        let out = launcher(who).args(args).output().expect("probe");
         let line = String::from_utf8_lossy(&out.stdout).into_owned();
         (
             out.status.success(),
             ProbeReport::parse(&line).expect(&line),
         )
     };
-    let (ok, full) = run(&["--probe"]);
-    assert!(ok && full.usable, "{full:?}");
-    assert_eq!(full.enforcement, "full");
-    assert!(full.kernel_abi >= 3, "{full:?}");
-    assert_eq!(
-        full.scoped,
-        [SCOPE_SIGNAL, SCOPE_ABSTRACT_UNIX_SOCKET],
-        "{full:?}"
-    );
-    let (ok, capped) = run(&["--probe", "--abi-cap", "1"]);
-    assert!(ok && capped.usable);
-    assert_eq!((capped.enforcement, capped.abi), ("partial", 1));
-    assert!(capped.scoped.is_empty(), "{capped:?}");
-    let (ok, five) = run(&["--probe", "--abi-cap", "5"]);
-    assert!(ok && five.usable && five.scoped.is_empty(), "{five:?}");
-    let (ok, six) = run(&["--probe", "--abi-cap", "6"]);
-    assert!(ok && six.usable, "{six:?}");
-    assert_eq!(six.scoped, [SCOPE_SIGNAL, SCOPE_ABSTRACT_UNIX_SOCKET]);
+    let guarded = matches!(std::env::consts::ARCH, "x86_64" | "aarch64");
+    for who in identities() {
+        let (ok, top) = run(who, &["--probe"]);
+        assert!(ok && top.usable, "{who:?}: {top:?}");
+        // No Landlock ABI governs metadata: never `full`.
+        assert_eq!(top.enforcement, "partial", "{who:?}: {top:?}");
+        assert_eq!(top.ungoverned, [UNGOVERNED_METADATA], "{who:?}: {top:?}");
+        assert_eq!(top.setuid_guard, guarded, "{who:?}: {top:?}");
+        assert_eq!(top.abi, 3, "{who:?}: {top:?}");
+        assert!(top.kernel_abi >= 3, "{who:?}: {top:?}");
+        assert_eq!(
+            top.scoped,
+            [SCOPE_SIGNAL, SCOPE_ABSTRACT_UNIX_SOCKET],
+            "{who:?}: {top:?}"
+        );
+        let (ok, two) = run(who, &["--probe", "--abi-cap", "2"]);
+        assert!(ok && two.usable, "{who:?}: {two:?}");
+        assert_eq!((two.enforcement, two.abi), ("partial", 2));
+        assert_eq!(two.ungoverned, [UNGOVERNED_METADATA, UNGOVERNED_TRUNCATE]);
+        let (ok, capped) = run(who, &["--probe", "--abi-cap", "1"]);
+        assert!(ok && capped.usable);
+        assert_eq!((capped.enforcement, capped.abi), ("partial", 1));
+        assert_eq!(
+            capped.ungoverned,
+            [
+                UNGOVERNED_METADATA,
+                UNGOVERNED_TRUNCATE,
+                UNGOVERNED_RENAME_ACROSS_DIRS,
+                UNGOVERNED_LINK_ACROSS_DIRS
+            ]
+        );
+        assert!(capped.scoped.is_empty(), "{capped:?}");
+        assert_eq!(capped.setuid_guard, guarded, "{who:?}: {capped:?}");
+        let (ok, five) = run(who, &["--probe", "--abi-cap", "5"]);
+        assert!(ok && five.usable && five.scoped.is_empty(), "{five:?}");
+        let (ok, six) = run(who, &["--probe", "--abi-cap", "6"]);
+        assert!(ok && six.usable, "{six:?}");
+        assert_eq!(six.scoped, [SCOPE_SIGNAL, SCOPE_ABSTRACT_UNIX_SOCKET]);
+    }
+}
+
+/// What the probe calls ungoverned really is: a payload changes the mode and times of a file of
+/// its own user outside the writable set, while its content stays out of reach. The notice is
+/// not printed for it (it would be on every launch).
+#[test]
+fn metadata_outside_the_writable_set_is_ungoverned_as_the_probe_says() {
+    for who in identities() {
+        let w = world();
+        let theirs = w.outside.join("theirs");
+        fs::write(&theirs, "content").expect("theirs");
+        fs::set_permissions(&theirs, fs::Permissions::from_mode(0o644)).expect("chmod");
+        if who == Who::Unprivileged && test_is_root() {
+            std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).expect("chown");
+        }
+        let script = format!(
+            "f={}; chmod 600 $f; echo chmod=$?; touch -m -d @0 $f; echo touch=$?; echo x > $f; echo write=$?",
+            theirs.display()
+        );
+        let out = launch_as(who, &["--ro", "/", "--rw", w.ws()], &script);
+        let report = stdout(&out);
+        assert!(report.contains("chmod=0\n"), "{who:?}: {report}");
+        assert!(report.contains("touch=0\n"), "{who:?}: {report}");
+        assert!(!report.contains("write=0\n"), "{who:?}: {report}");
+        let meta = fs::metadata(&theirs).expect("stat");
+        assert_eq!(meta.mode() & 0o7777, 0o600, "{who:?}");
+        assert_eq!(meta.mtime(), 0, "{who:?}");
+        assert_eq!(fs::read_to_string(&theirs).expect("read"), "content");
+        assert!(
+            !stderr(&out).contains(PARTIAL_NOTICE),
+            "{who:?}: {}",
+            stderr(&out)
+        );
+    }
 }
 
 /// Another local user who squats the probe's scratch name must not make the backend look
@@ -821,4 +878,546 @@ fn the_payload_runs_in_a_session_of_its_own_without_the_callers_terminal() {
     );
     assert!(out.status.success(), "{}", stderr(&out));
     assert_eq!(stdout(&out), "own-session\n");
+}
+
+/// A payload whose child seizes it with `PTRACE_SEIZE` (allowed: the same Landlock domain), so
+/// the payload's exit status goes to that tracer first, then keeps writing a line to
+/// `<ws>/ticks` every 100 ms, having written its pid to `<ws>/tracer-pid`. The payload's main
+/// process exits once the seize is in place.
+fn tracer_script(ws: &str) -> String {
+    let python = format!(
+        "import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+if libc.ptrace(0x4206, os.getppid(), 0, 0) != 0:
+    sys.exit('seize failed: %d' % ctypes.get_errno())
+with open('{ws}/tracer-pid.tmp', 'w') as f:
+    f.write(str(os.getpid()))
+os.rename('{ws}/tracer-pid.tmp', '{ws}/tracer-pid')
+while True:
+    with open('{ws}/ticks', 'a') as f:
+        f.write('t\\n')
+    time.sleep(0.1)
+"
+    );
+    format!(
+        "/usr/bin/python3 -c {} </dev/null >/dev/null 2>&1 &
+         until [ -e {ws}/tracer-pid ] || [ $SECONDS -ge 5 ]; do :; done
+         [ -e {ws}/tracer-pid ] || exit 3",
+        shell_quote(&python)
+    )
+}
+
+/// After the launcher ended: the tracer is gone and nothing writes to `<ws>/ticks` any more.
+fn assert_tracer_gone(w: &World, who: Who) {
+    let pid = fs::read_to_string(w.ws.join("tracer-pid")).expect("tracer pid");
+    std::thread::sleep(Duration::from_secs(1));
+    let before = fs::metadata(w.ws.join("ticks"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    std::thread::sleep(Duration::from_millis(500));
+    let after = fs::metadata(w.ws.join("ticks"))
+        .map(|m| m.len())
+        .unwrap_or(0);
+    let alive = fs::read_to_string(format!("/proc/{}/cmdline", pid.trim()))
+        .map(|c| c.contains("python"))
+        .unwrap_or(false);
+    if alive {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid.trim().parse().expect("pid")),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+    assert_eq!(before, after, "{who:?}: the tracer still writes 1 s later");
+    assert!(!alive, "{who:?}: the tracer {} survived", pid.trim());
+}
+
+/// Waits up to `limit` for `child`; on a longer wait kills it and the tracer (so a failure
+/// leaves nothing running) and fails.
+fn wait_within(
+    child: &mut std::process::Child,
+    limit: Duration,
+    w: &World,
+    who: Who,
+) -> std::process::ExitStatus {
+    let start = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("try_wait") {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            if let Some(pid) = fs::read_to_string(w.ws.join("tracer-pid"))
+                .ok()
+                .and_then(|p| p.trim().parse().ok())
+            {
+                let _ = nix::sys::signal::kill(
+                    nix::unistd::Pid::from_raw(pid),
+                    nix::sys::signal::Signal::SIGKILL,
+                );
+            }
+            panic!("{who:?}: the launcher did not return within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_tracer_of_the_payload_neither_hangs_the_launcher_nor_outlives_it() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        let mut child = launcher(who)
+            .args(["--ro", "/", "--rw", ws, "--rw", "/dev/null", "--"])
+            .args(["bash", "-c", &tracer_script(ws)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn");
+        assert!(
+            wait_for(&w.ws.join("tracer-pid"), Duration::from_secs(5)),
+            "{who:?}: the tracer never started"
+        );
+        // No timeout of the caller's: the launcher must notice the payload's exit by itself.
+        let status = wait_within(&mut child, Duration::from_secs(4), &w, who);
+        assert_eq!(status.code(), Some(0), "{who:?}: {status:?}");
+        assert_tracer_gone(&w, who);
+    }
+}
+
+#[test]
+fn a_tracer_of_the_payload_dies_when_the_launcher_is_stopped_like_the_library_does() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        // The payload stays up (the tracer is seized on it) until it is stopped.
+        let script = format!("{}\n sleep 30", tracer_script(ws));
+        let mut child = launcher(who)
+            .args(["--ro", "/", "--rw", ws, "--rw", "/dev/null", "--"])
+            .args(["bash", "-c", &script])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("spawn");
+        assert!(
+            wait_for(&w.ws.join("tracer-pid"), Duration::from_secs(5)),
+            "{who:?}: the tracer never started"
+        );
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+        // The library's stop: SIGTERM to the runner, SIGKILL to its process group 200 ms later.
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("term");
+        std::thread::sleep(Duration::from_millis(200));
+        let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+        let status = wait_within(&mut child, Duration::from_secs(4), &w, who);
+        assert!(status.signal().is_some(), "{who:?}: {status:?}");
+        assert_tracer_gone(&w, who);
+    }
+}
+
+#[test]
+fn a_rw_or_ro_path_through_a_symlink_is_a_launcher_failure_and_nothing_is_written() {
+    for who in identities() {
+        let w = world();
+        let link = w.ws.join("link");
+        std::os::unix::fs::symlink(&w.outside, &link).expect("symlink");
+        let link = link.to_str().expect("utf8").to_owned();
+        let script = format!(
+            "printf x > {link}/through; printf x > {}/direct",
+            w.outside()
+        );
+        for args in [
+            vec!["--ro", "/", "--rw", &link],
+            vec![
+                "--ro",
+                "/",
+                "--rw",
+                w.ws(),
+                "--rw",
+                &format!("{link}/sentinel"),
+            ],
+            vec!["--ro", &link, "--rw", w.ws()],
+        ] {
+            let out = launch_as(who, &args, &script);
+            assert_eq!(
+                out.status.code(),
+                Some(FAILURE_EXIT_CODE),
+                "{who:?} {args:?}: {}",
+                stderr(&out)
+            );
+            let err = stderr(&out);
+            assert!(
+                err.starts_with("landlock-run: ") && err.contains(&link),
+                "{who:?} {args:?}: {err}"
+            );
+            assert!(!w.outside.join("through").exists(), "{who:?} {args:?}");
+            assert!(!w.outside.join("direct").exists(), "{who:?} {args:?}");
+            assert_eq!(w.sentinel(), "untouched", "{who:?}");
+        }
+    }
+    let w = world();
+    let link = w.ws.join("link");
+    std::os::unix::fs::symlink(&w.outside, &link).expect("symlink");
+    let (out, records) = with_status_fd(&["--rw", link.to_str().expect("utf8")], &["true"]);
+    assert_eq!(out.status.code(), Some(FAILURE_EXIT_CODE));
+    assert!(
+        records.starts_with("{\"error\":\"landlock-run: "),
+        "{records}"
+    );
+}
+
+/// A concurrent process exchanges a granted directory with a symlink to the outside (as a
+/// sandboxed command holding the parent could) every millisecond while the launcher starts.
+#[test]
+fn swapping_a_rw_root_with_a_symlink_never_grants_the_outside() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for who in identities() {
+        let w = world();
+        let (inner, link) = (w.ws.join("inner"), w.ws.join("link"));
+        fs::create_dir(&inner).expect("inner");
+        fs::set_permissions(&inner, fs::Permissions::from_mode(0o777)).expect("chmod");
+        std::os::unix::fs::symlink(&w.outside, &link).expect("symlink");
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let swapper = {
+            let (stop, inner, link) = (stop.clone(), inner.clone(), link.clone());
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    nix::fcntl::renameat2(
+                        nix::fcntl::AT_FDCWD,
+                        &inner,
+                        nix::fcntl::AT_FDCWD,
+                        &link,
+                        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+                    )
+                    .expect("exchange");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            })
+        };
+        let inner_s = inner.to_str().expect("utf8").to_owned();
+        let start = Instant::now();
+        let (mut ran, mut refused) = (0, 0);
+        for i in 0..200 {
+            let out = launcher(who)
+                .args(["--rw", &inner_s, "--", "sh", "-c"])
+                .arg(format!("echo x > {inner_s}/landed-{i}"))
+                .stderr(Stdio::null())
+                .output()
+                .expect("spawn");
+            match out.status.code() {
+                Some(FAILURE_EXIT_CODE) => refused += 1,
+                _ => ran += 1,
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        swapper.join().expect("swapper");
+        let took = start.elapsed();
+        let landed: Vec<String> = fs::read_dir(&w.outside)
+            .expect("outside")
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|n| n.starts_with("landed-"))
+            .collect();
+        eprintln!("{who:?}: {ran} ran, {refused} refused in {took:?}");
+        assert!(landed.is_empty(), "{who:?}: landed outside: {landed:?}");
+        assert_eq!(w.sentinel(), "untouched", "{who:?}");
+        assert!(
+            ran > 0 && refused > 0,
+            "{who:?}: the race never went both ways"
+        );
+    }
+}
+
+/// Every file and directory below `dir` whose mode has the setuid or setgid bit.
+fn set_id_files(dir: &Path) -> Vec<(PathBuf, u32)> {
+    let mut found = Vec::new();
+    for entry in fs::read_dir(dir).expect("read_dir").flatten() {
+        let meta = fs::symlink_metadata(entry.path()).expect("stat");
+        if meta.mode() & 0o6000 != 0 {
+            found.push((entry.path(), meta.mode()));
+        }
+        if meta.is_dir() {
+            found.extend(set_id_files(&entry.path()));
+        }
+    }
+    found
+}
+
+#[test]
+fn the_payload_cannot_set_the_setuid_or_setgid_bit() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        let outside_file = w.outside.join("sentinel");
+        let outside_mode = fs::metadata(&outside_file).expect("stat").mode();
+        let python = format!(
+            "import ctypes, os, platform
+libc = ctypes.CDLL(None, use_errno=True)
+for name, mode in (('py-suid', 0o4755), ('py-sgid', 0o2755)):
+    try:
+        os.close(os.open('{ws}/' + name, os.O_CREAT | os.O_WRONLY, mode))
+        print(name + '=created')
+    except OSError as e:
+        print(name + '=' + str(e.errno))
+if platform.machine() == 'x86_64':
+    open('{ws}/x32', 'w').close()
+    # chmod through the x32 ABI: __X32_SYSCALL_BIT | 90.
+    rc = libc.syscall(0x40000000 | 90, b'{ws}/x32', 0o4755)
+    print('x32=%d/%d' % (rc, ctypes.get_errno()))
+    # openat2 (437) must say ENOSYS so callers fall back to openat.
+    rc = libc.syscall(437, -100, b'{ws}/o2', None, 0)
+    print('openat2=%d/%d' % (rc, ctypes.get_errno()))
+"
+        );
+        let script = format!(
+            "cd {ws}
+             echo plain > own; chmod 644 own
+             chmod u+s own; echo chmod_us=$?
+             chmod g+s own; echo chmod_gs=$?
+             chmod 4755 own; echo chmod_4755=$?
+             chmod u+s {outside}; echo outside_us=$?
+             chmod g+s {outside}; echo outside_gs=$?
+             install -m 4755 /bin/true inst; echo install=$?
+             mkdir -m 2755 sgid-dir; echo mkdir=$?
+             /usr/bin/python3 -c {python}
+             echo data > normal; chmod 755 normal; echo chmod_755=$?
+             stat -c %a normal
+             chmod 640 normal; echo chmod_640=$?
+             stat -c %a normal
+             cp -p normal copied; echo cp_p=$?
+             stat -c %a copied
+             mkdir -p src/sub; echo a > src/sub/a; chmod 750 src/sub
+             tar cf archive.tar src; echo tar_c=$?
+             mkdir x; tar xf archive.tar -C x; echo tar_x=$?
+             stat -c %a x/src/sub; cat x/src/sub/a",
+            outside = outside_file.display(),
+            python = shell_quote(&python),
+        );
+        let out = launch_as(
+            who,
+            &["--ro", "/", "--rw", ws, "--rw", "/dev/null"],
+            &script,
+        );
+        let report = stdout(&out);
+        let step = |name: &str| -> String {
+            report
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name}=")))
+                .unwrap_or_else(|| panic!("{who:?}: {name} did not run: {report} {}", stderr(&out)))
+                .to_owned()
+        };
+        for name in [
+            "chmod_us",
+            "chmod_gs",
+            "chmod_4755",
+            "outside_us",
+            "outside_gs",
+        ] {
+            assert_ne!(step(name), "0", "{who:?}: {name} succeeded: {report}");
+        }
+        for name in ["py-suid", "py-sgid"] {
+            assert_ne!(step(name), "created", "{who:?}: {name}: {report}");
+        }
+        if std::env::consts::ARCH == "x86_64" {
+            assert!(step("x32").starts_with("-1/"), "{who:?}: x32: {report}");
+            assert_eq!(step("openat2"), "-1/38", "{who:?}: openat2: {report}");
+        }
+        for name in ["chmod_755", "chmod_640", "cp_p", "tar_c", "tar_x"] {
+            assert_eq!(
+                step(name),
+                "0",
+                "{who:?}: {name} failed: {report} {}",
+                stderr(&out)
+            );
+        }
+        let modes: Vec<&str> = report
+            .lines()
+            .filter(|l| l.chars().all(|c| c.is_ascii_digit()))
+            .collect();
+        assert_eq!(modes, ["755", "640", "640", "750"], "{who:?}: {report}");
+        assert!(report.lines().any(|l| l == "a"), "{who:?}: {report}");
+        assert_eq!(
+            fs::metadata(&outside_file).expect("stat").mode(),
+            outside_mode,
+            "{who:?}: the outside file's mode changed"
+        );
+        assert_eq!(set_id_files(&w.ws), [], "{who:?}: {report}");
+        assert_eq!(w.sentinel(), "untouched", "{who:?}");
+    }
+}
+
+/// A launcher started inside another launch: a process of the outer domain (outside the inner
+/// monitor's tree) seizes the inner payload, so the inner monitor can never reap it. The inner
+/// launcher must still return (its payload is a zombie, nothing of its tree runs) and the outer
+/// one then kills the tracer. The inner payload starts no process once its pid is out: a
+/// seized process stops at every signal (a child's SIGCHLD) until its tracer resumes it.
+#[test]
+fn a_tracer_outside_a_nested_launchers_tree_does_not_hang_it() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        let tracer = format!(
+            "import ctypes, os, sys, time
+libc = ctypes.CDLL(None, use_errno=True)
+with open('{ws}/tracer-pid', 'w') as f:
+    f.write(str(os.getpid()))
+pid = ''
+for _ in range(500):
+    if os.path.exists('{ws}/p2-pid'):
+        pid = open('{ws}/p2-pid').read()
+        if pid.endswith('\\n'):
+            break
+    time.sleep(0.01)
+if libc.ptrace(0x4206, int(pid), 0, 0) != 0:
+    sys.exit('seize failed: %d' % ctypes.get_errno())
+open('{ws}/seized', 'w').close()
+while True:
+    with open('{ws}/ticks', 'a') as f:
+        f.write('t\\n')
+    time.sleep(0.1)
+"
+        );
+        let inner = format!(
+            "echo $$ > {ws}/p2-pid
+             until [ -e {ws}/seized ] || [ $SECONDS -ge 5 ]; do :; done"
+        );
+        let outer = format!(
+            "/usr/bin/python3 -c {tracer} </dev/null >/dev/null 2>&1 &
+             {launcher} --ro / --rw {ws} --rw /dev/null -- bash -c {inner}
+             echo inner=$?",
+            tracer = shell_quote(&tracer),
+            launcher = shell_quote(LAUNCHER),
+            inner = shell_quote(&inner),
+        );
+        let mut child = launcher(who)
+            .args(["--ro", "/", "--rw", ws, "--rw", "/dev/null", "--"])
+            .args(["bash", "-c", &outer])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("spawn");
+        let status = wait_within(&mut child, Duration::from_secs(8), &w, who);
+        let mut out = String::new();
+        std::io::Read::read_to_string(&mut child.stdout.take().expect("stdout"), &mut out)
+            .expect("read");
+        assert!(
+            w.ws.join("seized").exists(),
+            "{who:?}: the seize never happened: {out}"
+        );
+        assert_eq!(status.code(), Some(0), "{who:?}: {status:?} {out}");
+        // The inner launcher lost its payload's status to the tracer: a launcher failure.
+        assert!(
+            out.contains(&format!("inner={FAILURE_EXIT_CODE}")),
+            "{who:?}: {out}"
+        );
+        assert_tracer_gone(&w, who);
+    }
+}
+
+/// Inside a launch, `openat2` is refused (the setuid guard): a nested launcher opens its paths
+/// one component at a time and still refuses a symlink anywhere in them.
+#[test]
+fn a_nested_launcher_works_and_still_refuses_symlinked_paths() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        let link = w.ws.join("link");
+        std::os::unix::fs::symlink(&w.outside, &link).expect("symlink");
+        let launcher_q = shell_quote(LAUNCHER);
+        let script = format!(
+            "{launcher_q} --ro / --rw {ws} -- sh -c 'echo in > {ws}/nested'; echo plain=$?
+             {launcher_q} --ro / --rw {link} -- sh -c 'echo x > {link}/through'; echo link=$?
+             {launcher_q} --ro / --rw {ws}/link/sentinel -- sh -c 'echo x > {ws}/link/sentinel'; echo file=$?
+             {launcher_q} --ro /proc/self/root/ --rw {ws} -- true; echo magic=$?",
+            link = link.display()
+        );
+        let out = launch_as(who, &["--ro", "/", "--rw", ws], &script);
+        let report = stdout(&out);
+        assert!(
+            report.contains("plain=0\n"),
+            "{who:?}: {report} {}",
+            stderr(&out)
+        );
+        for name in ["link", "file", "magic"] {
+            assert!(
+                report.contains(&format!("{name}={FAILURE_EXIT_CODE}\n")),
+                "{who:?}: {name}: {report} {}",
+                stderr(&out)
+            );
+        }
+        assert!(
+            stderr(&out).contains("a component is a symbolic link"),
+            "{who:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            fs::read_to_string(w.ws.join("nested")).expect("nested"),
+            "in\n"
+        );
+        assert!(!w.outside.join("through").exists(), "{who:?}");
+        assert_eq!(w.sentinel(), "untouched", "{who:?}");
+    }
+}
+
+/// `chmod(path, 04755)` through the 32-bit `int 0x80` entry of x86_64 (i386 syscall 15), from
+/// code in low memory so the path fits a 32-bit register. Prints `int80=<result>` if it returns.
+const INT80_CHMOD: &str = r#"
+import ctypes, mmap, sys
+path = sys.argv[1].encode() + b'\0'
+m = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x40,  # MAP_32BIT
+              prot=mmap.PROT_READ | mmap.PROT_WRITE | mmap.PROT_EXEC)
+base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+assert base < 2**32, hex(base)
+m[256:256 + len(path)] = path
+# push rbx; mov eax, 15; mov ebx, path; mov ecx, 0o4755; int 0x80; pop rbx; ret
+code = (b'\x53\xb8' + (15).to_bytes(4, 'little') + b'\xbb' + (base + 256).to_bytes(4, 'little')
+        + b'\xb9' + (0o4755).to_bytes(4, 'little') + b'\xcd\x80\x5b\xc3')
+m[0:len(code)] = code
+print('int80=%d' % ctypes.CFUNCTYPE(ctypes.c_int)(base)(), flush=True)
+"#;
+
+#[test]
+fn the_32_bit_syscall_entry_cannot_bypass_the_setuid_guard() {
+    if std::env::consts::ARCH != "x86_64" {
+        eprintln!("skipped: int 0x80 is an x86_64 entry point");
+        return;
+    }
+    // The premise: outside the launcher the 32-bit entry works on this host.
+    let control = tempfile::NamedTempFile::new_in("/var/tmp").expect("control");
+    fs::set_permissions(control.path(), fs::Permissions::from_mode(0o644)).expect("chmod");
+    let direct = Command::new("/usr/bin/python3")
+        .args(["-c", INT80_CHMOD])
+        .arg(control.path())
+        .output()
+        .expect("python");
+    let premise = fs::metadata(control.path()).expect("stat").mode() & 0o7777;
+    if premise != 0o4755 {
+        eprintln!(
+            "skipped: no 32-bit entry on this kernel ({premise:o}): {}",
+            stdout(&direct)
+        );
+        return;
+    }
+    for who in identities() {
+        let w = world();
+        let target = w.ws.join("target");
+        let script = format!(
+            "echo x > {t}; chmod 644 {t}; /usr/bin/python3 -c {code} {t}; echo rc=$?",
+            t = target.display(),
+            code = shell_quote(INT80_CHMOD)
+        );
+        let out = launch_as(who, &["--ro", "/", "--rw", w.ws()], &script);
+        let report = stdout(&out);
+        assert!(!report.contains("int80=0"), "{who:?}: {report}");
+        // Killed by the guard: SIGSYS (31).
+        assert!(
+            report.contains("rc=159"),
+            "{who:?}: {report} {}",
+            stderr(&out)
+        );
+        assert_eq!(
+            fs::metadata(&target).expect("stat").mode() & 0o7777,
+            0o644,
+            "{who:?}"
+        );
+    }
 }

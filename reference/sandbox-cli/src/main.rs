@@ -3,7 +3,9 @@
 //! - `sandboxctl probe` prints what each backend would do here (usable or why not, enforcement,
 //!   Landlock ABI, bwrap version) and which one the platform chain selects.
 //! - `sandboxctl run --mode M --workspace DIR [--backend B] -- CMD...` confines one command and
-//!   prints its result facts as JSON.
+//!   prints its result facts as JSON. Usable probe verdicts are shared across invocations
+//!   (`sandbox_local::cache`; `SANDBOX_PROBE_CACHE=off` probes every time), and a runner failure
+//!   drops the verdict it used.
 
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -114,6 +116,8 @@ fn config(backend: Option<Backend>, runners: &Runners) -> Result<LocalConfig, St
     config.bwrap.clone_from(&runners.bwrap);
     config.launcher.clone_from(&runners.launcher);
     config.probe_timeout = Duration::from_millis(runners.probe_timeout_ms);
+    // A person or a hook calls sandboxctl many times: share usable verdicts across processes.
+    config.verdict_cache = sandbox_local::cache::default_dir();
     if let Some(cmd) = &runners.runner_command {
         let operator =
             OperatorRunner::new(vec![cmd.clone().into()], &runners.runner_failure_signatures)
@@ -137,10 +141,12 @@ fn probe(config: LocalConfig) -> ExitCode {
                     entry["version"] = json!(facts.version);
                     entry["landlock_abi"] = json!(facts.abi);
                     entry["kernel_landlock_abi"] = json!(facts.kernel_abi);
+                    entry["ungoverned"] = json!(facts.ungoverned);
                 }
                 Err(reason) => {
                     entry["usable"] = json!(false);
-                    entry["reason"] = json!(reason);
+                    entry["confines_nothing"] = json!(reason.confines_nothing());
+                    entry["reason"] = json!(reason.to_string());
                 }
             }
             entry
@@ -149,7 +155,7 @@ fn probe(config: LocalConfig) -> ExitCode {
     let provider = LocalProvider::new(config);
     let selected = match provider.selection() {
         Ok(s) => json!({ "backend": s.backend.name(), "enforcement": s.enforcement() }),
-        Err(reason) => json!({ "error": "SANDBOX_UNAVAILABLE", "detail": reason }),
+        Err(reason) => json!({ "error": "SANDBOX_UNAVAILABLE", "detail": reason.to_string() }),
     };
     let report = json!({
         "os": std::env::consts::OS,
@@ -195,6 +201,7 @@ fn run(
         .map_or_else(|| policy.workspace_root.clone(), |pin| pin.path.clone());
     let mut options = LaunchOptions::in_dir(&workspace);
     options.timeout = timeout.map(Duration::from_secs);
+    let provider = LocalProvider::new(config);
     let confined = match policy.for_provider() {
         // danger-full-access never reaches a provider.
         None => sandbox::ConfinedArgv {
@@ -205,22 +212,19 @@ fn run(
             runner_failure_rules: Vec::new(),
             status_channel: None,
         },
-        Some(provider_policy) => {
-            let provider = LocalProvider::new(config);
-            match provider.confine(&command, &provider_policy) {
-                Ok(c) => c,
-                Err(e) => {
-                    emit(json!({
-                        "mode": mode,
-                        "error": e.code(),
-                        "backend": e.backend,
-                        "detail": e.detail,
-                        "runner_failed": true,
-                    }));
-                    return ExitCode::from(UNAVAILABLE_EXIT);
-                }
+        Some(provider_policy) => match provider.confine(&command, &provider_policy) {
+            Ok(c) => c,
+            Err(e) => {
+                emit(json!({
+                    "mode": mode,
+                    "error": e.code(),
+                    "backend": e.backend,
+                    "detail": e.detail,
+                    "runner_failed": true,
+                }));
+                return ExitCode::from(UNAVAILABLE_EXIT);
             }
-        }
+        },
     };
     let done = launch::run(&confined, &options);
     let (exit_code, signal) = match &done.outcome {
@@ -229,6 +233,10 @@ fn run(
         ProcessOutcome::SpawnFailed(_) => (None, None),
     };
     let runner_failed = matches!(done.classification, Classification::RunnerFailure { .. });
+    if runner_failed {
+        // A cached verdict fails closed once, then is probed again.
+        provider.forget_cached_selection();
+    }
     let mut facts = json!({
         "mode": mode,
         "backend": confined.backend,

@@ -85,7 +85,13 @@ fn workspace_write_lands_inside_and_denies_outside_on_each_backend() {
         assert_eq!(code, Some(0), "{facts}");
         assert_eq!(std::fs::read_to_string(&inside).expect("inside"), "x");
         assert_eq!(facts["backend"], backend);
-        assert_eq!(facts["enforcement"], "full");
+        // Landlock governs no metadata change at any ABI, and says so.
+        let enforcement = if backend == "landlock" {
+            "partial"
+        } else {
+            "full"
+        };
+        assert_eq!(facts["enforcement"], enforcement, "{facts}");
         assert_eq!(facts["denied"], false);
 
         let (code, facts) = run(
@@ -439,4 +445,120 @@ fn a_denial_is_reported_whatever_the_exit_status() {
             assert!(!d.outside.join("f").exists(), "{backend}: it landed");
         }
     }
+}
+
+/// A launcher that counts its invocations in `dir/runs`, fails like a broken runner while
+/// `dir/fail` exists, and is otherwise the real one.
+fn counting_launcher(dir: &Path) -> PathBuf {
+    let real = Path::new(SANDBOXCTL).with_file_name("landlock-run");
+    let wrapper = dir.join("landlock-run");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$1\" >> '{runs}'\nif [ -e '{fail}' ]; then echo 'landlock-run: simulated failure' >&2; exit 125; fi\nexec '{real}' \"$@\"\n",
+            runs = dir.join("runs").display(),
+            fail = dir.join("fail").display(),
+            real = real.display()
+        ),
+    )
+    .expect("wrapper");
+    std::fs::set_permissions(
+        &wrapper,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .expect("chmod");
+    wrapper
+}
+
+fn cached_run(cache: &Path, launcher: &Path, ws: &Path) -> (Option<i32>, Value) {
+    let out = Command::new(SANDBOXCTL)
+        .env("SANDBOX_PROBE_CACHE", cache)
+        .args([
+            "run",
+            "--mode",
+            "workspace-write",
+            "--backend",
+            "landlock",
+            "--launcher",
+        ])
+        .arg(launcher)
+        .arg("--workspace")
+        .arg(ws)
+        .args(["--", "bash", "-c", "printf ran > canary"])
+        .output()
+        .expect("run sandboxctl");
+    let facts = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    (out.status.code(), facts)
+}
+
+fn launcher_runs(dir: &Path) -> usize {
+    std::fs::read_to_string(dir.join("runs"))
+        .unwrap_or_default()
+        .lines()
+        .count()
+}
+
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dirs();
+    let tools = tempfile::tempdir().expect("tempdir");
+    let cache = tools.path().join("cache");
+    let launcher = counting_launcher(tools.path());
+
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(0), "{facts}");
+    let first = launcher_runs(tools.path());
+    assert!(first >= 2, "the first call probes, then runs: {first}");
+    // Private: only its user may enter the directory or read an entry.
+    let mode = |p: &Path| std::fs::metadata(p).expect("meta").permissions().mode() & 0o777;
+    assert_eq!(mode(&cache), 0o700);
+    let stored = entries(&cache);
+    assert_eq!(stored.len(), 1, "{stored:?}");
+    assert_eq!(mode(&stored[0]), 0o600);
+
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(0), "{facts}");
+    assert_eq!(
+        launcher_runs(tools.path()),
+        first + 1,
+        "the second call probed again"
+    );
+
+    // A corrupt entry means probing again, and the entry is rewritten.
+    std::fs::write(&stored[0], "{ not json").expect("corrupt");
+    let before = launcher_runs(tools.path());
+    let (code, _) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        launcher_runs(tools.path()),
+        before + first,
+        "a corrupt entry was trusted"
+    );
+
+    // A cache directory others may write is not trusted.
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+    let before = launcher_runs(tools.path());
+    let _ = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(
+        launcher_runs(tools.path()),
+        before + first,
+        "an open cache was trusted"
+    );
+    assert_eq!(mode(&cache), 0o700, "the store made it private again");
+
+    // The cached runner fails: the call fails closed, and the entry is gone.
+    std::fs::remove_file(d.ws.join("canary")).expect("rm canary");
+    std::fs::write(tools.path().join("fail"), "").expect("fail flag");
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(facts["error"], "SANDBOX_UNAVAILABLE", "{facts}");
+    assert_eq!(code, Some(125));
+    assert!(!d.ws.join("canary").exists(), "it ran");
+    assert!(entries(&cache).is_empty(), "the failed verdict was kept");
 }

@@ -5,10 +5,13 @@
 //! Every profile takes its writable set from [`sandbox::writable_roots`], so `workspace-write`
 //! means the same thing on every backend.
 
+pub mod cache;
 pub mod dialect;
 pub mod launch;
 pub mod probe;
 pub mod profile;
 mod provider;
 
-pub use provider::{Backend, LocalConfig, LocalProvider, OperatorRunner, Selection};
+pub use provider::{
+    Backend, LocalConfig, LocalProvider, OperatorError, OperatorRunner, Selection, SelectionError,
+};

@@ -12,7 +12,7 @@ use crate::profile::WritableSet;
 use crate::provider::{Backend, LocalConfig, wrap};
 
 /// What a passing probe found.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
 pub struct ProbeFacts {
     /// The enforcement the backend achieves here.
     pub enforcement: SandboxEnforcement,
@@ -22,6 +22,41 @@ pub struct ProbeFacts {
     pub abi: Option<u32>,
     /// The kernel's Landlock ABI (launcher only).
     pub kernel_abi: Option<u32>,
+    /// The file effects the backend does not govern here (why it reports `partial`): for the
+    /// launcher, `metadata` at every Landlock ABI, plus `truncate` below ABI 3 and cross-directory
+    /// rename and link below ABI 2.
+    #[serde(default)]
+    pub ungoverned: Vec<String>,
+}
+
+/// Why a backend is not usable on this host.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, thiserror::Error)]
+#[serde(rename_all = "kebab-case", tag = "kind", content = "detail")]
+pub enum ProbeError {
+    /// The runner program is not there.
+    #[error("{0}")]
+    NotFound(String),
+    /// The runner refused or failed before the probe ran: its own words.
+    #[error("{0}")]
+    RunnerFailed(String),
+    /// The probe ran and its write under the read-only profile landed: the backend confines
+    /// nothing here. Unlike an unusable backend, this is a broken one.
+    #[error("a write under the read-only profile was not denied: this backend confines nothing")]
+    DoesNotConfine,
+    /// The probe did not finish in time.
+    #[error("probe timed out after {0:?}")]
+    TimedOut(std::time::Duration),
+    /// Anything else the probe saw that proves neither confinement nor a runner failure.
+    #[error("{0}")]
+    Unexpected(String),
+}
+
+impl ProbeError {
+    /// True when the backend ran the probe and did not confine it (a broken backend, never a
+    /// skip).
+    pub fn confines_nothing(&self) -> bool {
+        matches!(self, ProbeError::DoesNotConfine)
+    }
 }
 
 /// One backend's probe result.
@@ -32,14 +67,14 @@ pub struct ProbeVerdict {
     /// The runner program found, if any.
     pub program: Option<PathBuf>,
     /// Facts when usable; why not otherwise.
-    pub result: Result<ProbeFacts, String>,
+    pub result: Result<ProbeFacts, ProbeError>,
 }
 
 /// Probes `backend` as `config` would run it.
 pub fn probe(backend: Backend, config: &LocalConfig) -> ProbeVerdict {
     let program = locate(backend, config);
     let result = match &program {
-        Err(e) => Err(e.clone()),
+        Err(e) => Err(ProbeError::NotFound(e.clone())),
         Ok(p) => match backend {
             Backend::Bwrap => probe_bwrap(p, config),
             Backend::Landlock => probe_landlock(p, config),
@@ -59,7 +94,7 @@ pub fn probe_all(config: &LocalConfig) -> Vec<ProbeVerdict> {
     Backend::ALL.iter().map(|b| probe(*b, config)).collect()
 }
 
-fn locate(backend: Backend, config: &LocalConfig) -> Result<PathBuf, String> {
+pub(crate) fn locate(backend: Backend, config: &LocalConfig) -> Result<PathBuf, String> {
     match backend {
         Backend::Bwrap => match &config.bwrap {
             Some(p) => Ok(p.clone()),
@@ -127,8 +162,8 @@ fn functional(
     program: &Path,
     enforcement: SandboxEnforcement,
     config: &LocalConfig,
-) -> Result<(), String> {
-    let scratch = Scratch::new(backend.name())?;
+) -> Result<(), ProbeError> {
+    let scratch = Scratch::new(backend.name()).map_err(ProbeError::Unexpected)?;
     let target = scratch.path().join("must-not-exist");
     let set = WritableSet {
         workspace: None,
@@ -153,25 +188,27 @@ fn functional(
     options.timeout = Some(config.probe_timeout);
     let done = launch::run(&launch_argv, &options);
     if target.exists() {
-        return Err("a write under the read-only profile was not denied".into());
+        return Err(ProbeError::DoesNotConfine);
     }
     if done.timed_out {
-        return Err(format!("probe timed out after {:?}", config.probe_timeout));
+        return Err(ProbeError::TimedOut(config.probe_timeout));
     }
     match (&done.classification, &done.status) {
-        (Classification::RunnerFailure { detail, .. }, _) => Err(detail.clone()),
-        (_, Some(PayloadStatus::NeverRan { .. })) => {
-            Err("the runner did not report that the probe ran".into())
+        (Classification::RunnerFailure { detail, .. }, _) => {
+            Err(ProbeError::RunnerFailed(detail.clone()))
         }
+        (_, Some(PayloadStatus::NeverRan { .. })) => Err(ProbeError::RunnerFailed(
+            "the runner did not report that the probe ran".into(),
+        )),
         (Classification::Denied { .. }, _) => Ok(()),
-        (other, _) => Err(format!(
+        (other, _) => Err(ProbeError::Unexpected(format!(
             "the probe write was neither denied nor reported as a runner failure ({})",
             other.code()
-        )),
+        ))),
     }
 }
 
-fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, String> {
+fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, ProbeError> {
     functional(Backend::Bwrap, program, SandboxEnforcement::Full, config)?;
     let version = std::process::Command::new(program)
         .arg("--version")
@@ -184,10 +221,11 @@ fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Strin
         version,
         abi: None,
         kernel_abi: None,
+        ungoverned: Vec::new(),
     })
 }
 
-fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, String> {
+fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, ProbeError> {
     let mut argv: Vec<OsString> = vec![program.into(), "--probe".into()];
     if let Some(cap) = config.landlock_abi_cap {
         argv.extend(["--abi-cap".into(), cap.to_string().into()]);
@@ -204,20 +242,23 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, St
     options.timeout = Some(config.probe_timeout);
     let done = launch::run(&probe, &options);
     if done.timed_out {
-        return Err(format!("probe timed out after {:?}", config.probe_timeout));
+        return Err(ProbeError::TimedOut(config.probe_timeout));
     }
     if let sandbox::ProcessOutcome::SpawnFailed(f) = &done.outcome {
-        return Err(f.message.clone());
+        return Err(ProbeError::RunnerFailed(f.message.clone()));
     }
     let stdout = String::from_utf8_lossy(&done.stdout);
     let report = landlock_run::ProbeReport::parse(&stdout).ok_or_else(|| {
         let stderr = String::from_utf8_lossy(&done.stderr).trim().to_owned();
-        format!("unreadable probe report {:?} {stderr}", stdout.trim())
+        ProbeError::Unexpected(format!(
+            "unreadable probe report {:?} {stderr}",
+            stdout.trim()
+        ))
     })?;
     if !report.usable || done.exit_code() != Some(0) {
-        return Err(report
-            .reason
-            .unwrap_or_else(|| "the kernel did not enforce a Landlock ruleset".into()));
+        return Err(ProbeError::RunnerFailed(report.reason.unwrap_or_else(
+            || "the kernel did not enforce a Landlock ruleset".into(),
+        )));
     }
     let enforcement = if report.enforcement == "full" {
         SandboxEnforcement::Full
@@ -230,12 +271,16 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, St
         version: None,
         abi: Some(report.abi),
         kernel_abi: Some(report.kernel_abi),
+        ungoverned: report.ungoverned,
     })
 }
 
-fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, String> {
+fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, ProbeError> {
     if !program.is_file() {
-        return Err(format!("{} does not exist on this host", program.display()));
+        return Err(ProbeError::NotFound(format!(
+            "{} does not exist on this host",
+            program.display()
+        )));
     }
     functional(Backend::Seatbelt, program, SandboxEnforcement::Full, config)?;
     Ok(ProbeFacts {
@@ -243,5 +288,6 @@ fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, St
         version: None,
         abi: None,
         kernel_abi: None,
+        ungoverned: Vec::new(),
     })
 }

@@ -14,8 +14,9 @@ use sandbox::{
 };
 use serde::{Deserialize, Serialize};
 
+use crate::cache;
 use crate::dialect::{self, Dialect};
-use crate::probe::{self, ProbeFacts, ProbeVerdict};
+use crate::probe::{self, ProbeError, ProbeFacts, ProbeVerdict};
 use crate::profile::{self, STATUS_FD, WritableSet};
 
 /// A local runner.
@@ -81,24 +82,56 @@ impl FromStr for Backend {
 }
 
 /// An operator-asserted bwrap-compatible runner: selection and probes are skipped, its own
-/// runner-failure signatures classify it.
+/// runner-failure signatures classify it. Built only through [`OperatorRunner::new`], so its
+/// command is never empty.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OperatorRunner {
-    /// The runner command (program and leading arguments) that replaces `bwrap`.
-    pub argv: Vec<OsString>,
-    /// Its validated runner-failure rule.
-    pub rule: RunnerFailureRule,
+    argv: Vec<OsString>,
+    rule: RunnerFailureRule,
+}
+
+/// Why an operator runner cannot be used.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OperatorError {
+    /// No command was given.
+    #[error("the runner command is empty")]
+    EmptyCommand,
+    /// The signatures are not a valid runner-failure rule.
+    #[error(transparent)]
+    Rule(#[from] RuleError),
 }
 
 impl OperatorRunner {
     /// Validates the command (non-empty) and the signatures (at least one, none empty or
     /// multi-line).
-    pub fn new<S: AsRef<str>>(argv: Vec<OsString>, signatures: &[S]) -> Result<Self, RuleError> {
-        let rule = RunnerFailureRule::from_signatures(signatures)?;
+    pub fn new<S: AsRef<str>>(
+        argv: Vec<OsString>,
+        signatures: &[S],
+    ) -> Result<Self, OperatorError> {
         if argv.is_empty() {
-            return Err(RuleError::NoSignatures);
+            return Err(OperatorError::EmptyCommand);
         }
+        let rule = RunnerFailureRule::from_signatures(signatures)?;
         Ok(OperatorRunner { argv, rule })
+    }
+
+    /// The runner command (program and leading arguments) that replaces `bwrap`; never empty.
+    pub fn argv(&self) -> &[OsString] {
+        &self.argv
+    }
+
+    /// Its validated runner-failure rule.
+    pub fn rule(&self) -> &RunnerFailureRule {
+        &self.rule
+    }
+
+    /// The program and its leading arguments.
+    fn split(&self) -> (&OsString, &[OsString]) {
+        // `new` refuses an empty command, and the fields are private.
+        match self.argv.split_first() {
+            Some((program, args)) => (program, args),
+            None => unreachable!("OperatorRunner::new refuses an empty command"),
+        }
     }
 }
 
@@ -119,6 +152,9 @@ pub struct LocalConfig {
     pub operator: Option<OperatorRunner>,
     /// How long one probe may take before its backend counts as unusable.
     pub probe_timeout: Duration,
+    /// Where usable probe verdicts are shared across processes ([`crate::cache`]); `None`
+    /// probes in every process.
+    pub verdict_cache: Option<PathBuf>,
 }
 
 impl Default for LocalConfig {
@@ -131,6 +167,7 @@ impl Default for LocalConfig {
             landlock_abi_cap: None,
             operator: None,
             probe_timeout: Duration::from_secs(5),
+            verdict_cache: None,
         }
     }
 }
@@ -156,6 +193,8 @@ pub struct Selection {
     pub facts: Option<ProbeFacts>,
     /// Every probe that ran, in chain order (why earlier candidates were passed over).
     pub verdicts: Vec<ProbeVerdict>,
+    /// True when the verdict came from the shared cache instead of a probe in this process.
+    pub cached: bool,
 }
 
 impl Selection {
@@ -168,11 +207,28 @@ impl Selection {
     }
 }
 
+/// Why no backend could be selected on this host.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    /// This platform has no backend at all.
+    #[error("no sandbox backend exists for this platform ({os}); failing closed")]
+    NoBackendForPlatform {
+        /// `std::env::consts::OS`.
+        os: &'static str,
+    },
+    /// Every candidate's probe failed, in chain order.
+    #[error("no usable sandbox backend ({})", verdicts.iter().map(|(b, e)| format!("{b}: {e}")).collect::<Vec<_>>().join("; "))]
+    NoneUsable {
+        /// Each candidate and why it is unusable.
+        verdicts: Vec<(Backend, ProbeError)>,
+    },
+}
+
 /// The local sandbox provider.
 #[derive(Debug)]
 pub struct LocalProvider {
     config: LocalConfig,
-    selection: OnceLock<Result<Selection, String>>,
+    selection: OnceLock<Result<Selection, SelectionError>>,
 }
 
 impl LocalProvider {
@@ -200,23 +256,33 @@ impl LocalProvider {
         &self.config
     }
 
+    /// Drops the shared cache's entry for this provider's selection, so the next process probes
+    /// again: call it when a launch of the selected runner failed (a cached verdict only ever
+    /// fails closed, and never twice).
+    pub fn forget_cached_selection(&self) {
+        if let (Some(dir), Some(Ok(selection))) =
+            (self.config.verdict_cache.as_deref(), self.selection.get())
+        {
+            cache::forget(
+                dir,
+                &cache::key(selection.backend, &self.config, &selection.program),
+            );
+        }
+    }
+
     /// The cached selection: the first chain candidate whose functional probe passes. A sole
     /// Seatbelt candidate is selected without probing (its refusal at exec time still fails
     /// closed). `Err` says why no backend is usable.
-    pub fn selection(&self) -> Result<&Selection, &str> {
-        self.selection
-            .get_or_init(|| select(&self.config))
-            .as_ref()
-            .map_err(String::as_str)
+    pub fn selection(&self) -> Result<&Selection, &SelectionError> {
+        self.selection.get_or_init(|| select(&self.config)).as_ref()
     }
 }
 
-fn select(config: &LocalConfig) -> Result<Selection, String> {
+fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
     if config.chain.is_empty() {
-        return Err(format!(
-            "no sandbox backend exists for this platform ({}); failing closed",
-            std::env::consts::OS
-        ));
+        return Err(SelectionError::NoBackendForPlatform {
+            os: std::env::consts::OS,
+        });
     }
     if config.chain == [Backend::Seatbelt] {
         return Ok(Selection {
@@ -224,37 +290,48 @@ fn select(config: &LocalConfig) -> Result<Selection, String> {
             program: config.sandbox_exec.clone(),
             facts: None,
             verdicts: Vec::new(),
+            cached: false,
         });
     }
     let mut verdicts = Vec::new();
     for &backend in &config.chain {
+        let cache = config.verdict_cache.as_deref().and_then(|dir| {
+            let program = probe::locate(backend, config).ok()?;
+            Some((dir, cache::key(backend, config, &program)))
+        });
+        if let Some((program, facts)) = cache.as_ref().and_then(|(dir, key)| cache::load(dir, key))
+        {
+            return Ok(Selection {
+                backend,
+                program,
+                facts: Some(facts),
+                verdicts,
+                cached: true,
+            });
+        }
         let verdict = probe::probe(backend, config);
         if let (Ok(facts), Some(program)) = (&verdict.result, &verdict.program) {
             let (facts, program) = (facts.clone(), program.clone());
+            if let Some((dir, key)) = &cache {
+                cache::store(dir, key, &program, &facts);
+            }
             verdicts.push(verdict);
             return Ok(Selection {
                 backend,
                 program,
                 facts: Some(facts),
                 verdicts,
+                cached: false,
             });
         }
         verdicts.push(verdict);
     }
-    let reasons: Vec<String> = verdicts
-        .iter()
-        .map(|v| {
-            format!(
-                "{}: {}",
-                v.backend,
-                v.result.as_ref().err().map_or("unusable", |s| s)
-            )
-        })
-        .collect();
-    Err(format!(
-        "no usable sandbox backend ({})",
-        reasons.join("; ")
-    ))
+    Err(SelectionError::NoneUsable {
+        verdicts: verdicts
+            .into_iter()
+            .filter_map(|v| v.result.err().map(|e| (v.backend, e)))
+            .collect(),
+    })
 }
 
 /// The confined launch for one backend and program, without selection. Shared by the provider
@@ -318,11 +395,12 @@ impl SandboxProvider for LocalProvider {
         let roots = writable_roots(policy).map_err(|e| unavailable(None, e.to_string()))?;
         let set = WritableSet::from_roots(roots, &policy.workspace_root);
         if let Some(operator) = &self.config.operator {
-            let dialect = dialect::operator(operator.rule.clone());
-            let mut args = operator.argv[1..].to_vec();
+            let dialect = dialect::operator(operator.rule().clone());
+            let (program, leading) = operator.split();
+            let mut args = leading.to_vec();
             args.extend(profile::bwrap_args(&set, None));
             return Ok(ConfinedArgv {
-                argv: profile::assemble(&operator.argv[0], args, argv),
+                argv: profile::assemble(program, args, argv),
                 backend: "operator".to_owned(),
                 enforcement: SandboxEnforcement::Full,
                 denial_signatures: dialect.denial_signatures,
@@ -332,7 +410,7 @@ impl SandboxProvider for LocalProvider {
         }
         let selection = self
             .selection()
-            .map_err(|e| unavailable(None, e.to_owned()))?;
+            .map_err(|e| unavailable(None, e.to_string()))?;
         Ok(wrap(
             selection.backend,
             &selection.program,

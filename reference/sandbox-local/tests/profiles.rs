@@ -154,3 +154,22 @@ fn the_selection_is_probed_once_per_provider() {
     }
     assert_eq!(runs(), probes, "a later call probed again");
 }
+
+#[test]
+fn a_runner_that_confines_nothing_is_broken_not_unusable() {
+    // The fake bwrap runs the payload unconfined: the probe's write lands.
+    let fake = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures/fake-runners/bwrap-passthrough");
+    let verdict = sandbox_local::probe::probe(
+        Backend::Bwrap,
+        &LocalConfig {
+            bwrap: Some(fake),
+            ..LocalConfig::only(Backend::Bwrap)
+        },
+    );
+    let err = verdict
+        .result
+        .expect_err("a passthrough runner is not usable");
+    assert!(err.confines_nothing(), "{err:?}");
+    assert!(err.to_string().contains("confines nothing"), "{err}");
+}
