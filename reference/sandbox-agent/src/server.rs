@@ -317,7 +317,9 @@ impl State {
                 .and_then(|p| std::fs::read_to_string(p).ok());
             let out = match blocked {
                 Some(out) => out,
-                None => {
+                // The card turns in_progress once the call's policy is fixed (after any
+                // approval): a switch the editor sends after seeing it applies to the next call.
+                None => tools.call_observed(&tool, &args, &ctx, Some(control.flag()), &|| {
                     self.notify(
                         cx,
                         id,
@@ -326,8 +328,7 @@ impl State {
                             ToolCallUpdateFields::new().status(ToolCallStatus::InProgress),
                         )),
                     );
-                    tools.call_cancellable(&tool, &args, &ctx, Some(control.flag()))
-                }
+                }),
             };
             let mut out = out;
             if out.facts.get("cancelled") == Some(&Value::Bool(true)) {

@@ -69,7 +69,10 @@ fn stable_ids(mut transcript: Value) -> Value {
     let mut names: Vec<String> = Vec::new();
     if let Some(entries) = transcript.as_array_mut() {
         for entry in entries {
-            let id = &mut entry["message"]["id"];
+            // (`get_mut`, not indexing: indexing a missing id would insert a null one.)
+            let Some(id) = entry.get_mut("message").and_then(|m| m.get_mut("id")) else {
+                continue;
+            };
             if let Some(text) = id
                 .as_str()
                 .filter(|t| t.len() == 36 && t.matches('-').count() == 4)

@@ -306,9 +306,27 @@ impl Toolbox {
         ctx: &CallContext<'_>,
         cancel: Option<Arc<AtomicBool>>,
     ) -> ToolOutput {
+        self.call_observed(tool, args, ctx, cancel, &|| {})
+    }
+
+    /// [`Toolbox::call_cancellable`] that calls `started` once the call's policy is fixed (after
+    /// any approval, right before it executes), so a caller can report the call as running
+    /// exactly when a later switch can no longer change it. Not called when the call is refused
+    /// before it runs.
+    pub fn call_observed(
+        &self,
+        tool: &str,
+        args: &Value,
+        ctx: &CallContext<'_>,
+        cancel: Option<Arc<AtomicBool>>,
+        started: &dyn Fn(),
+    ) -> ToolOutput {
+        if !matches!(tool, "bash" | "write" | "edit") {
+            started();
+        }
         match tool {
             "bash" => match BashArgs::deserialize(args) {
-                Ok(a) => self.bash(a, ctx, cancel),
+                Ok(a) => self.bash(a, ctx, cancel, started),
                 Err(e) => bad_arguments(tool, e),
             },
             "bash_output" => match OutputArgs::deserialize(args) {
@@ -334,16 +352,21 @@ impl Toolbox {
             "write" => match WriteArgs::deserialize(args) {
                 Ok(a) => {
                     let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
-                    self.mutate("write", &a.path, fields, ctx, |fs, path, policy| {
-                        fs.write(path, &a.content, policy)
-                    })
+                    self.mutate(
+                        "write",
+                        &a.path,
+                        fields,
+                        ctx,
+                        started,
+                        |fs, path, policy| fs.write(path, &a.content, policy),
+                    )
                 }
                 Err(e) => bad_arguments(tool, e),
             },
             "edit" => match EditArgs::deserialize(args) {
                 Ok(a) => {
                     let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
-                    self.mutate("edit", &a.path, fields, ctx, |fs, path, policy| {
+                    self.mutate("edit", &a.path, fields, ctx, started, |fs, path, policy| {
                         fs.edit(path, &a.old_text, &a.new_text, policy)
                     })
                 }
@@ -360,6 +383,7 @@ impl Toolbox {
         subject: &str,
         fields: &EscalationFields,
         ctx: &CallContext<'_>,
+        started: &dyn Fn(),
     ) -> Result<(ExecutionPolicy, bool), ToolOutput> {
         let ask = fields
             .validate(self.advertises_escalation(tool))
@@ -389,6 +413,7 @@ impl Toolbox {
                 json!({ "ran": false }),
             )
         })?;
+        started();
         Ok((policy, granted.is_some()))
     }
 
@@ -397,12 +422,13 @@ impl Toolbox {
         a: BashArgs,
         ctx: &CallContext<'_>,
         cancel: Option<Arc<AtomicBool>>,
+        started: &dyn Fn(),
     ) -> ToolOutput {
         if a.command.contains('\0') {
             return bad_arguments("bash", "the command contains a NUL byte");
         }
         let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
-        let (policy, escalated) = match self.policy_for("bash", &a.command, &fields, ctx) {
+        let (policy, escalated) = match self.policy_for("bash", &a.command, &fields, ctx, started) {
             Ok(p) => p,
             Err(out) => return out,
         };
@@ -523,12 +549,13 @@ impl Toolbox {
         path: &str,
         fields: EscalationFields,
         ctx: &CallContext<'_>,
+        started: &dyn Fn(),
         op: impl FnOnce(FileSystem, &std::path::Path, &ExecutionPolicy) -> Result<(), FsError>,
     ) -> ToolOutput {
         if path.contains('\0') {
             return bad_arguments(tool, "the path contains a NUL byte");
         }
-        let (policy, escalated) = match self.policy_for(tool, path, &fields, ctx) {
+        let (policy, escalated) = match self.policy_for(tool, path, &fields, ctx, started) {
             Ok(p) => p,
             Err(out) => return out,
         };

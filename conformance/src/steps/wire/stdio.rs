@@ -82,7 +82,7 @@ impl StdioAgent {
         let stderr = child.stderr.take().ok_or("no stderr")?;
         let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let said_in = std::sync::Arc::clone(&said);
-        std::thread::spawn(move || {
+        let stderr_reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Ok(mut s) = said_in.lock() {
                     s.push_str(&line);
@@ -116,7 +116,10 @@ impl StdioAgent {
                 result: Some(_), ..
             }) => Ok(agent),
             other => {
+                // The agent may have refused to start before reading anything: its words are on
+                // stderr, complete once it exited.
                 let _ = agent.child.wait();
+                let _ = stderr_reader.join();
                 let said = said.lock().map(|s| s.clone()).unwrap_or_default();
                 Err(format!(
                     "initialize failed ({:?}); the agent said: {said}",

@@ -184,9 +184,11 @@ async def main() -> None:
             check(wrote.get("status") == "completed" and any(c.get("type") == "diff" and c.get("newText") == "w" for c in wrote.get("content", [])), "write with a diff")
 
             step = "cancel"
+            known = {u["toolCallId"] for u in updates if u.get("sessionUpdate") == "tool_call"}
             turn = asyncio.create_task(conn.prompt(session_id=session_id, prompt=text(f'tool bash {{"command":"sleep {MARKER}; echo late"}}\ntool bash {{"command":"printf x > after-cancel.txt"}}')))
             started = time.monotonic()
-            while not (any(u.get("sessionUpdate") == "tool_call_update" and u.get("status") == "in_progress" and u.get("toolCallId") == last_call_id() for u in updates) and marker_processes()):
+            # This prompt's first call is running: announced after the earlier ones, in progress, on the host.
+            while not (any(u.get("sessionUpdate") == "tool_call_update" and u.get("status") == "in_progress" and u.get("toolCallId") not in known for u in updates) and marker_processes()):
                 if time.monotonic() - started > 10:
                     raise RuntimeError("the sleep never started")
                 await asyncio.sleep(0.01)

@@ -200,7 +200,9 @@ try {
       prompt: text(`tool bash {"command":"sleep ${marker}; echo late"}\ntool bash {"command":"printf x > after-cancel.txt"}`),
     });
     const started = Date.now();
-    while (!updates.some((u) => u.sessionUpdate === "tool_call_update" && u.status === "in_progress" && u.toolCallId === lastCallId()) || markerProcesses().length === 0) {
+    const known = new Set(updates.filter((u) => u.sessionUpdate === "tool_call").map((u) => u.toolCallId));
+    // This prompt's first call is running: announced after the earlier ones, in progress, on the host.
+    while (!updates.some((u) => u.sessionUpdate === "tool_call_update" && u.status === "in_progress" && !known.has(u.toolCallId)) || markerProcesses().length === 0) {
       if (Date.now() - started > 10000) throw new Error("the sleep never started");
       await sleep(10);
     }
