@@ -696,3 +696,67 @@ async fn defaults_matching_no_preset_start_as_custom() {
     )
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_log_alone_reconstructs_an_escalated_exchange() {
+    let world = World::new();
+    let ws = world.ws.clone();
+    let id_cell = Arc::new(Mutex::new(None));
+    let id_out = id_cell.clone();
+    let script = "tool bash {\"command\":\"printf x > notes.txt\"}\ntool bash {\"command\":\"printf x > notes.txt\",\"sandbox_permissions\":\"workspace-write\",\"justification\":\"save the notes\"}";
+    with_agent(
+        world.agent(&[]),
+        "allow-once",
+        Arc::default(),
+        async move |cx| {
+            let id = new_session(&cx, &ws).await;
+            *id_out.lock().expect("lock") = Some(id.clone());
+            cx.send_request(PromptRequest::new(id.clone(), text(script)))
+                .block_task()
+                .await?;
+            Ok(())
+        },
+    )
+    .await;
+    let id = id_cell.lock().expect("lock").clone().expect("id");
+    let log = world.log(&id);
+    let line = |e: &Value| -> String {
+        let t = e["type"].as_str().unwrap_or("").to_owned();
+        match t.as_str() {
+            "tool/call" => format!("{t} {} {}", e["call_id"], e["input"]["command"]),
+            "tool/result" => format!("{t} {} {} {}", e["call_id"], e["code"], e["status"]),
+            "approval/asked" => format!("{t} {} {}", e["call_id"], e["mode"]),
+            "approval/decided" => format!("{t} {} {}", e["call_id"], e["outcome"]),
+            "user/message" | "agent/message" => format!("{t} {}", e["text"]),
+            _ => t,
+        }
+    };
+    let got: Vec<String> = log.iter().map(line).collect();
+    let want = [
+        "session/header".to_owned(),
+        "turn/started".into(),
+        "request/header".into(),
+        format!("user/message {}", Value::from(script)),
+        r#"tool/call "call-1" "printf x > notes.txt""#.into(),
+        r#"tool/result "call-1" "DENIED" "failed""#.into(),
+        r#"agent/message "bash (call-1) -> DENIED\n\n""#.into(),
+        "request/header".into(),
+        r#"tool/call "call-2" "printf x > notes.txt""#.into(),
+        r#"approval/asked "call-2" "workspace-write""#.into(),
+        r#"approval/decided "call-2" "granted""#.into(),
+        r#"tool/result "call-2" "OK" "completed""#.into(),
+        r#"agent/message "bash (call-2) -> OK\n\n""#.into(),
+        "request/header".into(),
+        r#"agent/message "Done.""#.into(),
+        "turn/ended".into(),
+    ];
+    assert_eq!(got, want, "the exchange, from the session log alone");
+    assert!(
+        log[5]["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("[sandbox: file access denied under read-only mode]"),
+        "the result the model read is in the log: {}",
+        log[5]
+    );
+}
