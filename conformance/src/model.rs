@@ -226,6 +226,12 @@ pub enum Step {
     Tool(ToolStep),
     /// One editor or process action on the policy bridge (new, load, set, prompt, crash, ...).
     Wire(Box<WireStep>),
+    /// Run a hostile payload confined in a fresh world, then check the host (family `hardening`).
+    Attack(AttackStep),
+    /// Race the write tool against a thread swapping a directory for a symlink that points out.
+    FenceRace(FenceRaceStep),
+    /// Compare the case's world with its snapshot from when the case began.
+    World(WorldStep),
 }
 
 impl Step {
@@ -243,6 +249,9 @@ impl Step {
                 &[Capability::PolicyService, Capability::ScriptedCalls]
             }
             Step::Wire(_) => &[Capability::PolicyService],
+            Step::Attack(_) | Step::FenceRace(_) => &[Capability::Confine],
+            // Checks the world the case's other steps built; needs nothing of its own.
+            Step::World(_) => &[],
         }
     }
 }
@@ -550,9 +559,12 @@ pub struct ToolSetup {
     /// Whether an agent routes approval questions (default true).
     #[serde(default)]
     pub agent: Option<bool>,
-    /// `outside`: the commands' `$TMPDIR` is a directory outside `/tmp` (the world's `tmpdir`).
+    /// The commands' `$TMPDIR` (and the policy's temp dir); absent: none.
     #[serde(default)]
-    pub tmpdir: Option<String>,
+    pub tmpdir: Option<TempDirSpelling>,
+    /// Where the session's workspace is and how it is spelled (default `ws`).
+    #[serde(default)]
+    pub workspace: Option<WorkspaceSpelling>,
 }
 
 /// A `tool` step. In every string, `%WS%`, `%OUTSIDE%`, `%TMP%` and `%TMPDIR%` become the
@@ -702,4 +714,156 @@ pub struct WireExpect {
     /// Files in the session's workspace afterwards: relative path to content, or `<absent>`.
     #[serde(default)]
     pub files: std::collections::BTreeMap<String, String>,
+}
+
+/// Where a case's workspace is, and how the policy spells it. A closed vocabulary: each value
+/// names a place in (or beside) the world the harness builds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkspaceSpelling {
+    /// The world's workspace, spelled canonically.
+    #[default]
+    Ws,
+    /// The world's workspace spelled through a symlink to it.
+    Alias,
+    /// The world's workspace spelled with a trailing slash.
+    TrailingSlash,
+    /// A workspace under `/tmp`, so its parent is writable (the workspace can be swapped).
+    UnderTmp,
+    /// `/` itself.
+    FsRoot,
+    /// `/etc`, a system directory.
+    Etc,
+    /// The world directory: the workspace's parent, which holds the outside tree.
+    World,
+    /// A path that does not exist.
+    Missing,
+    /// A regular file.
+    File,
+}
+
+/// The temp dir a policy carries and the payload's `$TMPDIR`. A closed vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TempDirSpelling {
+    /// The world's `tmpdir`: a directory outside `/tmp` and outside the workspace.
+    Outside,
+    /// `/` itself.
+    FsRoot,
+    /// `/etc`, a system directory.
+    Etc,
+    /// The world directory: the workspace's parent, which holds the outside tree.
+    World,
+    /// A regular file outside the workspace.
+    File,
+    /// A path that does not exist.
+    Missing,
+}
+
+/// An `attack` step: a hostile bash payload confined by the backend in a fresh world, then the
+/// host is checked (the files named, a world diff, the descriptors and processes it could reach).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttackStep {
+    /// The confined mode.
+    pub mode: sandbox::ConfinedMode,
+    /// Where the workspace is and how the policy spells it (default `ws`).
+    #[serde(default)]
+    pub workspace: WorkspaceSpelling,
+    /// The policy's temp dir and the payload's `$TMPDIR` (absent: none, `$TMPDIR` unset).
+    #[serde(default)]
+    pub temp_dir: Option<TempDirSpelling>,
+    /// Hold a descriptor without close-on-exec, open for append on a file outside, during the
+    /// call; its number is `$HELD` (absent: `$HELD` is unset).
+    #[serde(default)]
+    pub hold_fd: bool,
+    /// The call's timeout in milliseconds (absent: 20 s).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+    /// How long to wait after the call returned before checking the host (at most 5000).
+    #[serde(default)]
+    pub after_ms: Option<u64>,
+    /// The payload: a bash script. Its environment: `$WS` (the workspace as spelled), `$OUTSIDE`,
+    /// `$TMP` (a scratch directory under `/tmp`), `$WORLD`, `$ETC_PROBE` (a unique name under
+    /// `/etc`), `$CALLER` (the harness's pid), `$HELD`, `$TMPDIR`.
+    pub run: String,
+    /// What must be true afterwards.
+    pub expect: AttackExpect,
+}
+
+/// What an `attack` step must observe.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttackExpect {
+    /// How the call ended.
+    pub outcome: AttackOutcome,
+    /// The payload's exit code (with `ran`).
+    #[serde(default)]
+    pub exit: Option<i32>,
+    /// The payload's exact stdout (with `ran`).
+    #[serde(default)]
+    pub stdout: Option<String>,
+    /// Substrings the payload's stdout must contain.
+    #[serde(default)]
+    pub stdout_contains: Vec<String>,
+    /// Substrings the payload's stdout must not contain.
+    #[serde(default)]
+    pub stdout_lacks: Vec<String>,
+    /// Files afterwards: path to exact content, or `<absent>` (`%WS%`-style names allowed).
+    #[serde(default)]
+    pub files: BTreeMap<String, String>,
+    /// Paths under which the world may change (each with everything beneath it); everything else
+    /// in the world must be exactly as before. Device nodes are never allowed anywhere.
+    #[serde(default)]
+    pub may_change: Vec<String>,
+}
+
+/// How an attacked call may end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttackOutcome {
+    /// The payload ran to its own end (no runner failure, no timeout).
+    Ran,
+    /// The backend refused: `confine` failed or the runner failed; the payload never ran (its
+    /// canary is absent and its stdout empty).
+    Refused,
+    /// The call was ended by its timeout, in time.
+    TimedOut,
+    /// Either refused, or ran; the host checks hold in both cases.
+    RefusedOrRan,
+}
+
+/// A `fence-race` step: the write tool on `path`, `iterations` times, while a thread exchanges
+/// `swap` (a real directory) with a symlink to the outside tree (`renameat2(RENAME_EXCHANGE)`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FenceRaceStep {
+    /// How many write calls (1 to 2000).
+    pub iterations: u32,
+    /// The write tool's target (`%WS%/d/f`).
+    pub path: String,
+    /// The directory swapped with a symlink to `%OUTSIDE%` (`%WS%/d`; made if missing), or a
+    /// symlink to a directory (`%WS%` spelled `alias`: the workspace itself flips).
+    pub swap: String,
+    /// How the writes must come out.
+    #[serde(default)]
+    pub expect: FenceRaceExpect,
+}
+
+/// What a `fence-race` step must observe beyond "nothing new outside", which always holds.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FenceRaceExpect {
+    /// Codes every write call must return one of (absent: any).
+    #[serde(default)]
+    pub codes: Vec<String>,
+}
+
+/// A `world` step: the case's world against its snapshot from when the case's world was built.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorldStep {
+    /// Paths under which the world may have changed (each with everything beneath it).
+    #[serde(default)]
+    pub may_change: Vec<String>,
 }

@@ -1,7 +1,9 @@
 //! What each step kind does and how its expectation is checked.
 
+mod attack;
 mod classify;
 mod effect;
+mod race;
 mod select;
 mod tool;
 mod wire;
@@ -22,6 +24,9 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), String> {
             Step::Select(s) => select::run(s),
             Step::Tool(s) => tool::run(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::Wire(s) => wire::run(backend, s, &mut bridge),
+            Step::Attack(s) => attack::run(backend, s),
+            Step::FenceRace(s) => race::fence_race(backend, case.case.setup.as_ref(), s, &mut rig),
+            Step::World(s) => race::world(backend, case.case.setup.as_ref(), s, &mut rig),
         };
         result.map_err(|e| format!("step {} ({}): {e}", index + 1, step_kind(step)))?;
     }
@@ -56,5 +61,8 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Select(_) => "select",
         Step::Tool(_) => "tool",
         Step::Wire(_) => "wire",
+        Step::Attack(_) => "attack",
+        Step::FenceRace(_) => "fence-race",
+        Step::World(_) => "world",
     }
 }

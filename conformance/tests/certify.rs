@@ -84,7 +84,11 @@ fn the_main_command_certifies_this_hosts_backends_and_writes_three_reports() {
         .filter(|b| b["certified"] == true)
         .filter_map(|b| b["name"].as_str())
         .collect();
-    for name in ["bwrap", "landlock", "landlock-abi2", "local"] {
+    // What this host must certify: the local chain's hostile-host simulations need root.
+    for name in conformance::backends::default_required()
+        .into_iter()
+        .filter(|n| *n != "policy")
+    {
         assert!(
             certified.contains(&name),
             "{name} not certified: {}",
@@ -136,6 +140,53 @@ fn a_backend_that_passes_argv_through_unconfined_is_rejected_by_name() {
     assert!(failed.iter().any(|t| t == escape));
     assert!(run.matrix.contains(escape), "{}", run.matrix);
     assert!(run.matrix.contains("**no**"));
+}
+
+#[test]
+fn a_bwrap_backend_without_the_hardening_is_rejected_by_name() {
+    let run = certify(
+        &["--family", "hardening"],
+        &backend("unhardened_bwrap_backend.py"),
+    );
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let failed: Vec<String> = statuses(&run.report)
+        .into_iter()
+        .filter(|(_, s)| s == "FAIL")
+        .map(|(t, _)| t)
+        .collect();
+    // What each missing piece lets out, as root (capabilities, /proc/<pid>/root, survivors) and
+    // as any user (a temp dir of / widens the writable set, a missing workspace still runs).
+    let mut named = vec![
+        "hardening::unhardened-bwrap-py::temp_dir_widening::temp_dir_fs-root_workspace-write",
+        "hardening::unhardened-bwrap-py::workspace_roots::workspace_is_a_file_read-only",
+        "hardening::unhardened-bwrap-py::survivors::setsid_daemon_workspace-write",
+    ];
+    if is_root() {
+        named.extend([
+            "hardening::unhardened-bwrap-py::root_escapes::no_capabilities_read-only",
+            "hardening::unhardened-bwrap-py::root_escapes::remount_root_writable_read-only",
+            "hardening::unhardened-bwrap-py::root_escapes::proc_pid_root_workspace-write",
+        ]);
+    }
+    for trial in named {
+        assert!(
+            failed.iter().any(|t| t == trial),
+            "{trial} should have failed; failed: {failed:#?}"
+        );
+        assert!(run.matrix.contains(trial), "{}", run.matrix);
+    }
+    assert!(run.matrix.contains("**no**"));
+}
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
+        })
+        .unwrap_or(false)
 }
 
 #[test]

@@ -8,16 +8,20 @@ use sandbox_policy::{ApprovalPolicy, PolicyService, Session};
 use sandbox_tools::approval::{ApprovalService, Decision, ScriptedApprover};
 use sandbox_tools::fs::FileSystem;
 use sandbox_tools::shell::ShellExecutor;
-use sandbox_tools::tools::{CallContext, Toolbox};
+use sandbox_tools::tools::{CallContext, ToolOutput, Toolbox};
 use serde_json::Value;
 
 use crate::backends::Backend;
 use crate::model::{ToolSetup, ToolStep};
-use crate::world::{SENTINEL, World};
+use crate::world::{SENTINEL, Snapshot, World};
 
 /// One case's composition.
 pub(super) struct Rig {
     world: World,
+    /// The workspace as the session spells it (`%WS%`).
+    ws: std::path::PathBuf,
+    /// The world as it was when the case began (for `world` steps).
+    before: Snapshot,
     session: Session,
     approver: Arc<ScriptedApprover>,
     tools: Toolbox,
@@ -39,13 +43,12 @@ fn decision(word: &str) -> Result<Decision, String> {
 impl Rig {
     fn new(backend: &Backend, setup: &ToolSetup) -> Result<Rig, String> {
         let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
-        let ws = world.dir.join("ws");
-        let temp_dir = match setup.tmpdir.as_deref() {
-            None => None,
-            Some("outside") => Some(world.dir.join("tmpdir")),
-            Some(other) => return Err(format!("unknown tmpdir setting {other:?}")),
-        };
-        let policy = PolicyService::new(setup.mode.unwrap_or(SandboxMode::ReadOnly), &ws)
+        // The deployment's configured root is always the world's workspace; the session's cwd
+        // (which wins) is the workspace the case names, spelled as it says.
+        let configured = world.dir.join("ws");
+        let ws = world.workspace(setup.workspace.unwrap_or_default());
+        let temp_dir = setup.tmpdir.map(|t| world.temp_dir(t));
+        let policy = PolicyService::new(setup.mode.unwrap_or(SandboxMode::ReadOnly), &configured)
             .map_err(|e| e.to_string())?
             .with_temp_dir(temp_dir);
         let session = Session::new("case", &ws);
@@ -89,8 +92,11 @@ impl Rig {
             other => return Err(format!("unknown composition {other:?}")),
         };
         let tools = Toolbox::new(Arc::new(policy), Arc::new(shell), fs, approval);
+        let before = world.snapshot();
         Ok(Rig {
             world,
+            ws,
+            before,
             session,
             approver,
             tools,
@@ -103,10 +109,11 @@ impl Rig {
     /// `%WS%` and friends replaced by this world's paths.
     fn expand(&self, text: &str) -> String {
         let d = &self.world.dir;
-        text.replace("%WS%", &d.join("ws").display().to_string())
+        text.replace("%WS%", &self.ws.display().to_string())
             .replace("%OUTSIDE%", &d.join("outside").display().to_string())
             .replace("%TMPDIR%", &d.join("tmpdir").display().to_string())
             .replace("%TMP%", &self.world.tmp.display().to_string())
+            .replace("%WORLD%", &d.display().to_string())
     }
 
     fn expand_value(&self, value: &Value) -> Value {
@@ -128,30 +135,59 @@ impl Rig {
     }
 }
 
+impl Rig {
+    /// Calls one tool in this composition (arguments already expanded).
+    pub(super) fn call(&mut self, name: &str, args: &Value) -> ToolOutput {
+        self.calls += 1;
+        let call_id = format!("call-{}", self.calls);
+        self.tools.call(
+            name,
+            args,
+            &CallContext {
+                session: Some(&self.session),
+                agent: self.agent.then_some("conformance-agent"),
+                call_id: &call_id,
+            },
+        )
+    }
+
+    /// The case's world.
+    pub(super) fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// `%WS%` and friends replaced by this world's paths.
+    pub(super) fn expanded(&self, text: &str) -> String {
+        self.expand(text)
+    }
+
+    /// The changes since the case began, outside `may_change`.
+    pub(super) fn diff(&self, may_change: &[std::path::PathBuf]) -> Vec<String> {
+        self.before.diff(&self.world.snapshot(), may_change)
+    }
+}
+
+/// The case's composition, made on first use.
+pub(super) fn rig<'a>(
+    backend: &Backend,
+    setup: Option<&ToolSetup>,
+    rig: &'a mut Option<Rig>,
+) -> Result<&'a mut Rig, String> {
+    if rig.is_none() {
+        *rig = Some(Rig::new(backend, setup.unwrap_or(&ToolSetup::default()))?);
+    }
+    rig.as_mut().ok_or_else(|| "no composition".to_owned())
+}
+
 pub(super) fn run(
     backend: &Backend,
     setup: Option<&ToolSetup>,
     step: &ToolStep,
     rig: &mut Option<Rig>,
 ) -> Result<(), String> {
-    if rig.is_none() {
-        *rig = Some(Rig::new(backend, setup.unwrap_or(&ToolSetup::default()))?);
-    }
-    let Some(rig) = rig.as_mut() else {
-        return Err("no composition".into());
-    };
-    rig.calls += 1;
-    let call_id = format!("call-{}", rig.calls);
+    let rig = self::rig(backend, setup, rig)?;
     let args = rig.expand_value(&step.args);
-    let out = rig.tools.call(
-        &step.name,
-        &args,
-        &CallContext {
-            session: Some(&rig.session),
-            agent: rig.agent.then_some("conformance-agent"),
-            call_id: &call_id,
-        },
-    );
+    let out = rig.call(&step.name, &args);
     if let Some(task) = out.facts.get("task_id").and_then(Value::as_u64) {
         rig.last_task = Some(task);
     }

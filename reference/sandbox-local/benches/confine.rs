@@ -116,7 +116,7 @@ fn plain_bwrap(hardened: &[OsString]) -> Vec<OsString> {
     let mut it = hardened.iter();
     while let Some(arg) = it.next() {
         match arg.to_str() {
-            Some("--unshare-user" | "--unshare-pid" | "--new-session") => {}
+            Some("--unshare-user" | "--disable-userns" | "--unshare-pid" | "--new-session") => {}
             Some("--cap-drop") => {
                 it.next();
             }

@@ -46,13 +46,16 @@ fn os(s: &str) -> OsString {
 
 /// bwrap's isolation flags, the same in every mode. A user namespace (`--unshare-user`) and
 /// `--cap-drop ALL` leave the payload no capability over the host even when bwrap runs as root
-/// (without them root's payload can remount `/` read-write); a PID namespace (`--unshare-pid`)
+/// (without them root's payload can remount `/` read-write), and `--disable-userns` keeps it from
+/// nesting a user namespace of its own (where an unprivileged payload would regain capabilities
+/// over new mounts); a PID namespace (`--unshare-pid`)
 /// hides every host process, so `/proc/<pid>/root` and `/proc/<pid>/fd` of the caller are out of
 /// reach, and when its init dies every process the payload started dies with it;
 /// `--new-session` detaches it from the caller's terminal (no `TIOCSTI` injection);
 /// `--die-with-parent` ends the sandbox if the caller dies.
-pub const BWRAP_ISOLATION: [&str; 6] = [
+pub const BWRAP_ISOLATION: [&str; 7] = [
     "--unshare-user",
+    "--disable-userns",
     "--unshare-pid",
     "--new-session",
     "--die-with-parent",

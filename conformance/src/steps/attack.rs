@@ -1,0 +1,456 @@
+//! The `attack` step: a hostile payload confined by the backend in a fresh world, then the host is
+//! checked: the named files, a diff of the whole world, the `/etc` probe, leftover mounts.
+//!
+//! Every attack stays harmless when it succeeds: it writes only inside its world (and the one
+//! unique `/etc` name, removed afterwards), and a mount it leaves on the world is detached before
+//! the world is removed.
+
+use std::ffi::OsString;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use sandbox::{Classification, ProviderPolicy};
+use sandbox_local::launch::{self, Finished, LaunchOptions};
+
+use crate::backends::Backend;
+use crate::model::{AttackExpect, AttackOutcome, AttackStep, WorkspaceSpelling};
+use crate::world::World;
+
+/// The longest `after_ms` a scenario may ask for.
+const MAX_AFTER: Duration = Duration::from_millis(5000);
+
+/// The lowest descriptor number the held descriptor gets.
+const HELD_FD_MIN: i32 = 64;
+
+/// The environment variable that tags every process of one call, so survivors can be found.
+const TAG_VAR: &str = "SANDBOX_CONFORMANCE_CALL";
+
+/// How long processes of a finished call may take to disappear (killed, being reaped).
+const SURVIVOR_GRACE: Duration = Duration::from_millis(300);
+
+/// The call's timeout when the scenario names none.
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How much later than its timeout a timed-out call may return (the supervisor's grace for
+/// output still held open, plus scheduling on a loaded host).
+const TIMEOUT_SLACK: Duration = Duration::from_millis(1500);
+
+/// What the harness runs before the scenario's script: the canary that proves the payload ran.
+const PROLOGUE: &str = "{ printf ran > \"$CANARY\"; } 2>/dev/null\n";
+
+/// The paths of one attack's world and how the payload sees them.
+struct Stage {
+    world: World,
+    /// The workspace as the policy spells it.
+    spelled: PathBuf,
+    /// The payload's working directory.
+    cwd: PathBuf,
+    /// The temp dir as the policy spells it.
+    temp_dir: Option<PathBuf>,
+    /// The file the held descriptor appends to.
+    held_file: PathBuf,
+    /// A unique name under `/etc` the payload may try to create.
+    etc_probe: PathBuf,
+    /// Where the prologue leaves its canary.
+    canary: PathBuf,
+    /// Tags every process of the call (in its environment).
+    tag: String,
+}
+
+impl Stage {
+    fn new(step: &AttackStep) -> Result<Stage, String> {
+        let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+        let spelled = world.workspace(step.workspace);
+        let cwd = match step.workspace {
+            WorkspaceSpelling::Missing | WorkspaceSpelling::File => world.dir.join("ws"),
+            _ => spelled.clone(),
+        };
+        let temp_dir = step.temp_dir.map(|t| world.temp_dir(t));
+        let held_file = world.dir.join("outside/held");
+        std::fs::write(&held_file, "held")
+            .map_err(|e| format!("cannot make the held file: {e}"))?;
+        let leaf = world
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let etc_probe = PathBuf::from(format!("/etc/sandbox-conformance-{leaf}"));
+        let canary = world.tmp.join("canary");
+        let tag = leaf.clone();
+        Ok(Stage {
+            world,
+            spelled,
+            cwd,
+            temp_dir,
+            held_file,
+            etc_probe,
+            canary,
+            tag,
+        })
+    }
+
+    /// `%WS%` and friends replaced by this world's paths.
+    fn expand(&self, text: &str) -> String {
+        let d = &self.world.dir;
+        text.replace("%WS%", &self.spelled.display().to_string())
+            .replace("%OUTSIDE%", &d.join("outside").display().to_string())
+            .replace("%TMPDIR%", &d.join("tmpdir").display().to_string())
+            .replace("%TMP%", &self.world.tmp.display().to_string())
+            .replace("%WORLD%", &d.display().to_string())
+            .replace("%ETC_PROBE%", &self.etc_probe.display().to_string())
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        // Only ever a file this attack named; never anything else under /etc.
+        if std::fs::symlink_metadata(&self.etc_probe).is_ok_and(|m| !m.is_dir()) {
+            let _ = std::fs::remove_file(&self.etc_probe);
+        }
+    }
+}
+
+/// A descriptor on a file outside, inheritable only while the call is made.
+struct Held(OwnedFd);
+
+impl Held {
+    /// Opens `path` for append at a descriptor number of at least [`HELD_FD_MIN`], so it cannot
+    /// be confused with a descriptor the launch maps (the status channel is 3).
+    fn open(path: &Path) -> Result<Held, String> {
+        use nix::fcntl::{FcntlArg, fcntl};
+        use std::os::fd::FromRawFd;
+        let file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(|e| format!("cannot open the held file: {e}"))?;
+        let high = fcntl(&file, FcntlArg::F_DUPFD_CLOEXEC(HELD_FD_MIN))
+            .map_err(|e| format!("cannot move the held descriptor up: {e}"))?;
+        // SAFETY: `high` was just returned by F_DUPFD_CLOEXEC: a fresh descriptor nothing else
+        // in this process refers to, so taking sole ownership of it is sound.
+        #[allow(unsafe_code)]
+        let owned = unsafe { OwnedFd::from_raw_fd(high) };
+        Ok(Held(owned))
+    }
+
+    /// Clears or sets close-on-exec. The harness is multi-threaded: while it is cleared, any
+    /// process this harness spawns may inherit it (the reference spawn path closes it).
+    fn inheritable(&self, yes: bool) -> Result<(), String> {
+        use nix::fcntl::{FcntlArg, FdFlag, fcntl};
+        let flags = if yes {
+            FdFlag::empty()
+        } else {
+            FdFlag::FD_CLOEXEC
+        };
+        fcntl(&self.0, FcntlArg::F_SETFD(flags))
+            .map(|_| ())
+            .map_err(|e| format!("cannot change close-on-exec of the held descriptor: {e}"))
+    }
+}
+
+/// How the call came out.
+enum Came {
+    /// `confine` refused.
+    Refused(String),
+    /// The launch ran (or the runner failed), taking this long.
+    Launched(Box<Finished>, Duration),
+}
+
+pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
+    let provider = backend
+        .provider
+        .as_ref()
+        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+    let after = step.after_ms.map(Duration::from_millis).unwrap_or_default();
+    if after > MAX_AFTER {
+        return Err(format!(
+            "after_ms {} exceeds the bound of {} ms",
+            after.as_millis(),
+            MAX_AFTER.as_millis()
+        ));
+    }
+    let stage = Stage::new(step)?;
+    let before = stage.world.snapshot();
+    let policy =
+        ProviderPolicy::new(step.mode, stage.spelled.clone()).with_temp_dir(stage.temp_dir.clone());
+    let mut script = String::from(PROLOGUE);
+    script.push_str(&step.run);
+    let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script.into()];
+    let held = if step.hold_fd {
+        Some(Held::open(&stage.held_file)?)
+    } else {
+        None
+    };
+    let came = match provider.confine(&argv, &policy) {
+        Err(e) => Came::Refused(e.to_string()),
+        Ok(confined) => {
+            let mut options = LaunchOptions::in_dir(&stage.cwd);
+            let d = &stage.world.dir;
+            options.env = vec![
+                ("WS".into(), stage.spelled.clone().into_os_string()),
+                ("OUTSIDE".into(), d.join("outside").into_os_string()),
+                ("TMP".into(), stage.world.tmp.clone().into_os_string()),
+                ("WORLD".into(), d.clone().into_os_string()),
+                ("ETC_PROBE".into(), stage.etc_probe.clone().into_os_string()),
+                ("CANARY".into(), stage.canary.clone().into_os_string()),
+                ("CALLER".into(), std::process::id().to_string().into()),
+                (TAG_VAR.into(), stage.tag.clone().into()),
+            ];
+            match &held {
+                Some(h) => options
+                    .env
+                    .push(("HELD".into(), h.0.as_raw_fd().to_string().into())),
+                None => options.env_remove.push("HELD".into()),
+            }
+            match &stage.temp_dir {
+                Some(t) => options
+                    .env
+                    .push(("TMPDIR".into(), t.clone().into_os_string())),
+                None => options.env_remove.push("TMPDIR".into()),
+            }
+            options.timeout = Some(
+                step.timeout_ms
+                    .map(Duration::from_millis)
+                    .unwrap_or(DEFAULT_TIMEOUT),
+            );
+            if let Some(h) = &held {
+                h.inheritable(true)?;
+            }
+            let started = Instant::now();
+            let done = launch::run(&confined, &options);
+            let took = started.elapsed();
+            if let Some(h) = &held {
+                h.inheritable(false)?;
+            }
+            Came::Launched(Box::new(done), took)
+        }
+    };
+    drop(held);
+    // No process of the call may outlive it: look for the call's tag right after it returned.
+    let survivors = survivors(&stage.tag);
+    std::thread::sleep(after);
+    check(backend, step, &stage, &before, &came)?;
+    if survivors.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "processes of the call outlived it: {}",
+            survivors.join("; ")
+        ))
+    }
+}
+
+/// Processes whose environment carries `tag` that were alive right after the call returned and
+/// are still alive (not zombies) [`SURVIVOR_GRACE`] later. The grace covers a runner whose
+/// namespace is still being torn down by the kernel as it returns; the scenarios' survivors live
+/// for seconds, so they cannot end by themselves within it.
+fn survivors(tag: &str) -> Vec<String> {
+    let needle = format!("{TAG_VAR}={tag}");
+    let mut left: Vec<Tagged> = tagged(&needle).into_iter().filter(|t| !t.zombie).collect();
+    let deadline = Instant::now() + SURVIVOR_GRACE;
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        let now: Vec<String> = tagged(&needle)
+            .into_iter()
+            .filter(|t| !t.zombie)
+            .map(|t| t.pid)
+            .collect();
+        left.retain(|t| now.contains(&t.pid));
+    }
+    left.into_iter()
+        .map(|t| format!("pid {}: {}", t.pid, t.cmdline))
+        .collect()
+}
+
+/// A process of a call, found by its tag.
+struct Tagged {
+    pid: String,
+    cmdline: String,
+    /// It has exited and waits to be reaped: it can do nothing more.
+    zombie: bool,
+}
+
+/// True when `/proc/<pid>/status` says the process is a zombie (or dead).
+fn zombie(status: &str) -> bool {
+    status.lines().any(|line| {
+        let mut parts = line.split_whitespace();
+        parts.next() == Some("State:") && matches!(parts.next(), Some("Z" | "X"))
+    })
+}
+
+fn tagged(needle: &str) -> Vec<Tagged> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in dir.filter_map(Result::ok) {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if environ
+            .split(|b| *b == 0)
+            .any(|var| var == needle.as_bytes())
+        {
+            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let shown: Vec<String> = cmdline
+                .split(|b| *b == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect();
+            let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+            found.push(Tagged {
+                pid: pid.to_owned(),
+                cmdline: shown.join(" "),
+                zombie: zombie(&status),
+            });
+        }
+    }
+    found
+}
+
+fn check(
+    backend: &Backend,
+    step: &AttackStep,
+    stage: &Stage,
+    before: &crate::world::Snapshot,
+    came: &Came,
+) -> Result<(), String> {
+    let describe = || match came {
+        Came::Refused(why) => format!("{}: confine refused: {why}", backend.name),
+        Came::Launched(done, took) => format!(
+            "{}: exit {:?}, {}, timed out {}, {} ms, stdout {:?}, stderr {:?}",
+            backend.name,
+            done.exit_code(),
+            serde_json::to_string(&done.classification).unwrap_or_default(),
+            done.timed_out,
+            took.as_millis(),
+            String::from_utf8_lossy(&done.stdout),
+            tail(&done.stderr),
+        ),
+    };
+    let fail = |what: String| Err(format!("{what}; {}", describe()));
+    let expect: &AttackExpect = &step.expect;
+    let canary = std::fs::symlink_metadata(&stage.canary).is_ok();
+    // How it ended.
+    let refused = match came {
+        Came::Refused(_) => true,
+        Came::Launched(done, _) => {
+            matches!(done.classification, Classification::RunnerFailure { .. })
+        }
+    };
+    if refused {
+        if let Came::Launched(done, _) = came
+            && (!done.stdout.is_empty() || canary)
+        {
+            return fail("the runner failure is a lie: the payload ran (stdout or canary)".into());
+        }
+        if !matches!(
+            expect.outcome,
+            AttackOutcome::Refused | AttackOutcome::RefusedOrRan
+        ) {
+            return fail(format!(
+                "expected {:?}, the call was refused",
+                expect.outcome
+            ));
+        }
+    } else if let Came::Launched(done, took) = came {
+        if let Classification::StartFailed { .. } = done.classification {
+            return fail("the launch could not start".into());
+        }
+        match expect.outcome {
+            AttackOutcome::Refused => {
+                return fail("expected a refusal (nothing run), the payload ran".into());
+            }
+            AttackOutcome::TimedOut => {
+                let limit = Duration::from_millis(step.timeout_ms.unwrap_or(0)) + TIMEOUT_SLACK;
+                if !done.timed_out {
+                    return fail("expected the timeout to end the call".into());
+                }
+                if *took > limit {
+                    return fail(format!(
+                        "the call outlived its timeout: returned after {} ms (limit {} ms)",
+                        took.as_millis(),
+                        limit.as_millis()
+                    ));
+                }
+            }
+            AttackOutcome::Ran | AttackOutcome::RefusedOrRan => {
+                if done.timed_out {
+                    return fail("the call timed out".into());
+                }
+                if let Some(exit) = expect.exit
+                    && done.exit_code() != Some(exit)
+                {
+                    return fail(format!("expected exit code {exit}"));
+                }
+                if let Some(want) = &expect.stdout
+                    && done.stdout != stage.expand(want).as_bytes()
+                {
+                    return fail(format!("expected stdout exactly {want:?}"));
+                }
+            }
+        }
+        let stdout = String::from_utf8_lossy(&done.stdout);
+        for needle in &expect.stdout_contains {
+            if !stdout.contains(&stage.expand(needle)) {
+                return fail(format!("stdout lacks {needle:?}"));
+            }
+        }
+        for needle in &expect.stdout_lacks {
+            if stdout.contains(&stage.expand(needle)) {
+                return fail(format!("stdout must not contain {needle:?}"));
+            }
+        }
+    }
+    // The host.
+    if std::fs::symlink_metadata(&stage.etc_probe).is_ok() {
+        return fail(format!(
+            "the payload created {} (removed again)",
+            stage.etc_probe.display()
+        ));
+    }
+    for (path, want) in &expect.files {
+        super::check_file(Path::new(&stage.expand(path)), want).or_else(&fail)?;
+    }
+    if std::fs::read_to_string(&stage.held_file).ok().as_deref() != Some("held") {
+        return fail(format!(
+            "the file behind the held descriptor changed: {:?}",
+            std::fs::read_to_string(&stage.held_file).ok()
+        ));
+    }
+    let mounted = stage.world.mounts();
+    let stuck = stage.world.unmount_leftovers();
+    let mut may_change: Vec<PathBuf> = expect
+        .may_change
+        .iter()
+        .map(|p| PathBuf::from(stage.expand(p)))
+        .collect();
+    may_change.push(stage.canary.clone());
+    let diff = before.diff(&stage.world.snapshot(), &may_change);
+    if !diff.is_empty() {
+        return fail(format!(
+            "the world changed outside what the case allows:\n  {}",
+            diff.join("\n  ")
+        ));
+    }
+    if !mounted.is_empty() {
+        return fail(format!(
+            "the payload mounted over the world in the caller's mount namespace: {mounted:?} (detached again; still there: {stuck:?})"
+        ));
+    }
+    Ok(())
+}
+
+/// The last lines of stderr, for messages.
+fn tail(stderr: &[u8]) -> String {
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(6)..].join(" | ")
+}
