@@ -189,7 +189,8 @@ async fn cancel_stops_a_sleep_30_within_one_second_and_nothing_of_it_remains() {
     let ws = world.ws.clone();
     let seen = updates.clone();
     // A unique duration marks the command's processes (bash and its sleep) on the host.
-    let marker = format!("30.{}", std::process::id());
+    // (Ended by `s`, so no other test's marker, say 30.12345s, contains this one, 30.1234s.)
+    let marker = format!("30.{}s", std::process::id());
     let script = format!(
         "tool bash {{\"command\":\"sleep {marker}; echo late\"}}\ntool bash {{\"command\":\"printf x > after\"}}"
     );

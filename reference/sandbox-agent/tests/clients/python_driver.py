@@ -23,7 +23,8 @@ SESSIONS = WORK / "sessions"
 WS = WORK / "ws"
 WS.mkdir(parents=True, exist_ok=True)
 WS_REAL = str(WS.resolve())
-MARKER = f"30.{os.getpid()}"
+# Ended by `s`, so no concurrent run's marker (say 30.12345s) contains this one (30.1234s).
+MARKER = f"30.{os.getpid()}s"
 
 failures: list[str] = []
 timings: dict[str, int] = {}

@@ -20,7 +20,8 @@ const sessionsDir = join(workDir, "sessions");
 const ws = join(workDir, "ws");
 mkdirSync(ws, { recursive: true });
 const wsReal = realpathSync(ws);
-const marker = `30.${process.pid}`;
+// Ended by `s`, so no concurrent run's marker (say 30.12345s) contains this one (30.1234s).
+const marker = `30.${process.pid}s`;
 
 const failures = [];
 const timings = {};
