@@ -8,6 +8,13 @@
 //! N idle flips anchor at most one event per knob and a net-zero sequence (or an echo of the
 //! current value) anchors none. A crash before anchoring loses the pending switch, and
 //! `session/load` reports the durable truth.
+//!
+//! Every model request of a turn is preceded by [`Bridge::pre_step`]: the coalesced
+//! approval-policy notice owed since the last request header is delivered there (and logged as a
+//! `notice` event), so a mid-turn switch is narrated before the very next request. A session's
+//! workspace root is pinned in its `session/header` event when it is created; a load naming
+//! another cwd is refused. The preset layer is composed over an approval service and a confining
+//! shell or not at all ([`Composition`]). [`server`] serves all of this over ACP on stdio.
 
 pub mod model;
 pub mod server;
