@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use crate::backends::Backend;
-use crate::expectations::ExpectationFile;
+use crate::expectations::{ExpectationFile, Judgement};
 use crate::external::ProtocolFailure;
 use crate::load::{Suite, load_suite};
 use crate::model::Level;
@@ -316,16 +316,15 @@ fn run_trial(
             Status::Timeout,
             Some(format!("the case did not finish within {timeout:?}")),
         ),
-        (Ok(Ok(())), None) => match expected_failure {
-            None => (Status::Pass, None),
-            Some(reason) => (
-                Status::Xpass,
-                Some(format!("expected to fail ({reason}) but passed")),
+        (Ok(result), None) => match Judgement::of(result, expected_failure.as_ref()) {
+            Judgement::Pass => (Status::Pass, None),
+            Judgement::Fail(message) => (Status::Fail, Some(message)),
+            // The reason, and the case's own words: what a reader checks the reason against.
+            Judgement::Xfail { reason, message } => (
+                Status::Xfail,
+                Some(format!("{reason} -- observed: {message}")),
             ),
-        },
-        (Ok(Err(e)), None) => match expected_failure {
-            None => (Status::Fail, Some(e)),
-            Some(reason) => (Status::Xfail, Some(reason)),
+            Judgement::Xpass(message) => (Status::Xpass, Some(message)),
         },
     };
     let mut result = base(&b.name, &scenario_id, status, message);
@@ -548,8 +547,10 @@ pub fn markdown(report: &Report) -> String {
         .iter()
         .filter(|c| c.status == Status::Xfail)
         .fold(BTreeMap::new(), |mut acc, c| {
-            *acc.entry((c.backend.as_str(), c.message.as_deref().unwrap_or("")))
-                .or_default() += 1;
+            // Grouped by reason; each case's own observation stays in report.json and JUnit.
+            let message = c.message.as_deref().unwrap_or("");
+            let reason = message.split(" -- observed: ").next().unwrap_or(message);
+            *acc.entry((c.backend.as_str(), reason)).or_default() += 1;
             acc
         });
     if !xfails.is_empty() {

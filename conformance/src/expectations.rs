@@ -39,11 +39,66 @@ pub struct ExpectedFailure {
     pub when: BTreeMap<String, OneOrMany>,
     /// Why the backend cannot keep this promise.
     pub reason: String,
+    /// What the failure must show for it to be this known failure: a piece of the case's own
+    /// failure message (for example `host Some(Effected)`: the effect landed). A case that fails
+    /// any other way (the sandbox did not run the command, the sentinel changed) is a real
+    /// failure, never excused.
+    pub observed: String,
+}
+
+/// A known failure a planned case carries: why, and what its failure must show.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Expected {
+    /// Why the backend cannot keep this promise.
+    pub reason: String,
+    /// What the failure message must contain.
+    pub observed: String,
+}
+
+/// How one case ended, judged against its expectation: the one rule the harness and `certify`
+/// share.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Judgement {
+    /// It passed and nothing was expected to fail.
+    Pass,
+    /// It failed and nothing excused it; the real message.
+    Fail(String),
+    /// It failed exactly as expected; the reason and the real message.
+    Xfail {
+        /// Why it is expected.
+        reason: String,
+        /// The case's own failure message.
+        message: String,
+    },
+    /// It was expected to fail but passed: the expectation is stale.
+    Xpass(String),
+}
+
+impl Judgement {
+    /// Judges a case's result against its expectation.
+    pub fn of(result: Result<(), String>, expected: Option<&Expected>) -> Judgement {
+        match (result, expected) {
+            (Ok(()), None) => Judgement::Pass,
+            (Err(message), None) => Judgement::Fail(message),
+            (Ok(()), Some(e)) => Judgement::Xpass(format!(
+                "expected to fail ({}) but passed; remove the expectation",
+                e.reason
+            )),
+            (Err(message), Some(e)) if message.contains(&e.observed) => Judgement::Xfail {
+                reason: e.reason.clone(),
+                message,
+            },
+            (Err(message), Some(e)) => Judgement::Fail(format!(
+                "expected to fail showing {:?} ({}), but it failed otherwise: {message}",
+                e.observed, e.reason
+            )),
+        }
+    }
 }
 
 impl ExpectationFile {
-    /// The reason `case` of `scenario` is expected to fail, if it is.
-    pub fn reason_for(&self, scenario: &Scenario, case: &ExpandedCase) -> Option<&str> {
+    /// How `case` of `scenario` is expected to fail, if it is.
+    pub fn expected_for(&self, scenario: &Scenario, case: &ExpandedCase) -> Option<Expected> {
         self.expected_failures
             .iter()
             .find(|e| {
@@ -52,7 +107,10 @@ impl ExpectationFile {
                         .iter()
                         .all(|(k, v)| case.vars.get(k).is_some_and(|val| v.accepts(val)))
             })
-            .map(|e| e.reason.as_str())
+            .map(|e| Expected {
+                reason: e.reason.clone(),
+                observed: e.observed.clone(),
+            })
     }
 
     /// Checks every entry names a known, non-`must` scenario.
@@ -73,6 +131,12 @@ impl ExpectationFile {
                 }
                 Some(_) if e.reason.trim().is_empty() => {
                     return Err(format!("expected failure of {} needs a reason", e.scenario));
+                }
+                Some(_) if e.observed.trim().is_empty() => {
+                    return Err(format!(
+                        "expected failure of {} needs the observation it pins (observed:)",
+                        e.scenario
+                    ));
                 }
                 Some(_) => {}
             }
@@ -136,4 +200,42 @@ pub fn load_path(
         });
     }
     Ok(Some(file))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expected(observed: &str) -> Expected {
+        Expected {
+            reason: "why".into(),
+            observed: observed.into(),
+        }
+    }
+
+    #[test]
+    fn a_known_failure_is_excused_only_when_it_shows_its_observation() {
+        let landed = Err("expected Denied; got ... host Some(Effected) ...".to_owned());
+        assert_eq!(
+            Judgement::of(landed.clone(), Some(&expected("host Some(Effected)"))),
+            Judgement::Xfail {
+                reason: "why".into(),
+                message: "expected Denied; got ... host Some(Effected) ...".into()
+            }
+        );
+        let broke = Err("the sandbox did not run the command: ...".to_owned());
+        assert!(matches!(
+            Judgement::of(broke, Some(&expected("host Some(Effected)"))),
+            Judgement::Fail(m) if m.contains("failed otherwise") && m.contains("did not run")
+        ));
+        assert!(matches!(
+            Judgement::of(Ok(()), Some(&expected("x"))),
+            Judgement::Xpass(_)
+        ));
+        assert_eq!(Judgement::of(Ok(()), None), Judgement::Pass);
+        assert_eq!(
+            Judgement::of(Err("m".into()), None),
+            Judgement::Fail("m".into())
+        );
+    }
 }

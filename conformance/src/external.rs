@@ -18,21 +18,42 @@ use crate::model::Capability;
 use crate::protocol::{Implementation, PROTOCOL_VERSION, Request, Response, WirePolicy};
 
 /// Why the conversation with a backend broke down.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum ProtocolFailure {
     /// It crashed, closed its pipe, or answered something that is not the protocol.
+    #[error("protocol error: {0}")]
     Error(String),
     /// It did not answer in time.
+    #[error("protocol timeout: {0}")]
     Timeout(String),
 }
 
-impl std::fmt::Display for ProtocolFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ProtocolFailure::Error(m) => write!(f, "protocol error: {m}"),
-            ProtocolFailure::Timeout(m) => write!(f, "protocol timeout: {m}"),
+/// Why a `confined` answer cannot be used as it is: every rule and signature a backend sends is
+/// validated like an operator's, since a signature that matches every line (`""`) would turn
+/// every result into a runner failure or a denial.
+fn check_dialect(
+    denial_signatures: &[String],
+    runner_failure_rules: &[sandbox::RunnerFailureRule],
+    status_channel: Option<&sandbox::StatusChannel>,
+) -> Result<(), String> {
+    for (i, sig) in denial_signatures.iter().enumerate() {
+        if sig.trim().is_empty() || sig.contains(['\n', '\r']) {
+            return Err(format!(
+                "denial signature #{i} {sig:?} is empty or spans lines: it would match every line"
+            ));
         }
     }
+    for (i, rule) in runner_failure_rules.iter().enumerate() {
+        rule.validate()
+            .map_err(|e| format!("runner-failure rule #{i} is invalid: {e}"))?;
+    }
+    if let Some(channel) = status_channel.filter(|c| c.fd <= 2) {
+        return Err(format!(
+            "status channel fd {} would replace stdin, stdout or stderr",
+            channel.fd
+        ));
+    }
+    Ok(())
 }
 
 struct Conn {
@@ -278,6 +299,15 @@ impl SandboxProvider for External {
                     return Err(record(ProtocolFailure::Error(
                         "confined answer with an empty argv".into(),
                     )));
+                }
+                if let Err(why) = check_dialect(
+                    &denial_signatures,
+                    &runner_failure_rules,
+                    status_channel.as_ref(),
+                ) {
+                    return Err(record(ProtocolFailure::Error(format!(
+                        "confined answer #{id}: {why}"
+                    ))));
                 }
                 Ok(ConfinedArgv {
                     argv: argv.into_iter().map(OsString::from).collect(),

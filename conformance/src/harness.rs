@@ -15,6 +15,7 @@ use std::sync::Arc;
 use libtest_mimic::{Arguments, Failed};
 
 use crate::backends::{Backend, reference_backends};
+use crate::expectations::Judgement;
 use crate::load::load_suite;
 use crate::plan::{Trial, TrialKind, plan};
 use crate::steps::run_case;
@@ -332,13 +333,12 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
         } => {
             let result = run_case(&backends[backend], &case)
                 .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str()));
-            match (result, expected_failure) {
-                (result, None) => result,
-                // XFAIL: the known, reasoned failure happened.
-                (Err(_), Some(_)) => Ok(()),
-                (Ok(()), Some(reason)) => Err(format!(
-                    "[{scenario_id}] XPASS: expected to fail ({reason}) but passed; remove the expectation"
-                )),
+            match Judgement::of(result, expected_failure.as_ref()) {
+                Judgement::Pass => Ok(()),
+                // XFAIL: the known, reasoned failure happened, showing what it pins.
+                Judgement::Xfail { .. } => Ok(()),
+                Judgement::Fail(message) => Err(message),
+                Judgement::Xpass(message) => Err(format!("[{scenario_id}] XPASS: {message}")),
             }
         }
     })

@@ -30,7 +30,7 @@ pub enum TrialKind {
         /// The expanded case.
         case: ExpandedCase,
         /// Why the backend's expectation file says this case fails, when it does.
-        expected_failure: Option<String>,
+        expected_failure: Option<crate::expectations::Expected>,
     },
     /// A scenario file that failed to load: always fails with the error.
     LoadError(LoadError),
@@ -117,8 +117,7 @@ pub fn plan(
                     .get(index)
                     .copied()
                     .flatten()
-                    .and_then(|file| file.reason_for(scenario, case))
-                    .map(str::to_owned);
+                    .and_then(|file| file.expected_for(scenario, case));
                 trials.push(Trial {
                     name: format!(
                         "{}::{}::{}::{}",

@@ -210,6 +210,22 @@ fn a_backend_that_answers_malformed_json_is_an_error() {
 }
 
 #[test]
+fn a_backend_whose_rules_match_every_line_is_an_error() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("match-all-rule".into());
+    let run = certify(&["--family", "parity"], &cmd);
+    assert_eq!(run.code, Some(1));
+    assert_eq!(count(&run.report, "PASS"), 0, "{}", run.matrix);
+    assert!(
+        run.report
+            .to_string()
+            .contains("runner-failure rule #0 is invalid"),
+        "{}",
+        run.matrix
+    );
+}
+
+#[test]
 fn a_backend_that_hangs_is_a_timeout() {
     let mut cmd = backend("misbehaving_backend.py");
     cmd.push("hang".into());
@@ -286,7 +302,7 @@ fn with_expectations(yaml: &str) -> Run {
 #[test]
 fn an_expected_failure_that_passes_fails_the_run() {
     let run = with_expectations(
-        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: CT-002\n    when: { effect: chmod }\n    reason: claimed but untrue\n",
+        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: CT-002\n    when: { effect: chmod }\n    reason: claimed but untrue\n    observed: host Some(Effected)\n",
     );
     assert_eq!(run.code, Some(1));
     assert!(count(&run.report, "XPASS") > 0);
@@ -295,7 +311,7 @@ fn an_expected_failure_that_passes_fails_the_run() {
 #[test]
 fn a_must_scenario_cannot_be_expected_to_fail() {
     let run = with_expectations(
-        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: CT-001\n    reason: too hard\n",
+        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: CT-001\n    reason: too hard\n    observed: anything\n",
     );
     assert_eq!(run.code, Some(1));
     assert!(run.matrix.contains("is a must"), "{}", run.matrix);
@@ -304,8 +320,67 @@ fn a_must_scenario_cannot_be_expected_to_fail() {
 #[test]
 fn an_expectation_for_an_unknown_scenario_is_an_error() {
     let run = with_expectations(
-        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: CT-999\n    reason: typo\n",
+        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: CT-999\n    reason: typo\n    observed: anything\n",
     );
     assert_eq!(run.code, Some(1));
     assert!(run.matrix.contains("CT-999"), "{}", run.matrix);
+}
+
+/// Certifies the unhardened fixture on the hardening family with `expectations` for HD-009 (it
+/// lets the payload signal its caller).
+fn hd009_with(observed: &str) -> Vec<(String, String, String)> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("unhardened.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "backend: unhardened-bwrap-py\nexpected_failures:\n  - scenario: HD-009\n    reason: no PID namespace\n    observed: {observed:?}\n"
+        ),
+    )
+    .expect("write");
+    let run = certify(
+        &[
+            "--family",
+            "hardening",
+            "--expectations",
+            file.to_str().expect("utf8"),
+        ],
+        &backend("unhardened_bwrap_backend.py"),
+    );
+    run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["scenario"] == "HD-009")
+        .map(|c| {
+            (
+                c["trial"].as_str().unwrap_or("").to_owned(),
+                c["status"].as_str().unwrap_or("").to_owned(),
+                c["message"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn an_expected_failure_excuses_only_the_observation_it_pins() {
+    let pinned = hd009_with("CAN-SIGNAL-CALLER");
+    assert!(!pinned.is_empty(), "HD-009 never ran");
+    for (trial, status, message) in &pinned {
+        assert_eq!(status, "XFAIL", "{trial}: {message}");
+        // The report keeps the real message beside the reason.
+        assert!(
+            message.starts_with("no PID namespace -- observed: ")
+                && message.contains("CAN-SIGNAL-CALLER"),
+            "{trial}: {message}"
+        );
+    }
+    // The same failure pinned to another observation is a plain failure, with its own words.
+    for (trial, status, message) in hd009_with("the sentinel changed") {
+        assert_eq!(status, "FAIL", "{trial}: {message}");
+        assert!(
+            message.contains("but it failed otherwise"),
+            "{trial}: {message}"
+        );
+    }
 }

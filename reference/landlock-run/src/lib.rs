@@ -136,6 +136,34 @@ pub const SCOPE_SIGNAL: &str = "signal";
 /// The scope name for "the payload cannot connect to an abstract unix socket created outside".
 pub const SCOPE_ABSTRACT_UNIX_SOCKET: &str = "abstract-unix-socket";
 
+/// How much of what the modes promise the launcher governs, as `--probe` states it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enforcement {
+    /// Every promised file effect is governed.
+    Full,
+    /// Some promised effect is not (see [`ProbeReport::ungoverned`]).
+    Partial,
+}
+
+impl Enforcement {
+    /// Its word in the report.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Enforcement::Full => "full",
+            Enforcement::Partial => "partial",
+        }
+    }
+
+    /// The word back; anything else is not an enforcement.
+    pub fn parse(word: &str) -> Option<Enforcement> {
+        match word {
+            "full" => Some(Enforcement::Full),
+            "partial" => Some(Enforcement::Partial),
+            _ => None,
+        }
+    }
+}
+
 /// What `--probe` prints on stdout, as one JSON object:
 ///
 /// ```text
@@ -152,7 +180,7 @@ pub struct ProbeReport {
     pub usable: bool,
     /// `full` or `partial` (meaningful when usable): `partial` when anything promised is
     /// ungoverned (see `ungoverned`).
-    pub enforcement: &'static str,
+    pub enforcement: Enforcement,
     /// The ABI the launcher enforces with (the kernel's, lowered by `--abi-cap` and by what the
     /// modes need).
     pub abi: u32,
@@ -177,7 +205,7 @@ impl ProbeReport {
     pub fn to_json(&self) -> String {
         json!({
             "usable": self.usable,
-            "enforcement": self.enforcement,
+            "enforcement": self.enforcement.as_str(),
             "abi": self.abi,
             "kernel_abi": self.kernel_abi,
             "reason": self.reason,
@@ -205,10 +233,7 @@ impl ProbeReport {
         };
         Some(ProbeReport {
             usable: v.get("usable")?.as_bool()?,
-            enforcement: match v.get("enforcement")?.as_str()? {
-                "full" => "full",
-                _ => "partial",
-            },
+            enforcement: Enforcement::parse(v.get("enforcement")?.as_str()?)?,
             abi: u32::try_from(v.get("abi")?.as_u64()?).ok()?,
             kernel_abi: u32::try_from(v.get("kernel_abi")?.as_u64()?).ok()?,
             reason: v.get("reason").and_then(|r| r.as_str()).map(str::to_owned),
@@ -227,7 +252,7 @@ mod tests {
     fn a_report_round_trips_and_an_older_report_parses_without_the_newer_fields() {
         let report = ProbeReport {
             usable: true,
-            enforcement: "partial",
+            enforcement: Enforcement::Partial,
             abi: 3,
             kernel_abi: 7,
             reason: None,
@@ -240,10 +265,18 @@ mod tests {
         let parsed = ProbeReport::parse(old).expect("old report");
         assert!(parsed.scoped.is_empty() && parsed.ungoverned.is_empty());
         assert!(!parsed.setuid_guard);
-        assert_eq!((parsed.enforcement, parsed.abi), ("partial", 1));
+        assert_eq!((parsed.enforcement, parsed.abi), (Enforcement::Partial, 1));
         let scoped = r#"{"usable":true,"enforcement":"full","abi":3,"kernel_abi":7,"reason":null,"scoped":["signal"]}"#;
         let parsed = ProbeReport::parse(scoped).expect("report with scopes only");
-        assert_eq!((parsed.enforcement, parsed.scoped.len()), ("full", 1));
+        assert_eq!(
+            (parsed.enforcement, parsed.scoped.len()),
+            (Enforcement::Full, 1)
+        );
+        // An enforcement the launcher never says is not read as either.
+        assert!(
+            ProbeReport::parse(r#"{"usable":true,"enforcement":"fulll","abi":3,"kernel_abi":7}"#)
+                .is_none()
+        );
         for bad in [
             r#"{"usable":true,"enforcement":"full","abi":3,"kernel_abi":7,"scoped":[1]}"#,
             r#"{"usable":true,"enforcement":"partial","abi":3,"kernel_abi":7,"ungoverned":"metadata"}"#,

@@ -18,8 +18,8 @@ use landlock::{
     RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
 };
 use landlock_run::{
-    DIAGNOSTIC_PREFIX, FAILURE_EXIT_CODE, FULL_ENFORCEMENT_ABI, PARTIAL_NOTICE, ProbeReport,
-    SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI, ungoverned_at,
+    DIAGNOSTIC_PREFIX, Enforcement, FAILURE_EXIT_CODE, FULL_ENFORCEMENT_ABI, PARTIAL_NOTICE,
+    ProbeReport, SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI, ungoverned_at,
 };
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
@@ -389,9 +389,9 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
     let report = |usable: bool, facts: ChildFacts, reason: Option<String>| {
         let ungoverned = ungoverned_at(facts.abi);
         let enforcement = if ungoverned.is_empty() {
-            "full"
+            Enforcement::Full
         } else {
-            "partial"
+            Enforcement::Partial
         };
         let report = ProbeReport {
             usable,

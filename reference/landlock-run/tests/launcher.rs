@@ -15,8 +15,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use landlock_run::{
-    FAILURE_EXIT_CODE, PARTIAL_NOTICE, ProbeReport, SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL,
-    UNGOVERNED_LINK_ACROSS_DIRS, UNGOVERNED_METADATA, UNGOVERNED_RENAME_ACROSS_DIRS,
+    Enforcement, FAILURE_EXIT_CODE, PARTIAL_NOTICE, ProbeReport, SCOPE_ABSTRACT_UNIX_SOCKET,
+    SCOPE_SIGNAL, UNGOVERNED_LINK_ACROSS_DIRS, UNGOVERNED_METADATA, UNGOVERNED_RENAME_ACROSS_DIRS,
     UNGOVERNED_TRUNCATE,
 };
 
@@ -293,7 +293,7 @@ fn probe_reports_partial_naming_what_is_ungoverned_and_the_setuid_guard() {
         let (ok, top) = run(who, &["--probe"]);
         assert!(ok && top.usable, "{who:?}: {top:?}");
         // No Landlock ABI governs metadata: never `full`.
-        assert_eq!(top.enforcement, "partial", "{who:?}: {top:?}");
+        assert_eq!(top.enforcement, Enforcement::Partial, "{who:?}: {top:?}");
         assert_eq!(top.ungoverned, [UNGOVERNED_METADATA], "{who:?}: {top:?}");
         assert_eq!(top.setuid_guard, guarded, "{who:?}: {top:?}");
         assert_eq!(top.abi, 3, "{who:?}: {top:?}");
@@ -305,11 +305,11 @@ fn probe_reports_partial_naming_what_is_ungoverned_and_the_setuid_guard() {
         );
         let (ok, two) = run(who, &["--probe", "--abi-cap", "2"]);
         assert!(ok && two.usable, "{who:?}: {two:?}");
-        assert_eq!((two.enforcement, two.abi), ("partial", 2));
+        assert_eq!((two.enforcement, two.abi), (Enforcement::Partial, 2));
         assert_eq!(two.ungoverned, [UNGOVERNED_METADATA, UNGOVERNED_TRUNCATE]);
         let (ok, capped) = run(who, &["--probe", "--abi-cap", "1"]);
         assert!(ok && capped.usable);
-        assert_eq!((capped.enforcement, capped.abi), ("partial", 1));
+        assert_eq!((capped.enforcement, capped.abi), (Enforcement::Partial, 1));
         assert_eq!(
             capped.ungoverned,
             [

@@ -260,10 +260,9 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
             || "the kernel did not enforce a Landlock ruleset".into(),
         )));
     }
-    let enforcement = if report.enforcement == "full" {
-        SandboxEnforcement::Full
-    } else {
-        SandboxEnforcement::Partial
+    let enforcement = match report.enforcement {
+        landlock_run::Enforcement::Full => SandboxEnforcement::Full,
+        landlock_run::Enforcement::Partial => SandboxEnforcement::Partial,
     };
     functional(Backend::Landlock, program, enforcement, config)?;
     Ok(ProbeFacts {
