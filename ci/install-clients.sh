@@ -9,7 +9,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=reference/sandbox-agent/tests/clients
 
-for tool in node npm python3; do
+# The system python, when there is one: a venv keeps a link to the interpreter that made it, and
+# an unprivileged user (CI's second leg) cannot reach a pyenv interpreter under /root.
+python=python3
+[ -x /usr/bin/python3 ] && python=/usr/bin/python3
+for tool in node npm "$python"; do
     command -v "$tool" >/dev/null 2>&1 || { echo "install-clients: $tool is required" >&2; exit 1; }
 done
 
@@ -27,6 +31,7 @@ if [ -x "$dir/.venv/bin/python" ] \
     echo "install-clients: agent-client-protocol 0.12.1 already installed"
 else
     echo "install-clients: python venv + pip install -r requirements.txt (agent-client-protocol 0.12.1)"
-    python3 -m venv "$dir/.venv"
+    rm -rf "$dir/.venv"
+    "$python" -m venv "$dir/.venv"
     "$dir/.venv/bin/python" -m pip install --disable-pip-version-check -q -r "$dir/requirements.txt"
 fi
