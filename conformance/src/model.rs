@@ -225,7 +225,7 @@ pub enum Step {
     /// Call one tool (`bash`, `bash_output`, `read`, `write`, `edit`) in the case's composition.
     Tool(ToolStep),
     /// One editor or process action on the policy bridge (new, load, set, prompt, crash, ...).
-    Wire(WireStep),
+    Wire(Box<WireStep>),
     /// Run a hostile payload confined in a fresh world, then check the host (family `hardening`).
     Attack(AttackStep),
     /// Race the write tool against a thread swapping a directory for a symlink that points out.
@@ -245,7 +245,7 @@ impl Step {
             }
             Step::Select(_) => &[Capability::LocalChain],
             Step::Tool(_) => &[Capability::Confine],
-            Step::Wire(w) if w.run.is_some() => {
+            Step::Wire(w) if w.run.is_some() || !w.runs.is_empty() => {
                 &[Capability::PolicyService, Capability::ScriptedCalls]
             }
             Step::Wire(_) => &[Capability::PolicyService],
@@ -548,14 +548,13 @@ pub struct ToolSetup {
     pub session_mode: Option<sandbox::SandboxMode>,
     /// An `approval/policy` knob event in the session (`ask` or `never`).
     #[serde(default)]
-    pub approval_policy: Option<String>,
-    /// `confining` (default), `non-confining` (unconfined shell and filesystem), or
-    /// `no-approval` (confining, without an approval service).
+    pub approval_policy: Option<sandbox_policy::ApprovalPolicy>,
+    /// How the tools are composed (default `confining`).
     #[serde(default)]
-    pub composition: Option<String>,
-    /// The scripted answers, in order: `allow-once`, `reject`, `cancel`, `unavailable`.
+    pub composition: Option<Composition>,
+    /// The scripted answers, in order.
     #[serde(default)]
-    pub approver: Vec<String>,
+    pub approver: Vec<Answer>,
     /// Whether an agent routes approval questions (default true).
     #[serde(default)]
     pub agent: Option<bool>,
@@ -610,9 +609,10 @@ pub struct ToolExpect {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WireStep {
-    /// `new`, `load`, `set`, `prompt` (begin and end a turn), `begin`, `end`, `crash` (the process
-    /// dies: whatever was pending is lost; sessions must be loaded again) or `restart` (a crash,
-    /// then a new process with `config`).
+    /// `new`, `load`, `set`, `prompt` (begin and end a turn), `begin`, `end`, `step` (the model's
+    /// next request in the open turn: its pre-step), `crash` (the process dies: whatever was
+    /// pending is lost; sessions must be loaded again) or `restart` (a crash, then a new process
+    /// with `config`).
     #[serde(rename = "do")]
     pub action: String,
     /// The session's name in this case (default `a`).
@@ -634,6 +634,10 @@ pub struct WireStep {
     /// turn (`call`), confined by this host's platform chain under the session's policy.
     #[serde(default)]
     pub run: Option<String>,
+    /// Several scripted bash calls of one prompt, in order (`prompt`, `start`; after `run` when
+    /// both are given).
+    #[serde(default)]
+    pub runs: Vec<String>,
     /// What must be true afterwards.
     #[serde(default)]
     pub expect: WireExpect,
@@ -649,6 +653,18 @@ pub struct WireConfig {
     /// The default approval policy (`ask` or `never`).
     #[serde(default)]
     pub approval: Option<String>,
+    /// The composition mounts an approval service (default true); without one the permission
+    /// presets fail loud at load (`BAD_COMPOSITION`).
+    #[serde(default)]
+    pub approval_service: Option<bool>,
+    /// The shell confines (default true); over an unconfined shell the presets fail at load.
+    #[serde(default)]
+    pub confining: Option<bool>,
+    /// `in-process` (default: the bridge as a library) or `stdio` (the built `sandbox-agent`
+    /// binary over ACP on stdin/stdout, where `start`, `wait` and `cancel` also exist: a prompt
+    /// sent without waiting for its answer, its answer, and `session/cancel`).
+    #[serde(default)]
+    pub transport: Option<String>,
 }
 
 /// What a `wire` step must observe.
@@ -685,6 +701,15 @@ pub struct WireExpect {
     /// The code of the scripted tool call (`OK`, `DENIED`, ...).
     #[serde(default)]
     pub run_code: Option<String>,
+    /// Over stdio, `prompt` or `wait`: the codes of every scripted call of the prompt, in order.
+    #[serde(default)]
+    pub run_codes: Option<Vec<String>>,
+    /// Over stdio, `prompt` or `wait`: the prompt's stop reason (`end_turn`, `cancelled`).
+    #[serde(default)]
+    pub stop_reason: Option<String>,
+    /// Over stdio: the answer arrived within this many milliseconds of the request.
+    #[serde(default)]
+    pub answered_within_ms: Option<u64>,
     /// Files in the session's workspace afterwards: relative path to content, or `<absent>`.
     #[serde(default)]
     pub files: std::collections::BTreeMap<String, String>,
@@ -714,6 +739,32 @@ pub enum WorkspaceSpelling {
     Missing,
     /// A regular file.
     File,
+}
+
+/// How a tool case composes the tools. A closed vocabulary: a typo is a load error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Composition {
+    /// A confining shell and the fenced filesystem, with an approval service.
+    Confining,
+    /// Confining, without an approval service.
+    NoApproval,
+    /// An unconfined shell and filesystem (honestly unconfined), with an approval service.
+    NonConfining,
+}
+
+/// One scripted answer of the approval service. A closed vocabulary.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Answer {
+    /// Granted for this one call.
+    AllowOnce,
+    /// The user rejected it.
+    Reject,
+    /// The question was cancelled before an answer.
+    Cancel,
+    /// The approval service could not be reached.
+    Unavailable,
 }
 
 /// The temp dir a policy carries and the payload's `$TMPDIR`. A closed vocabulary.

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use sandbox::SandboxMode;
-use sandbox_policy::{ApprovalPolicy, PolicyService, Session};
+use sandbox_policy::{PolicyService, Session};
 use sandbox_tools::approval::{ApprovalService, Decision, ScriptedApprover};
 use sandbox_tools::fs::FileSystem;
 use sandbox_tools::shell::ShellExecutor;
@@ -12,7 +12,7 @@ use sandbox_tools::tools::{CallContext, ToolOutput, Toolbox};
 use serde_json::Value;
 
 use crate::backends::Backend;
-use crate::model::{ToolSetup, ToolStep};
+use crate::model::{Answer, Composition, ToolSetup, ToolStep};
 use crate::world::{SENTINEL, Snapshot, World};
 
 /// One case's composition.
@@ -30,14 +30,13 @@ pub(super) struct Rig {
     last_task: Option<u64>,
 }
 
-fn decision(word: &str) -> Result<Decision, String> {
-    Ok(match word {
-        "allow-once" => Decision::AllowedOnce,
-        "reject" => Decision::Rejected,
-        "cancel" => Decision::Cancelled,
-        "unavailable" => Decision::Unavailable,
-        other => return Err(format!("unknown scripted decision {other:?}")),
-    })
+fn decision(answer: Answer) -> Decision {
+    match answer {
+        Answer::AllowOnce => Decision::AllowedOnce,
+        Answer::Reject => Decision::Rejected,
+        Answer::Cancel => Decision::Cancelled,
+        Answer::Unavailable => Decision::Unavailable,
+    }
 }
 
 impl Rig {
@@ -55,41 +54,32 @@ impl Rig {
         if let Some(mode) = setup.session_mode {
             session.set_sandbox_mode(mode).map_err(|e| e.to_string())?;
         }
-        let approval = match setup.approval_policy.as_deref() {
-            None => None,
-            Some("ask") => Some(ApprovalPolicy::Ask),
-            Some("never") => Some(ApprovalPolicy::Never),
-            Some(other) => return Err(format!("unknown approval policy {other:?}")),
-        };
-        if let Some(policy) = approval {
+        if let Some(policy) = setup.approval_policy {
             session
                 .set_approval_policy(policy)
                 .map_err(|e| e.to_string())?;
         }
-        let decisions = setup
-            .approver
-            .iter()
-            .map(|d| decision(d))
-            .collect::<Result<Vec<_>, _>>()?;
+        let decisions: Vec<Decision> = setup.approver.iter().copied().map(decision).collect();
         let approver = Arc::new(ScriptedApprover::new(decisions));
         let provider = backend
             .provider
             .clone()
             .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
         let as_service = |a: &Arc<ScriptedApprover>| -> Arc<dyn ApprovalService> { a.clone() };
-        let (shell, fs, approval) = match setup.composition.as_deref().unwrap_or("confining") {
-            "confining" => (
+        let (shell, fs, approval) = match setup.composition.unwrap_or(Composition::Confining) {
+            Composition::Confining => (
                 ShellExecutor::confining(provider),
                 FileSystem::Fenced,
                 Some(as_service(&approver)),
             ),
-            "no-approval" => (ShellExecutor::confining(provider), FileSystem::Fenced, None),
-            "non-confining" => (
+            Composition::NoApproval => {
+                (ShellExecutor::confining(provider), FileSystem::Fenced, None)
+            }
+            Composition::NonConfining => (
                 ShellExecutor::unconfined(),
                 FileSystem::Local,
                 Some(as_service(&approver)),
             ),
-            other => return Err(format!("unknown composition {other:?}")),
         };
         let tools = Toolbox::new(Arc::new(policy), Arc::new(shell), fs, approval);
         let before = world.snapshot();

@@ -8,19 +8,22 @@ use agent_client_protocol::v1::schema::{
     SessionConfigKind, SessionConfigOption, SessionConfigOptionValue, SessionConfigSelectOptions,
 };
 use sandbox::SandboxMode;
-use sandbox_agent::Bridge;
+use sandbox_agent::{Bridge, Composition};
 use sandbox_policy::presets::PresetTable;
 use sandbox_policy::prompt::Source;
 use sandbox_policy::{ApprovalPolicy, PolicyService};
 
 use std::sync::Arc;
 
+use sandbox_tools::approval::ScriptedApprover;
 use sandbox_tools::fs::FileSystem;
 use sandbox_tools::shell::ShellExecutor;
 use sandbox_tools::tools::{CallContext, Toolbox};
 
 use crate::backends::Backend;
 use crate::model::{WireConfig, WireExpect, WireStep};
+
+mod stdio;
 
 /// One case's agent "process" and its sessions directory.
 pub(super) struct Rig {
@@ -29,6 +32,8 @@ pub(super) struct Rig {
     workspace: PathBuf,
     bridge: Bridge,
     ids: HashMap<String, String>,
+    /// The real agent binary, when the case runs over stdio.
+    stdio: Option<stdio::StdioAgent>,
 }
 
 fn approval(word: Option<&str>) -> Result<ApprovalPolicy, String> {
@@ -50,7 +55,16 @@ fn start(
         .map_err(|e| e.to_string())?
         .with_default_approval(approval);
     let presets = PresetTable::standard(mode, approval).map_err(|e| e.to_string())?;
-    Ok(Bridge::new(policy, presets, sessions))
+    Bridge::new(
+        policy,
+        presets,
+        sessions,
+        Composition {
+            approval: config.approval_service.unwrap_or(true),
+            confining: config.confining.unwrap_or(true),
+        },
+    )
+    .map_err(|e| e.code().to_owned())
 }
 
 impl Rig {
@@ -62,12 +76,18 @@ impl Rig {
             std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
         }
         let bridge = start(&sessions, &workspace, config)?;
+        let stdio = match config.transport.as_deref() {
+            None | Some("in-process") => None,
+            Some("stdio") => Some(stdio::StdioAgent::start(&sessions, &workspace, config)?),
+            Some(other) => return Err(format!("unknown transport {other:?} (in-process, stdio)")),
+        };
         Ok(Rig {
             _dir: dir,
             sessions,
             workspace,
             bridge,
             ids: HashMap::new(),
+            stdio,
         })
     }
 
@@ -116,7 +136,9 @@ fn tool_call(
         Arc::new(bridge.policy().clone()),
         Arc::new(ShellExecutor::confining(provider)),
         FileSystem::Fenced,
-        None,
+        // The preset layer is composed over an approval service (nobody answers here: a
+        // scripted call that escalates is `unavailable`).
+        Some(Arc::new(ScriptedApprover::new([]))),
     );
     let session = bridge.session(id).map_err(|e| e.to_string())?;
     let out = tools.call(
@@ -143,6 +165,15 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
     let Some(rig) = rig.as_mut() else {
         return Err("no bridge".into());
     };
+    if rig.stdio.is_some() {
+        return run_stdio(step, rig);
+    }
+    if matches!(step.action.as_str(), "start" | "wait" | "cancel") {
+        return Err(format!(
+            "{} exists over stdio only (config: {{ transport: stdio }})",
+            step.action
+        ));
+    }
     let name = step.session.clone().unwrap_or_else(|| "a".into());
     let id = rig.ids.get(&name).cloned();
     let need_id = || {
@@ -177,6 +208,14 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
                 );
             }
             "begin" => started = Some(rig.bridge.begin_turn(&need_id())?),
+            "step" => {
+                let step = rig.bridge.pre_step(&need_id())?;
+                started = Some(sandbox_agent::TurnStart {
+                    system_prompt: step.system_prompt,
+                    notice: step.notice,
+                    anchored: Vec::new(),
+                });
+            }
             "end" => rig.bridge.end_turn(&need_id())?,
             "call" => {}
             "prompt" => {
@@ -193,7 +232,13 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
     match step.action.as_str() {
         "crash" | "restart" => {
             let config = step.config.clone().unwrap_or_default();
-            rig.bridge = start(&rig.sessions, &rig.workspace, &config)?;
+            match start(&rig.sessions, &rig.workspace, &config) {
+                Ok(bridge) => rig.bridge = bridge,
+                // A composition the presets cannot ride fails loud at load: the new process
+                // refuses to start, and the case ends there.
+                Err(code) if expect.error.as_deref() == Some(code.as_str()) => return Ok(()),
+                Err(e) => return Err(format!("the agent did not start: {e}")),
+            }
         }
         "call" => {
             let command = step.run.as_deref().ok_or("a call needs run")?;
@@ -206,7 +251,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
             }
             ran = Some(tool_call(backend, &rig.bridge, &need_id(), command));
         }
-        "new" | "load" | "set" | "begin" | "end" | "prompt" => {}
+        "new" | "load" | "set" | "begin" | "end" | "prompt" | "step" => {}
         other => return Err(format!("unknown wire action {other:?}")),
     }
     match (&result, &expect.error) {
@@ -308,6 +353,201 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
             Some(Ok(code)) => return Err(format!("the scripted call returned {code}, not {want}")),
             Some(Err(e)) => return Err(e.clone()),
             None => return Err("run_code needs a scripted call (run)".into()),
+        }
+    }
+    for (path, want) in &expect.files {
+        super::check_file(&rig.workspace.join(path), want)?;
+    }
+    Ok(())
+}
+
+fn select_json(options: &serde_json::Value) -> Option<(String, Vec<String>)> {
+    let option = options
+        .as_array()?
+        .iter()
+        .find(|o| o["id"] == "permission")?;
+    Some((
+        option["currentValue"].as_str()?.to_owned(),
+        option["options"]
+            .as_array()?
+            .iter()
+            .filter_map(|o| o["value"].as_str().map(str::to_owned))
+            .collect(),
+    ))
+}
+
+/// One wire action against the real agent binary over stdio.
+fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
+    let expect: &WireExpect = &step.expect;
+    if expect.mode_now.is_some()
+        || expect.notice.is_some()
+        || !expect.prompt_contains.is_empty()
+        || !expect.prompt_lacks.is_empty()
+    {
+        return Err("mode_now, notice and prompt expectations are in-process only; over stdio check the log".into());
+    }
+    let name = step.session.clone().unwrap_or_else(|| "a".into());
+    let id = rig
+        .ids
+        .get(&name)
+        .cloned()
+        .unwrap_or_else(|| format!("never-created-{name}"));
+    let mut commands: Vec<String> = step.run.iter().cloned().collect();
+    commands.extend(step.runs.iter().cloned());
+    let ws = rig.workspace.to_string_lossy().into_owned();
+    let mut exchange = None;
+    match step.action.as_str() {
+        "crash" | "restart" => {
+            if let Some(agent) = rig.stdio.as_mut() {
+                agent.kill();
+            }
+            let mut config = step.config.clone().unwrap_or_default();
+            config.transport = Some("stdio".into());
+            match stdio::StdioAgent::start(&rig.sessions, &rig.workspace, &config) {
+                Ok(agent) => rig.stdio = Some(agent),
+                Err(e) if expect.error.as_deref().is_some_and(|code| e.contains(code)) => {
+                    return Ok(());
+                }
+                Err(e) => return Err(format!("the agent did not start: {e}")),
+            }
+        }
+        action => {
+            let agent = rig.stdio.as_mut().ok_or("no agent process")?;
+            exchange = match action {
+                "new" => Some(agent.call(
+                    "session/new",
+                    serde_json::json!({ "cwd": ws, "mcpServers": [] }),
+                )?),
+                "load" => Some(agent.call(
+                    "session/load",
+                    serde_json::json!({ "sessionId": id, "cwd": ws, "mcpServers": [] }),
+                )?),
+                "set" => {
+                    let mut params = serde_json::json!({ "sessionId": id,
+                        "configId": step.config_id.clone().unwrap_or_else(|| "permission".into()) });
+                    match (&step.value, step.value_bool) {
+                        (_, Some(b)) => {
+                            params["type"] = "boolean".into();
+                            params["value"] = b.into();
+                        }
+                        (v, None) => params["value"] = v.clone().unwrap_or_default().into(),
+                    }
+                    Some(agent.call("session/set_config_option", params)?)
+                }
+                "prompt" => {
+                    agent.start_prompt(&id, &stdio::prompt_text(&commands))?;
+                    Some(agent.wait_prompt()?)
+                }
+                "start" => {
+                    agent.start_prompt(&id, &stdio::prompt_text(&commands))?;
+                    if !commands.is_empty() {
+                        agent.wait_until_running()?;
+                    }
+                    None
+                }
+                "wait" => Some(agent.wait_prompt()?),
+                "cancel" => {
+                    agent.cancel(&id)?;
+                    None
+                }
+                other => return Err(format!("unknown wire action {other:?} over stdio")),
+            };
+        }
+    }
+    if let Some(x) = &exchange {
+        match (&x.error, &expect.error) {
+            (Some(e), Some(want)) if e == want => {}
+            (Some(e), _) => return Err(format!("{} failed: {e}", step.action)),
+            (None, Some(want)) => {
+                return Err(format!(
+                    "{} should fail with {want} but succeeded",
+                    step.action
+                ));
+            }
+            (None, None) => {}
+        }
+        if step.action == "new"
+            && let Some(new_id) = x.result.as_ref().and_then(|r| r["sessionId"].as_str())
+        {
+            rig.ids.insert(name.clone(), new_id.to_owned());
+        }
+        if let Some(within) = expect.answered_within_ms
+            && x.took > std::time::Duration::from_millis(within)
+        {
+            return Err(format!(
+                "{} was answered after {:?}, not within {within} ms",
+                step.action, x.took
+            ));
+        }
+        let state = x
+            .result
+            .as_ref()
+            .and_then(|r| select_json(&r["configOptions"]));
+        if let Some(want) = &expect.current
+            && state.as_ref().map(|(c, _)| c) != Some(want)
+        {
+            return Err(format!("current value should be {want}, got {state:?}"));
+        }
+        if let Some(want) = &expect.options
+            && state.as_ref().map(|(_, v)| v) != Some(want)
+        {
+            return Err(format!("offered values should be {want:?}, got {state:?}"));
+        }
+        if let Some(want) = &expect.stop_reason {
+            let got = x.result.as_ref().and_then(|r| r["stopReason"].as_str());
+            if got != Some(want.as_str()) {
+                return Err(format!("stop reason should be {want}, got {got:?}"));
+            }
+        }
+        if let Some(want) = &expect.run_code
+            && x.codes.first() != Some(want)
+        {
+            return Err(format!(
+                "the scripted call returned {:?}, not {want}",
+                x.codes
+            ));
+        }
+        if let Some(want) = &expect.run_codes
+            && &x.codes != want
+        {
+            return Err(format!(
+                "the scripted calls returned {:?}, not {want:?}",
+                x.codes
+            ));
+        }
+    } else if expect.error.is_some()
+        || expect.current.is_some()
+        || expect.run_code.is_some()
+        || expect.run_codes.is_some()
+        || expect.stop_reason.is_some()
+    {
+        return Err(format!(
+            "{} has no answer to check (wait for it)",
+            step.action
+        ));
+    }
+    if expect.log.is_some() || expect.knob_events.is_some() {
+        let types = match rig.ids.get(&name) {
+            Some(id) => rig.log_types(id)?,
+            None => Vec::new(),
+        };
+        if let Some(want) = &expect.log
+            && &types != want
+        {
+            return Err(format!(
+                "the log on disk should hold {want:?}, holds {types:?}"
+            ));
+        }
+        let knobs = types
+            .iter()
+            .filter(|t| *t == "sandbox/mode" || *t == "approval/policy")
+            .count();
+        if let Some(want) = expect.knob_events
+            && knobs != want
+        {
+            return Err(format!(
+                "the log on disk should hold {want} knob event(s), holds {knobs}: {types:?}"
+            ));
         }
     }
     for (path, want) in &expect.files {

@@ -20,7 +20,42 @@ use landlock_run::{
     UNGOVERNED_TRUNCATE,
 };
 
-const LAUNCHER: &str = env!("CARGO_BIN_EXE_landlock-run");
+const BUILT_LAUNCHER: &str = env!("CARGO_BIN_EXE_landlock-run");
+
+/// The launcher every user of these tests can execute. The build directory may sit where only
+/// root can enter (CI clones into /root, mode 0700), so when the tests run as root the binary is
+/// copied into `/var/tmp/landlock-run-tests/<size>-<mtime>/`, a root-owned directory nobody else
+/// may write (checked, so another user cannot plant a binary root then runs), shared by the test
+/// processes of one build and replaced atomically.
+fn launcher_path() -> &'static str {
+    static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PATH.get_or_init(|| {
+        if !test_is_root() {
+            return BUILT_LAUNCHER.to_owned();
+        }
+        use std::os::unix::fs::DirBuilderExt;
+        let built = fs::metadata(BUILT_LAUNCHER).expect("the built launcher");
+        let base = Path::new("/var/tmp/landlock-run-tests");
+        let dir = base.join(format!("{}-{}", built.len(), built.mtime()));
+        for d in [base, dir.as_path()] {
+            let _ = fs::DirBuilder::new().mode(0o755).create(d);
+            let meta = fs::symlink_metadata(d).expect("scratch dir");
+            assert!(
+                meta.is_dir() && meta.uid() == 0 && meta.mode() & 0o022 == 0,
+                "{} must be a root-owned directory nobody else may write",
+                d.display()
+            );
+        }
+        let copy = dir.join("landlock-run");
+        if fs::metadata(&copy).map(|m| m.len()).ok() != Some(built.len()) {
+            let temp = dir.join(format!(".landlock-run-{}", std::process::id()));
+            fs::copy(BUILT_LAUNCHER, &temp).expect("copy the launcher");
+            fs::set_permissions(&temp, fs::Permissions::from_mode(0o755)).expect("chmod");
+            fs::rename(&temp, &copy).expect("install the copy");
+        }
+        copy.to_str().expect("utf8").to_owned()
+    })
+}
 
 /// The user the launcher runs as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,7 +100,7 @@ fn launcher_argv(who: Who) -> Vec<String> {
             .map(String::from),
         );
     }
-    argv.push(LAUNCHER.to_owned());
+    argv.push(launcher_path().to_owned());
     argv
 }
 
@@ -236,7 +271,7 @@ fn with_status_fd(args: &[&str], payload: &[&str]) -> (Output, String) {
     // bash opens the status file as fd 3 for the launcher only.
     let dir = tempfile::tempdir().expect("tempdir");
     let status = dir.path().join("status");
-    let mut argv = vec![LAUNCHER.to_owned(), "--status-fd".into(), "3".into()];
+    let mut argv = vec![launcher_path().to_owned(), "--status-fd".into(), "3".into()];
     argv.extend(args.iter().map(|s| (*s).to_owned()));
     argv.push("--".into());
     argv.extend(payload.iter().map(|s| (*s).to_owned()));
@@ -735,7 +770,7 @@ fn the_exit_code_and_the_death_signal_are_mirrored() {
 
 /// The kernel this runs on must scope (ABI 6 or newer): the scoping tests pin both sides.
 fn assert_kernel_scopes() {
-    let out = Command::new(LAUNCHER)
+    let out = Command::new(launcher_path())
         .arg("--probe")
         .output()
         .expect("probe");
@@ -1285,7 +1320,7 @@ while True:
              {launcher} --ro / --rw {ws} --rw /dev/null -- bash -c {inner}
              echo inner=$?",
             tracer = shell_quote(&tracer),
-            launcher = shell_quote(LAUNCHER),
+            launcher = shell_quote(launcher_path()),
             inner = shell_quote(&inner),
         );
         let mut child = launcher(who)
@@ -1322,7 +1357,7 @@ fn a_nested_launcher_works_and_still_refuses_symlinked_paths() {
         let ws = w.ws();
         let link = w.ws.join("link");
         std::os::unix::fs::symlink(&w.outside, &link).expect("symlink");
-        let launcher_q = shell_quote(LAUNCHER);
+        let launcher_q = shell_quote(launcher_path());
         let script = format!(
             "{launcher_q} --ro / --rw {ws} -- sh -c 'echo in > {ws}/nested'; echo plain=$?
              {launcher_q} --ro / --rw {link} -- sh -c 'echo x > {link}/through'; echo link=$?

@@ -8,17 +8,26 @@
 //! N idle flips anchor at most one event per knob and a net-zero sequence (or an echo of the
 //! current value) anchors none. A crash before anchoring loses the pending switch, and
 //! `session/load` reports the durable truth.
+//!
+//! Every model request of a turn is preceded by [`Bridge::pre_step`]: the coalesced
+//! approval-policy notice owed since the last request header is delivered there (and logged as a
+//! `notice` event), so a mid-turn switch is narrated before the very next request. A session's
+//! workspace root is pinned in its `session/header` event when it is created; a load naming
+//! another cwd is refused. The preset layer is composed over an approval service and a confining
+//! shell or not at all ([`Composition`]). [`server`] serves all of this over ACP on stdio.
 
 pub mod model;
+pub mod server;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use agent_client_protocol::v1::schema::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
     SessionConfigSelectOption,
 };
-use sandbox::SandboxMode;
+use sandbox::{PinnedDir, SandboxMode};
 use sandbox_policy::presets::{CUSTOM, PresetTable};
 use sandbox_policy::prompt::{Notice, approval_section, pending_notice};
 use sandbox_policy::{ApprovalPolicy, Event, PolicyService, Session};
@@ -55,6 +64,22 @@ pub enum BridgeError {
     /// The session's cwd cannot be used.
     #[error("BAD_CWD: {0}")]
     BadCwd(String),
+    /// `session/load` named another cwd than the one the session was created with: the workspace
+    /// root is pinned at creation and never moves.
+    #[error(
+        "SESSION_CWD_MISMATCH: session {id:?} was created in {pinned:?}; it cannot be loaded in {given:?} (the workspace root is pinned when a session is created)"
+    )]
+    CwdMismatch {
+        /// The session.
+        id: String,
+        /// The pinned root.
+        pinned: PathBuf,
+        /// The cwd the load named.
+        given: PathBuf,
+    },
+    /// The composition cannot carry the permission select (a partially composed preset layer).
+    #[error("BAD_COMPOSITION: {0}")]
+    Composition(String),
 }
 
 impl BridgeError {
@@ -67,6 +92,8 @@ impl BridgeError {
             BridgeError::NotSelectValue(_) => "NOT_A_SELECT_VALUE",
             BridgeError::Log(_) => "SESSION_LOG",
             BridgeError::BadCwd(_) => "BAD_CWD",
+            BridgeError::CwdMismatch { .. } => "SESSION_CWD_MISMATCH",
+            BridgeError::Composition(_) => "BAD_COMPOSITION",
         }
     }
 }
@@ -79,8 +106,35 @@ struct Pending {
 }
 
 struct Record {
-    session: Session,
+    session: Arc<Session>,
     pending: Pending,
+}
+
+/// What the permission select is composed over. The RFC: the preset layer "requires the approval
+/// seam and a confining executor, so a partially composed preset layer fails loud at load".
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Composition {
+    /// An approval service is mounted (escalations can be put to a human).
+    pub approval: bool,
+    /// The shell executor confines (a sandbox mode means something).
+    pub confining: bool,
+}
+
+impl Composition {
+    /// The complete composition: an approval service over a confining executor.
+    pub const COMPLETE: Composition = Composition {
+        approval: true,
+        confining: true,
+    };
+}
+
+/// What a pre-step delivered before one model request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StepStart {
+    /// The system prompt of this request (recorded as its request header).
+    pub system_prompt: String,
+    /// The coalesced approval-policy notice delivered at this pre-step, if one was owed.
+    pub notice: Option<Notice>,
 }
 
 /// What a prompt submission did before the model runs.
@@ -104,15 +158,35 @@ pub struct Bridge {
 }
 
 impl Bridge {
-    /// A bridge keeping session logs in `dir`.
-    pub fn new(policy: PolicyService, presets: PresetTable, dir: &Path) -> Bridge {
-        Bridge {
+    /// A bridge keeping session logs in `dir`, composed over `composition`. A preset layer
+    /// without an approval service or over an executor that does not confine fails here, at load.
+    pub fn new(
+        policy: PolicyService,
+        presets: PresetTable,
+        dir: &Path,
+        composition: Composition,
+    ) -> Result<Bridge, BridgeError> {
+        let mut missing = Vec::new();
+        if !composition.approval {
+            missing.push("an approval service (escalations could never be put to the user)");
+        }
+        if !composition.confining {
+            missing
+                .push("a confining shell executor (the presets' sandbox modes would mean nothing)");
+        }
+        if !missing.is_empty() {
+            return Err(BridgeError::Composition(format!(
+                "the permission presets require {}",
+                missing.join(" and ")
+            )));
+        }
+        Ok(Bridge {
             policy,
             presets,
             dir: dir.to_path_buf(),
             records: HashMap::new(),
             warnings: Vec::new(),
-        }
+        })
     }
 
     /// Warnings since the last call (a torn log tail dropped on load), for the operator.
@@ -149,11 +223,16 @@ impl Bridge {
             }
             n += 1;
         };
+        let pin = PinnedDir::pin(cwd).map_err(|e| BridgeError::BadCwd(e.to_string()))?;
         let (session, _) = Session::open(id.clone(), cwd, &self.log_path(&id))?;
+        session.append(Event::SessionHeader {
+            cwd: cwd.to_path_buf(),
+            pin,
+        })?;
         self.records.insert(
             id.clone(),
             Record {
-                session,
+                session: Arc::new(session),
                 pending: Pending::default(),
             },
         );
@@ -172,11 +251,21 @@ impl Bridge {
             return Err(BridgeError::UnknownSession(id.to_owned()));
         }
         let (session, report) = Session::open(id.to_owned(), cwd, &path)?;
+        if let Some((_, pin)) = session.header() {
+            let given = sandbox::canonical_path(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+            if given != pin.path {
+                return Err(BridgeError::CwdMismatch {
+                    id: id.to_owned(),
+                    pinned: pin.path,
+                    given: cwd.to_path_buf(),
+                });
+            }
+        }
         self.warnings.extend(report.dropped_tail);
         self.records.insert(
             id.to_owned(),
             Record {
-                session,
+                session: Arc::new(session),
                 pending: Pending::default(),
             },
         );
@@ -320,6 +409,21 @@ impl Bridge {
         for e in &anchored {
             record.session.append(e.clone())?;
         }
+        let step = self.pre_step(id)?;
+        Ok(TurnStart {
+            system_prompt: step.system_prompt,
+            notice: step.notice,
+            anchored,
+        })
+    }
+
+    /// The pre-step before every model request of an open turn (the first one included): the
+    /// coalesced approval-policy notice owed since the last request header is delivered now and
+    /// recorded as a `notice` event, then the exact system prompt is recorded as this request's
+    /// header. A switch made mid-turn is therefore narrated before the very next model request
+    /// (the RFC's mid-turn immediacy bound), not only at the next prompt.
+    pub fn pre_step(&self, id: &str) -> Result<StepStart, BridgeError> {
+        let record = self.record(id)?;
         let default_approval = self.policy.default_approval();
         let notice = record
             .session
@@ -331,17 +435,42 @@ impl Bridge {
             system_prompt.push_str(section);
         }
         if let Some(n) = &notice {
+            record.session.append(Event::Notice {
+                source: match n.source {
+                    sandbox_policy::prompt::Source::User => "user".into(),
+                    sandbox_policy::prompt::Source::Operator => "operator".into(),
+                },
+                policy: n.policy,
+                text: n.text.clone(),
+            })?;
             system_prompt.push_str("\n\nNotice: ");
             system_prompt.push_str(&n.text);
         }
         record.session.append(Event::RequestHeader {
             prompt: system_prompt.clone(),
         })?;
-        Ok(TurnStart {
+        Ok(StepStart {
             system_prompt,
             notice,
-            anchored,
         })
+    }
+
+    /// Appends one event to the session's log (tool calls, results, messages).
+    pub fn record_event(&self, id: &str, event: Event) -> Result<(), BridgeError> {
+        self.record(id)?.session.append(event)?;
+        Ok(())
+    }
+
+    /// The next tool call id of the session: unique within it, across prompts and restarts,
+    /// because it is counted from the durable log.
+    pub fn next_call_id(&self, id: &str) -> Result<String, BridgeError> {
+        let n = self.record(id)?.session.with_events(|events| {
+            events
+                .iter()
+                .filter(|e| matches!(e, Event::ToolCall { .. }))
+                .count()
+        });
+        Ok(format!("call-{}", n + 1))
     }
 
     /// Closes the open turn.
@@ -358,6 +487,11 @@ impl Bridge {
     /// The live session (for the tools of a turn).
     pub fn session(&self, id: &str) -> Result<&Session, BridgeError> {
         Ok(&self.record(id)?.session)
+    }
+
+    /// The live session, shared (a turn runs its tools without holding the bridge).
+    pub fn shared_session(&self, id: &str) -> Result<Arc<Session>, BridgeError> {
+        Ok(Arc::clone(&self.record(id)?.session))
     }
 
     /// The policy home.

@@ -2,17 +2,19 @@
 //!
 //! The scripted model reads tool calls from the prompt, one per line: `tool <name> <json args>`
 //! (for example `tool bash {"command":"make"}`), runs them in the turn through the reference tools
-//! under the session's policy, and reports each result to the editor as an agent message. An
-//! escalated call asks the editor with `session/request_permission` and waits for the answer.
+//! under the session's policy, and reports each one to the editor as a tool call. An escalated
+//! call asks the editor with `session/request_permission` about the announced call and waits for
+//! the answer, or for the turn to be cancelled (then the answer is `cancelled`).
 
-use std::collections::VecDeque;
-use std::io::{BufRead, Write};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use agent_client_protocol::Client;
+use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
-    ContentBlock, ContentChunk, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
-    RequestPermissionRequest, RequestPermissionResponse, SessionNotification, SessionUpdate,
-    TextContent, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
+    ContentBlock, PermissionOption, PermissionOptionKind, RequestPermissionOutcome,
+    RequestPermissionRequest, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use sandbox_tools::approval::{ApprovalRequest, ApprovalService, Decision};
 use serde_json::{Value, json};
@@ -22,113 +24,93 @@ pub const ALLOW_ONCE: &str = "allow-once";
 /// The id of the "reject" permission option.
 pub const REJECT_ONCE: &str = "reject-once";
 
-/// The stdio connection, shared by the request loop and the approval channel: lines read while
-/// waiting for an answer that belong to someone else wait in the backlog.
-pub struct Wire<R, W> {
-    reader: R,
-    writer: W,
-    backlog: VecDeque<Value>,
-    next_id: u64,
+/// What the scripted model says to a prompt that asks for no tool call.
+pub const HELP: &str = "I am the scripted model of the reference agent: I do not understand free text. Put one tool call per line in your prompt, `tool <name> <json arguments>`, for example `tool bash {\"command\":\"ls\"}`. Tools: bash, bash_output, bash_cancel, read, write, edit; an escalation adds \"sandbox_permissions\" and \"justification\" to the arguments.";
+
+/// The cancel flag of one turn: set by `session/cancel`, read by the running tool call (its
+/// process tree is killed) and by a pending permission request (answered as cancelled).
+#[derive(Debug, Default)]
+pub struct TurnControl {
+    cancelled: Arc<AtomicBool>,
 }
 
-impl<R: BufRead, W: Write> Wire<R, W> {
-    /// A connection over `reader` and `writer`.
-    pub fn new(reader: R, writer: W) -> Self {
-        Wire {
-            reader,
-            writer,
-            backlog: VecDeque::new(),
-            next_id: 1,
-        }
+impl TurnControl {
+    /// Cancels the turn.
+    pub fn cancel(&self) {
+        self.cancelled.store(true, Ordering::SeqCst);
     }
 
-    /// The next incoming message; `None` at end of input. A line that is not JSON yields an error
-    /// value for the caller to answer.
-    pub fn next_message(&mut self) -> Option<Result<Value, String>> {
-        if let Some(m) = self.backlog.pop_front() {
-            return Some(Ok(m));
-        }
-        loop {
-            let mut line = String::new();
-            match self.reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return None,
-                Ok(_) if line.trim().is_empty() => continue,
-                Ok(_) => {
-                    return Some(
-                        serde_json::from_str(&line).map_err(|e| format!("parse error: {e}")),
-                    );
-                }
-            }
-        }
+    /// True once the turn was cancelled.
+    pub fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::SeqCst)
     }
 
-    /// Writes one message.
-    pub fn send(&mut self, message: &Value) -> std::io::Result<()> {
-        writeln!(self.writer, "{message}")?;
-        self.writer.flush()
+    /// The flag the shell watches.
+    pub fn flag(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.cancelled)
     }
 
-    /// Sends a request to the editor and waits for its answer (other messages are kept).
-    pub fn request(&mut self, method: &str, params: Value) -> Result<Value, String> {
-        let id = format!("agent-{}", self.next_id);
-        self.next_id += 1;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
-            .map_err(|e| e.to_string())?;
-        loop {
-            let mut line = String::new();
-            match self.reader.read_line(&mut line) {
-                Ok(0) | Err(_) => return Err("the editor closed the connection".into()),
-                Ok(_) if line.trim().is_empty() => continue,
-                Ok(_) => {
-                    let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                        continue;
-                    };
-                    if message.get("id") == Some(&json!(id)) && message.get("method").is_none() {
-                        return match (message.get("result"), message.get("error")) {
-                            (Some(result), _) => Ok(result.clone()),
-                            (None, Some(error)) => Err(error.to_string()),
-                            (None, None) => Err("an answer with neither result nor error".into()),
-                        };
-                    }
-                    self.backlog.push_back(message);
-                }
-            }
+    /// Resolves once the turn is cancelled.
+    pub async fn cancelled(&self) {
+        while !self.is_cancelled() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
 }
 
-/// A connection shared between the request loop and the approval channel.
-pub type SharedWire<R, W> = Arc<Mutex<Wire<R, W>>>;
-
-/// Asks the editor through `session/request_permission`.
-pub struct AcpApprover<R, W> {
-    wire: SharedWire<R, W>,
+/// Asks the editor through `session/request_permission`, from the (blocking) thread of a turn.
+/// One per session; each turn installs its own cancel flag.
+pub struct AcpApprover {
+    cx: ConnectionTo<Client>,
+    runtime: tokio::runtime::Handle,
     session: String,
+    turn: Mutex<Arc<TurnControl>>,
 }
 
-impl<R, W> AcpApprover<R, W> {
-    /// An approver for `session` over `wire`.
-    pub fn new(wire: SharedWire<R, W>, session: &str) -> Self {
+impl AcpApprover {
+    /// An approver for `session` over `cx`.
+    pub fn new(cx: ConnectionTo<Client>, runtime: tokio::runtime::Handle, session: &str) -> Self {
         AcpApprover {
-            wire,
+            cx,
+            runtime,
             session: session.to_owned(),
+            turn: Mutex::new(Arc::default()),
         }
+    }
+
+    /// The turn whose cancellation answers a pending question as cancelled.
+    pub fn set_turn(&self, turn: Arc<TurnControl>) {
+        *self.turn.lock().unwrap_or_else(|p| p.into_inner()) = turn;
+    }
+
+    fn turn(&self) -> Arc<TurnControl> {
+        Arc::clone(&self.turn.lock().unwrap_or_else(|p| p.into_inner()))
     }
 }
 
-impl<R: BufRead + Send, W: Write + Send> ApprovalService for AcpApprover<R, W> {
+/// The ACP tool kind of a reference tool.
+pub fn tool_kind(tool: &str) -> ToolKind {
+    match tool {
+        "bash" | "bash_output" => ToolKind::Execute,
+        "read" => ToolKind::Read,
+        "write" | "edit" => ToolKind::Edit,
+        _ => ToolKind::Other,
+    }
+}
+
+impl ApprovalService for AcpApprover {
     fn ask(&self, request: &ApprovalRequest) -> Decision {
+        let turn = self.turn();
+        if turn.is_cancelled() {
+            return Decision::Cancelled;
+        }
         let question = RequestPermissionRequest::new(
             self.session.clone(),
             ToolCallUpdate::new(
                 request.call_id.clone(),
                 ToolCallUpdateFields::new()
                     .title(request.reason.clone())
-                    .kind(if request.tool == "bash" {
-                        ToolKind::Execute
-                    } else {
-                        ToolKind::Edit
-                    })
+                    .kind(tool_kind(&request.tool))
                     .raw_input(json!({
                         "tool": request.tool,
                         "subject": request.subject,
@@ -141,25 +123,25 @@ impl<R: BufRead + Send, W: Write + Send> ApprovalService for AcpApprover<R, W> {
                 PermissionOption::new(REJECT_ONCE, "Reject", PermissionOptionKind::RejectOnce),
             ],
         );
-        let Ok(params) = serde_json::to_value(&question) else {
-            return Decision::Unavailable;
-        };
-        let answer = match self.wire.lock() {
-            Ok(mut wire) => wire.request("session/request_permission", params),
-            Err(_) => return Decision::Unavailable,
-        };
-        let Ok(response) = answer.and_then(|v| {
-            serde_json::from_value::<RequestPermissionResponse>(v).map_err(|e| e.to_string())
-        }) else {
-            return Decision::Unavailable;
-        };
-        match response.outcome {
-            RequestPermissionOutcome::Selected(s) if &*s.option_id.0 == ALLOW_ONCE => {
-                Decision::AllowedOnce
+        let answer = self.cx.send_request(question).block_task();
+        let outcome = self.runtime.block_on(async move {
+            tokio::select! {
+                answer = answer => Some(answer),
+                // Dropping the pending request sends `$/cancel_request` for it.
+                () = turn.cancelled() => None,
             }
-            RequestPermissionOutcome::Selected(_) => Decision::Rejected,
-            RequestPermissionOutcome::Cancelled => Decision::Cancelled,
-            _ => Decision::Unavailable,
+        });
+        match outcome {
+            None => Decision::Cancelled,
+            Some(Err(_)) => Decision::Unavailable,
+            Some(Ok(response)) => match response.outcome {
+                RequestPermissionOutcome::Selected(s) if &*s.option_id.0 == ALLOW_ONCE => {
+                    Decision::AllowedOnce
+                }
+                RequestPermissionOutcome::Selected(_) => Decision::Rejected,
+                RequestPermissionOutcome::Cancelled => Decision::Cancelled,
+                _ => Decision::Unavailable,
+            },
         }
     }
 }
@@ -184,12 +166,14 @@ pub fn scripted_calls(prompt: &[ContentBlock]) -> Vec<(String, Value)> {
         .collect()
 }
 
-/// The agent message reporting one tool result to the editor.
-pub fn report(session: &str, tool: &str, code: &str, text: &str) -> SessionNotification {
-    SessionNotification::new(
-        session.to_owned(),
-        SessionUpdate::AgentMessageChunk(ContentChunk::new(ContentBlock::Text(TextContent::new(
-            format!("{tool} -> {code}\n{text}"),
-        )))),
-    )
+/// The prompt's text, as the user wrote it.
+pub fn prompt_text(prompt: &[ContentBlock]) -> String {
+    prompt
+        .iter()
+        .filter_map(|b| match b {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }

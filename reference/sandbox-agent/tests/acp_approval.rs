@@ -10,7 +10,7 @@ use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema::{
     ContentBlock, InitializeRequest, NewSessionRequest, PromptRequest, RequestPermissionOutcome,
     RequestPermissionRequest, RequestPermissionResponse, SelectedPermissionOutcome,
-    SessionNotification, SessionUpdate, TextContent,
+    SessionNotification, TextContent,
 };
 use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent};
 use serde_json::Value;
@@ -21,8 +21,8 @@ const SCRIPT: &str = r#"tool bash {"command":"printf x > notes.txt"}
 tool bash {"command":"printf x > notes.txt","sandbox_permissions":"workspace-write","justification":"save the notes the user asked for"}"#;
 
 /// Runs the scripted prompt with the editor answering `option`; returns the permission requests
-/// the editor saw, the agent's messages, and whether the file landed.
-async fn escalate(option: &'static str) -> (Vec<Value>, Vec<String>, bool) {
+/// the editor saw, the session updates, and whether the file landed.
+async fn escalate(option: &'static str) -> (Vec<Value>, Vec<Value>, bool) {
     let dir = tempfile::tempdir().expect("tempdir");
     let sessions = dir.path().join("sessions");
     let ws = dir.path().join("ws");
@@ -50,11 +50,10 @@ async fn escalate(option: &'static str) -> (Vec<Value>, Vec<String>, bool) {
         )
         .on_receive_notification(
             async move |note: SessionNotification, _cx| {
-                if let SessionUpdate::AgentMessageChunk(chunk) = note.update
-                    && let ContentBlock::Text(t) = chunk.content
-                {
-                    said_in.lock().expect("lock").push(t.text);
-                }
+                said_in
+                    .lock()
+                    .expect("lock")
+                    .push(serde_json::to_value(&note.update).expect("json"));
                 Ok(())
             },
             agent_client_protocol::on_receive_notification!(),
@@ -83,24 +82,63 @@ async fn escalate(option: &'static str) -> (Vec<Value>, Vec<String>, bool) {
     (asked, said, landed)
 }
 
+/// The final update of tool call `id`: its status and its text output.
+fn settled(updates: &[Value], id: &str) -> (String, String) {
+    let last = updates
+        .iter()
+        .rfind(|u| {
+            u["sessionUpdate"] == "tool_call_update"
+                && u["toolCallId"] == id
+                && u.get("content").is_some()
+        })
+        .unwrap_or_else(|| panic!("no final update of {id}: {updates:#?}"));
+    (
+        last["status"].as_str().unwrap_or("").to_owned(),
+        last["content"][0]["content"]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned(),
+    )
+}
+
+/// The permission request names a call that was announced before it.
+fn announced_before_asked(updates: &[Value], asked: &Value) {
+    let id = asked["toolCall"]["toolCallId"].as_str().expect("id");
+    assert!(
+        updates
+            .iter()
+            .any(|u| u["sessionUpdate"] == "tool_call" && u["toolCallId"] == id),
+        "the permission request refers to the announced call {id}: {updates:#?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_escalation_lands_the_file() {
-    let (asked, said, landed) = escalate("allow-once").await;
+    let (asked, updates, landed) = escalate("allow-once").await;
     assert_eq!(asked.len(), 1, "one question for one escalated call");
-    assert!(said[0].starts_with("bash -> DENIED"), "{said:?}");
-    assert!(said[0].contains("[sandbox: file access denied under read-only mode]"));
-    assert!(said[1].starts_with("bash -> OK"), "{said:?}");
+    announced_before_asked(&updates, &asked[0]);
+    let (status, text) = settled(&updates, "call-1");
+    assert_eq!(status, "failed");
+    assert!(
+        text.contains("[sandbox: file access denied under read-only mode]"),
+        "{text}"
+    );
+    let (status, text) = settled(&updates, "call-2");
+    assert_eq!(status, "completed", "{text}");
     assert!(landed);
     insta::assert_json_snapshot!("approval_granted", asked[0]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rejected_escalation_runs_nothing() {
-    let (asked, said, landed) = escalate("reject-once").await;
+    let (asked, updates, landed) = escalate("reject-once").await;
     assert_eq!(asked.len(), 1);
+    announced_before_asked(&updates, &asked[0]);
+    let (status, text) = settled(&updates, "call-2");
+    assert_eq!(status, "failed");
     assert!(
-        said[1].contains("the user rejected escalating this command to \"workspace-write\""),
-        "{said:?}"
+        text.contains("the user rejected escalating this command to \"workspace-write\""),
+        "{text}"
     );
     assert!(!landed);
     insta::assert_json_snapshot!("approval_rejected", asked[0]);

@@ -29,12 +29,15 @@ impl Agent {
             .expect("start the agent");
         let stdin = child.stdin.take().expect("stdin");
         let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        Agent {
+        let mut agent = Agent {
             child,
             stdin,
             stdout,
             next: 1,
-        }
+        };
+        let init = agent.call("initialize", &json!({ "protocolVersion": 1 }));
+        assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+        agent
     }
 
     fn call<T: serde::Serialize>(&mut self, method: &str, params: &T) -> Value {
@@ -114,20 +117,26 @@ fn a_torn_log_tail_is_dropped_with_a_warning_the_operator_sees() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("agent");
-    let request = json!({ "jsonrpc": "2.0", "id": 1, "method": "session/load",
-        "params": LoadSessionRequest::new("session-1", ws) });
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(format!("{request}\n").as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("run");
-    let answer: Value = serde_json::from_slice(&out.stdout).expect("answer");
+    // A client waits for the initialize answer before it sends anything else.
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut exchange = |request: Value| {
+        writeln!(stdin, "{request}").expect("write");
+        stdin.flush().expect("flush");
+        let mut line = String::new();
+        stdout.read_line(&mut line).expect("read");
+        serde_json::from_str::<Value>(&line).expect("answer")
+    };
+    exchange(json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": { "protocolVersion": 1 } }));
+    let answer = exchange(json!({ "jsonrpc": "2.0", "id": 2, "method": "session/load",
+        "params": LoadSessionRequest::new("session-1", ws) }));
+    drop(stdin);
     assert_eq!(
         answer["result"]["configOptions"][0]["currentValue"],
         "workspace-write"
     );
+    let out = child.wait_with_output().expect("run");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("warning") && stderr.contains("torn last line"),

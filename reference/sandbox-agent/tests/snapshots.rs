@@ -5,7 +5,7 @@
 //! - `prompt_deltas`: the system prompt and notice of each request as the approval policy changes
 //!   by the user and by the operator.
 
-use std::io::Write;
+use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 
 use sandbox::SandboxMode;
@@ -22,12 +22,18 @@ fn wire_transcript() {
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
     let cwd = ws.to_str().expect("utf8");
+    // Each request waits for its answer (as a client does); what the agent sends meanwhile
+    // (session updates) is in the transcript too. A request before initialize is refused by the
+    // SDK's connection, a response the agent never asked for is ignored, an unknown session is
+    // ACP's resource-not-found (-32002).
     let requests = [
+        json!({ "method": "session/new", "params": { "cwd": cwd, "mcpServers": [] } }),
         json!({ "method": "initialize", "params": { "protocolVersion": 1 } }),
         json!({ "method": "session/new", "params": { "cwd": cwd, "mcpServers": [] } }),
         json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1", "configId": "permission", "value": "full-access" } }),
         json!({ "method": "session/prompt", "params": { "sessionId": "session-1", "prompt": [{ "type": "text", "text": "hi" }] } }),
         json!({ "method": "session/load", "params": { "sessionId": "session-1", "cwd": cwd, "mcpServers": [] } }),
+        json!({ "method": "session/load", "params": { "sessionId": "session-1", "cwd": "/", "mcpServers": [] } }),
         json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1", "configId": "model", "value": "x" } }),
         json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1", "configId": "permission", "value": "turbo" } }),
         json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1", "configId": "permission", "type": "boolean", "value": true } }),
@@ -35,16 +41,6 @@ fn wire_transcript() {
         json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1" } }),
         json!({ "method": "session/fork", "params": {} }),
     ];
-    let input: String = requests
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            let mut r = r.clone();
-            r["jsonrpc"] = json!("2.0");
-            r["id"] = json!(i + 1);
-            format!("{r}\n")
-        })
-        .collect();
     let mut child = Command::new(AGENT)
         .args([
             "--sessions",
@@ -54,17 +50,46 @@ fn wire_transcript() {
         .stdout(Stdio::piped())
         .spawn()
         .expect("agent");
-    child
-        .stdin
-        .take()
-        .expect("stdin")
-        .write_all(input.as_bytes())
-        .expect("write");
-    let out = child.wait_with_output().expect("run");
-    let transcript: Vec<Value> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .collect();
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut transcript: Vec<Value> = Vec::new();
+    // A response to a request the agent never sent: ignored, nothing is answered.
+    writeln!(
+        stdin,
+        "{}",
+        json!({ "jsonrpc": "2.0", "id": "stray", "result": {} })
+    )
+    .expect("write");
+    for (i, r) in requests.iter().enumerate() {
+        let mut r = r.clone();
+        r["jsonrpc"] = json!("2.0");
+        r["id"] = json!(i + 1);
+        writeln!(stdin, "{r}").expect("write");
+        stdin.flush().expect("flush");
+        loop {
+            let mut line = String::new();
+            assert!(
+                stdout.read_line(&mut line).expect("read") > 0,
+                "the agent hung up"
+            );
+            let message: Value = serde_json::from_str(&line).expect("json");
+            let answered = message["id"] == json!(i + 1);
+            transcript.push(message);
+            if answered {
+                break;
+            }
+        }
+    }
+    drop(stdin);
+    let _ = child.wait();
+    let root = std::fs::canonicalize(&ws).expect("canon");
+    let transcript: Vec<Value> = serde_json::from_str(
+        &serde_json::to_string(&transcript)
+            .expect("json")
+            .replace(root.to_str().expect("utf8"), "[WS]")
+            .replace(cwd, "[WS]"),
+    )
+    .expect("json");
     insta::assert_json_snapshot!("wire_transcript", transcript);
 }
 
@@ -96,7 +121,13 @@ fn prompt_deltas() {
             approval,
         )
         .expect("table");
-        Bridge::new(policy, presets, &sessions)
+        Bridge::new(
+            policy,
+            presets,
+            &sessions,
+            sandbox_agent::Composition::COMPLETE,
+        )
+        .expect("bridge")
     };
     let mut deltas = Vec::new();
     let mut bridge = start(ApprovalPolicy::Ask);

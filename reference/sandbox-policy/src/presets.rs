@@ -33,14 +33,6 @@ pub enum PresetError {
     /// Two presets set the same knobs, so the current one would be ambiguous.
     #[error("presets {0:?} and {1:?} set the same mode and approval policy")]
     DuplicateKnobs(String, String),
-    /// The deployment defaults match no preset, so a new session would start as `custom`.
-    #[error("the defaults ({mode}, {approval:?}) match no preset")]
-    DefaultsUnmatched {
-        /// The default mode.
-        mode: SandboxMode,
-        /// The default approval policy.
-        approval: ApprovalPolicy,
-    },
     /// `custom` can be switched away from, never to.
     #[error("{CUSTOM:?} cannot be selected; choose one of the presets")]
     CustomSelected,
@@ -56,7 +48,9 @@ pub struct PresetTable {
 }
 
 impl PresetTable {
-    /// Validates `presets` against the deployment defaults.
+    /// Validates `presets`. Deployment defaults that match no preset are legal: a new session then
+    /// reads as the switch-away-only [`CUSTOM`] (the RFC: "a knob combination outside the table
+    /// is reported as switch-away-only custom"), so the defaults are not checked here.
     pub fn new(
         presets: Vec<Preset>,
         default_mode: SandboxMode,
@@ -75,14 +69,8 @@ impl PresetTable {
                 }
             }
         }
-        let table = PresetTable { presets };
-        if table.matching(default_mode, default_approval).is_none() {
-            return Err(PresetError::DefaultsUnmatched {
-                mode: default_mode,
-                approval: default_approval,
-            });
-        }
-        Ok(table)
+        let _ = (default_mode, default_approval);
+        Ok(PresetTable { presets })
     }
 
     /// The standard table: read-only + ask, workspace-write + ask, danger-full-access + never.
@@ -252,9 +240,15 @@ mod tests {
             PresetTable::new(vec![custom], SandboxMode::ReadOnly, ApprovalPolicy::Ask).err(),
             Some(PresetError::ReservedId)
         );
-        assert!(matches!(
-            PresetTable::standard(SandboxMode::WorkspaceWrite, ApprovalPolicy::Never),
-            Err(PresetError::DefaultsUnmatched { .. })
-        ));
+    }
+
+    #[test]
+    fn defaults_matching_no_preset_are_custom_not_refused() {
+        let t = PresetTable::standard(SandboxMode::DangerFullAccess, ApprovalPolicy::Ask)
+            .expect("defaults outside the table load");
+        assert_eq!(
+            t.current(SandboxMode::DangerFullAccess, ApprovalPolicy::Ask),
+            CUSTOM
+        );
     }
 }

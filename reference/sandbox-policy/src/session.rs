@@ -22,6 +22,72 @@ pub enum ApprovalPolicy {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
 pub enum Event {
+    /// The session was created: its workspace root, pinned (canonical path and directory
+    /// identity). Always the first event of a session created by the bridge; a load with another
+    /// cwd is refused against it.
+    #[serde(rename = "session/header")]
+    SessionHeader {
+        /// The cwd the session was created with.
+        cwd: PathBuf,
+        /// The directory it was then.
+        pin: PinnedDir,
+    },
+    /// The user's prompt text of a turn.
+    #[serde(rename = "user/message")]
+    UserMessage {
+        /// The text.
+        text: String,
+    },
+    /// Text the agent said to the user.
+    #[serde(rename = "agent/message")]
+    AgentMessage {
+        /// The text.
+        text: String,
+    },
+    /// The model asked for a tool call (announced to the editor as `tool_call`).
+    #[serde(rename = "tool/call")]
+    ToolCall {
+        /// Its id, unique within the session (across prompts and restarts).
+        call_id: String,
+        /// The tool.
+        tool: String,
+        /// Its arguments, as the model sent them.
+        input: serde_json::Value,
+    },
+    /// A tool call's result (its final status on the editor's card).
+    #[serde(rename = "tool/result")]
+    ToolResult {
+        /// The call.
+        call_id: String,
+        /// The stable code (`OK`, `DENIED`, ...).
+        code: String,
+        /// `completed` or `failed` (ACP tool call statuses).
+        status: String,
+        /// What the model read.
+        text: String,
+    },
+    /// A hook command ran before a tool call, through the confined shell.
+    #[serde(rename = "hook/ran")]
+    HookRan {
+        /// The tool call it ran for.
+        call_id: String,
+        /// The code of the hook's own run (`OK`, `DENIED`, `SANDBOX_UNAVAILABLE`, ...).
+        code: String,
+        /// Its exit code, when it exited.
+        exit_code: Option<i32>,
+        /// Whether the tool call was allowed to proceed.
+        allowed: bool,
+    },
+    /// A coalesced approval-policy notice delivered to the model at a pre-step.
+    #[serde(rename = "notice")]
+    Notice {
+        /// Who changed the policy: `user` or `operator`.
+        source: String,
+        /// The policy now in force.
+        policy: ApprovalPolicy,
+        /// The sentence the model read.
+        text: String,
+    },
     /// A turn opened (a prompt was submitted).
     #[serde(rename = "turn/started")]
     TurnStarted,
@@ -84,6 +150,16 @@ pub struct Session {
 }
 
 impl Session {
+    /// The pinned workspace recorded by the log's `session/header`, if it has one.
+    pub fn header(&self) -> Option<(PathBuf, PinnedDir)> {
+        self.with_events(|events| {
+            events.iter().find_map(|e| match e {
+                Event::SessionHeader { cwd, pin } => Some((cwd.clone(), pin.clone())),
+                _ => None,
+            })
+        })
+    }
+
     /// A new session with an empty log.
     pub fn new(id: impl Into<String>, cwd: &Path) -> Session {
         Session {
@@ -104,10 +180,20 @@ impl Session {
         path: &Path,
     ) -> Result<(Session, crate::log::LoadReport), crate::log::LogError> {
         let (log, report) = crate::log::SessionLog::open(path)?;
+        // A session whose log records its header keeps the workspace pinned at creation, whatever
+        // cwd the caller names now (the caller refuses a different one).
+        let header = report.events.iter().find_map(|e| match e {
+            Event::SessionHeader { cwd, pin } => Some((cwd.clone(), pin.clone())),
+            _ => None,
+        });
+        let (cwd, pin) = match header {
+            Some((cwd, pin)) => (cwd, Some(pin)),
+            None => (cwd.to_path_buf(), PinnedDir::pin(cwd).ok()),
+        };
         let session = Session {
             id: id.into(),
-            cwd: cwd.to_path_buf(),
-            pin: PinnedDir::pin(cwd).ok(),
+            cwd,
+            pin,
             events: Mutex::new(report.events.clone()),
             log: Some(log),
         };

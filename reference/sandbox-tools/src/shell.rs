@@ -184,8 +184,19 @@ impl ShellExecutor {
         request: &ShellRequest,
         policy: &ExecutionPolicy,
     ) -> Result<ShellResult, ShellError> {
+        self.run_cancellable(request, policy, None)
+    }
+
+    /// [`ShellExecutor::run`] that stops when `cancel` is set: the whole process tree is killed
+    /// (as for a cancelled background task) and the result says `cancelled`.
+    pub fn run_cancellable(
+        &self,
+        request: &ShellRequest,
+        policy: &ExecutionPolicy,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> Result<ShellResult, ShellError> {
         let (launch_argv, mode) = self.launch(request, policy)?;
-        let result = execute(&launch_argv, mode, request, policy, None);
+        let result = execute(&launch_argv, mode, request, policy, cancel);
         if result.runner_failed {
             return Err(ShellError::SandboxUnavailable(SandboxUnavailable {
                 mode: policy

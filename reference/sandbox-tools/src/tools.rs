@@ -3,8 +3,10 @@
 //! never stated; a denied result names the mode in its marker and, when escalation is advertised,
 //! carries the hint at the point of denial.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use sandbox::{ExecutionPolicy, SandboxMode, denial_marker};
@@ -78,6 +80,8 @@ pub struct Toolbox {
     shell: Arc<ShellExecutor>,
     fs: FileSystem,
     approval: Option<Arc<dyn ApprovalService>>,
+    /// Background tasks started by a granted escalation (their results say `escalated: true`).
+    escalated_tasks: Mutex<HashSet<crate::shell::TaskId>>,
 }
 
 /// The escalation fields' schema vocabulary: the modes an escalation may ask for.
@@ -223,6 +227,7 @@ impl Toolbox {
             shell,
             fs,
             approval,
+            escalated_tasks: Mutex::new(HashSet::new()),
         }
     }
 
@@ -289,9 +294,39 @@ impl Toolbox {
 
     /// Runs one tool call.
     pub fn call(&self, tool: &str, args: &Value, ctx: &CallContext<'_>) -> ToolOutput {
+        self.call_cancellable(tool, args, ctx, None)
+    }
+
+    /// Runs one tool call that stops when `cancel` is set: a foreground `bash` call's whole
+    /// process tree is killed, as for a cancelled background task.
+    pub fn call_cancellable(
+        &self,
+        tool: &str,
+        args: &Value,
+        ctx: &CallContext<'_>,
+        cancel: Option<Arc<AtomicBool>>,
+    ) -> ToolOutput {
+        self.call_observed(tool, args, ctx, cancel, &|| {})
+    }
+
+    /// [`Toolbox::call_cancellable`] that calls `started` once the call's policy is fixed (after
+    /// any approval, right before it executes), so a caller can report the call as running
+    /// exactly when a later switch can no longer change it. Not called when the call is refused
+    /// before it runs.
+    pub fn call_observed(
+        &self,
+        tool: &str,
+        args: &Value,
+        ctx: &CallContext<'_>,
+        cancel: Option<Arc<AtomicBool>>,
+        started: &dyn Fn(),
+    ) -> ToolOutput {
+        if !matches!(tool, "bash" | "write" | "edit") {
+            started();
+        }
         match tool {
             "bash" => match BashArgs::deserialize(args) {
-                Ok(a) => self.bash(a, ctx),
+                Ok(a) => self.bash(a, ctx, cancel, started),
                 Err(e) => bad_arguments(tool, e),
             },
             "bash_output" => match OutputArgs::deserialize(args) {
@@ -317,16 +352,21 @@ impl Toolbox {
             "write" => match WriteArgs::deserialize(args) {
                 Ok(a) => {
                     let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
-                    self.mutate("write", &a.path, fields, ctx, |fs, path, policy| {
-                        fs.write(path, &a.content, policy)
-                    })
+                    self.mutate(
+                        "write",
+                        &a.path,
+                        fields,
+                        ctx,
+                        started,
+                        |fs, path, policy| fs.write(path, &a.content, policy),
+                    )
                 }
                 Err(e) => bad_arguments(tool, e),
             },
             "edit" => match EditArgs::deserialize(args) {
                 Ok(a) => {
                     let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
-                    self.mutate("edit", &a.path, fields, ctx, |fs, path, policy| {
+                    self.mutate("edit", &a.path, fields, ctx, started, |fs, path, policy| {
                         fs.edit(path, &a.old_text, &a.new_text, policy)
                     })
                 }
@@ -343,6 +383,7 @@ impl Toolbox {
         subject: &str,
         fields: &EscalationFields,
         ctx: &CallContext<'_>,
+        started: &dyn Fn(),
     ) -> Result<(ExecutionPolicy, bool), ToolOutput> {
         let ask = fields
             .validate(self.advertises_escalation(tool))
@@ -372,15 +413,22 @@ impl Toolbox {
                 json!({ "ran": false }),
             )
         })?;
+        started();
         Ok((policy, granted.is_some()))
     }
 
-    fn bash(&self, a: BashArgs, ctx: &CallContext<'_>) -> ToolOutput {
+    fn bash(
+        &self,
+        a: BashArgs,
+        ctx: &CallContext<'_>,
+        cancel: Option<Arc<AtomicBool>>,
+        started: &dyn Fn(),
+    ) -> ToolOutput {
         if a.command.contains('\0') {
             return bad_arguments("bash", "the command contains a NUL byte");
         }
         let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
-        let (policy, escalated) = match self.policy_for("bash", &a.command, &fields, ctx) {
+        let (policy, escalated) = match self.policy_for("bash", &a.command, &fields, ctx, started) {
             Ok(p) => p,
             Err(out) => return out,
         };
@@ -391,15 +439,23 @@ impl Toolbox {
         };
         if a.run_in_background {
             return match self.shell.start(request, policy.clone()) {
-                Ok(task) => ToolOutput::new(
-                    "STARTED",
-                    format!("started background task {task}; read it with bash_output"),
-                    json!({ "task_id": task, "mode": policy.mode, "escalated": escalated }),
-                ),
+                Ok(task) => {
+                    if escalated {
+                        self.escalated_tasks
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(task);
+                    }
+                    ToolOutput::new(
+                        "STARTED",
+                        format!("started background task {task}; read it with bash_output"),
+                        json!({ "task_id": task, "mode": policy.mode, "escalated": escalated }),
+                    )
+                }
                 Err(e) => ToolOutput::new(e.code(), e.to_string(), json!({ "ran": false })),
             };
         }
-        match self.shell.run(&request, &policy) {
+        match self.shell.run_cancellable(&request, &policy, cancel) {
             Ok(result) => self.shell_output(&result, escalated),
             Err(e) => ToolOutput::new(
                 e.code(),
@@ -411,6 +467,11 @@ impl Toolbox {
 
     fn bash_output(&self, a: OutputArgs) -> ToolOutput {
         let wait = Duration::from_millis(a.wait_ms.unwrap_or(30_000));
+        let escalated = self
+            .escalated_tasks
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&a.task_id);
         match self.shell.output(a.task_id, wait) {
             None => ToolOutput::new(
                 "RUNNING",
@@ -423,9 +484,9 @@ impl Toolbox {
                     "[sandbox unavailable: the command never ran] {}",
                     result.runner_detail.clone().unwrap_or_default()
                 ),
-                facts(&result, false),
+                facts(&result, escalated),
             ),
-            Some(result) => self.shell_output(&result, false),
+            Some(result) => self.shell_output(&result, escalated),
         }
     }
 
@@ -488,12 +549,13 @@ impl Toolbox {
         path: &str,
         fields: EscalationFields,
         ctx: &CallContext<'_>,
+        started: &dyn Fn(),
         op: impl FnOnce(FileSystem, &std::path::Path, &ExecutionPolicy) -> Result<(), FsError>,
     ) -> ToolOutput {
         if path.contains('\0') {
             return bad_arguments(tool, "the path contains a NUL byte");
         }
-        let (policy, escalated) = match self.policy_for(tool, path, &fields, ctx) {
+        let (policy, escalated) = match self.policy_for(tool, path, &fields, ctx, started) {
             Ok(p) => p,
             Err(out) => return out,
         };

@@ -1,0 +1,262 @@
+//! The `wire` step over stdio: the built `sandbox-agent` binary driven as an editor drives it,
+//! newline-delimited JSON-RPC on its stdin/stdout. A prompt can be sent without waiting for its
+//! answer (`start`), so a switch made while it runs is a real concurrent request, answered (and
+//! timed) while the turn goes on; `wait` collects the prompt's answer and the codes of its tool
+//! calls from the `tool_call_update` cards; `crash` is a SIGKILL.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::model::WireConfig;
+
+/// How long any answer may take.
+const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One running agent process.
+pub(crate) struct StdioAgent {
+    child: Child,
+    stdin: ChildStdin,
+    incoming: Receiver<Value>,
+    next: u64,
+    answers: Vec<Value>,
+    updates: Vec<Value>,
+    /// The prompt sent by `start`: its request id and where its updates begin.
+    running: Option<(u64, usize)>,
+}
+
+/// What one exchange observed.
+#[derive(Default)]
+pub(crate) struct Exchange {
+    /// The `result` of the answer, if it succeeded.
+    pub result: Option<Value>,
+    /// The stable code of the error answer (`data.code`), or its JSON-RPC code.
+    pub error: Option<String>,
+    /// How long the answer took.
+    pub took: Duration,
+    /// For a prompt: the codes of its tool calls, in order.
+    pub codes: Vec<String>,
+}
+
+impl StdioAgent {
+    /// Starts the agent with `config`'s defaults, its sessions in `sessions`, and initializes it.
+    pub(crate) fn start(
+        sessions: &Path,
+        workspace: &Path,
+        config: &WireConfig,
+    ) -> Result<StdioAgent, String> {
+        let binary = sandbox_local::probe::locate_sibling("sandbox-agent", "sandbox-agent")?;
+        let mut command = Command::new(binary);
+        command
+            .arg("--sessions")
+            .arg(sessions)
+            .arg("--workspace")
+            .arg(workspace)
+            .args([
+                "--mode",
+                config
+                    .mode
+                    .unwrap_or(sandbox::SandboxMode::ReadOnly)
+                    .as_str(),
+            ])
+            .args(["--approval", config.approval.as_deref().unwrap_or("ask")])
+            .current_dir(workspace)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if config.approval_service == Some(false) {
+            command.arg("--no-approval-service");
+        }
+        if config.confining == Some(false) {
+            command.arg("--unconfined-shell");
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start sandbox-agent: {e}"))?;
+        let stdin = child.stdin.take().ok_or("no stdin")?;
+        let stdout = child.stdout.take().ok_or("no stdout")?;
+        let stderr = child.stderr.take().ok_or("no stderr")?;
+        let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let said_in = std::sync::Arc::clone(&said);
+        let stderr_reader = std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Ok(mut s) = said_in.lock() {
+                    s.push_str(&line);
+                    s.push('\n');
+                }
+            }
+        });
+        let (tx, incoming) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(message) = serde_json::from_str::<Value>(&line)
+                    && tx.send(message).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        let mut agent = StdioAgent {
+            child,
+            stdin,
+            incoming,
+            next: 1,
+            answers: Vec::new(),
+            updates: Vec::new(),
+            running: None,
+        };
+        let init = agent.call("initialize", json!({ "protocolVersion": 1 }));
+        match init {
+            Ok(Exchange {
+                result: Some(_), ..
+            }) => Ok(agent),
+            other => {
+                // The agent may have refused to start before reading anything: its words are on
+                // stderr, complete once it exited.
+                let _ = agent.child.wait();
+                let _ = stderr_reader.join();
+                let said = said.lock().map(|s| s.clone()).unwrap_or_default();
+                Err(format!(
+                    "initialize failed ({:?}); the agent said: {said}",
+                    other.map(|x| x.error)
+                ))
+            }
+        }
+    }
+
+    fn send(&mut self, message: &Value) -> Result<(), String> {
+        writeln!(self.stdin, "{message}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| format!("the agent's stdin: {e}"))
+    }
+
+    /// Takes one incoming message: answers the agent's own requests (a permission request is
+    /// rejected: these scenarios never escalate), keeps updates and answers.
+    fn pump(&mut self, deadline: Instant) -> Result<(), String> {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let message = match self.incoming.recv_timeout(left) {
+            Ok(m) => m,
+            Err(RecvTimeoutError::Timeout) => return Err("the agent did not answer in time".into()),
+            Err(RecvTimeoutError::Disconnected) => return Err("the agent closed stdout".into()),
+        };
+        match (message.get("method"), message.get("id")) {
+            (Some(_), Some(id)) => {
+                let answer = json!({ "jsonrpc": "2.0", "id": id,
+                    "result": { "outcome": { "outcome": "selected", "optionId": "reject-once" } } });
+                self.send(&answer)?;
+            }
+            (Some(_), None) => self.updates.push(message["params"]["update"].clone()),
+            (None, _) => self.answers.push(message),
+        }
+        Ok(())
+    }
+
+    fn wait_answer(&mut self, id: u64, sent: Instant) -> Result<Exchange, String> {
+        let deadline = sent + ANSWER_TIMEOUT;
+        loop {
+            if let Some(i) = self.answers.iter().position(|a| a["id"] == json!(id)) {
+                let answer = self.answers.remove(i);
+                let error = answer.get("error").map(|e| {
+                    e["data"]["code"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_else(|| e["code"].to_string())
+                });
+                return Ok(Exchange {
+                    result: answer.get("result").cloned(),
+                    error,
+                    took: sent.elapsed(),
+                    codes: Vec::new(),
+                });
+            }
+            self.pump(deadline)?;
+        }
+    }
+
+    /// Sends a request and waits for its answer (updates meanwhile are kept).
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Result<Exchange, String> {
+        let id = self.next;
+        self.next += 1;
+        let sent = Instant::now();
+        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))?;
+        self.wait_answer(id, sent)
+    }
+
+    /// Sends a prompt without waiting for its answer.
+    pub(crate) fn start_prompt(&mut self, session: &str, text: &str) -> Result<(), String> {
+        if self.running.is_some() {
+            return Err("a prompt is already running (wait first)".into());
+        }
+        let id = self.next;
+        self.next += 1;
+        self.running = Some((id, self.updates.len()));
+        self.send(
+            &json!({ "jsonrpc": "2.0", "id": id, "method": "session/prompt",
+            "params": { "sessionId": session, "prompt": [{ "type": "text", "text": text }] } }),
+        )
+    }
+
+    /// Waits until the running prompt's first tool call is in progress.
+    pub(crate) fn wait_until_running(&mut self) -> Result<(), String> {
+        let Some((_, from)) = self.running else {
+            return Err("no prompt is running".into());
+        };
+        let deadline = Instant::now() + ANSWER_TIMEOUT;
+        while !self.updates[from..]
+            .iter()
+            .any(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "in_progress")
+        {
+            self.pump(deadline)?;
+        }
+        Ok(())
+    }
+
+    /// Waits for the running prompt's answer; its tool calls' codes come with it.
+    pub(crate) fn wait_prompt(&mut self) -> Result<Exchange, String> {
+        let Some((id, from)) = self.running.take() else {
+            return Err("no prompt is running".into());
+        };
+        let mut exchange = self.wait_answer(id, Instant::now())?;
+        exchange.codes = self.updates[from..]
+            .iter()
+            .filter(|u| u["sessionUpdate"] == "tool_call_update")
+            .filter_map(|u| u["rawOutput"]["code"].as_str().map(str::to_owned))
+            .collect();
+        Ok(exchange)
+    }
+
+    /// Sends `session/cancel`.
+    pub(crate) fn cancel(&mut self, session: &str) -> Result<(), String> {
+        self.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel",
+            "params": { "sessionId": session } }))
+    }
+
+    /// SIGKILL: whatever the process held in memory is lost.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for StdioAgent {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// The prompt text of a scripted turn: one `tool bash` line per command (none: plain text).
+pub(crate) fn prompt_text(commands: &[String]) -> String {
+    if commands.is_empty() {
+        return "hello".into();
+    }
+    commands
+        .iter()
+        .map(|c| format!("tool bash {}", json!({ "command": c })))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
