@@ -262,9 +262,9 @@ fn the_current_preset_needs_both_knobs_to_match(
     vec![preset("a", ReadOnly, Ask), preset("b", ReadOnly, Never), preset("c", WorkspaceWrite, Ask)],
     Ok(3)
 )]
-#[case::defaults_unmatched(
+#[case::defaults_outside_the_table_load(
     vec![preset("a", ReadOnly, Never), preset("b", WorkspaceWrite, Ask)],
-    Err(PresetError::DefaultsUnmatched { mode: ReadOnly, approval: Ask })
+    Ok(2)
 )]
 fn a_preset_table_is_validated_at_load(
     #[case] presets: Vec<Preset>,
@@ -393,4 +393,38 @@ fn only_an_existing_absolute_temp_dir_is_pinned(#[case] temp: &str, #[case] pinn
 fn a_session_opened_in_a_missing_directory_pins_nothing() {
     let session = Session::new("s", Path::new("/nonexistent/session/cwd"));
     assert_eq!(session.pin(), None);
+}
+
+#[test]
+fn a_durable_session_keeps_the_workspace_its_header_pinned() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let (created, elsewhere) = (root.join("created"), root.join("elsewhere"));
+    std::fs::create_dir(&created).expect("mkdir");
+    std::fs::create_dir(&elsewhere).expect("mkdir");
+    let log = root.join("s.jsonl");
+    let pin = sandbox::PinnedDir::pin(&created).expect("pin");
+    {
+        let (s, _) = Session::open("s", &created, &log).expect("open");
+        assert_eq!(s.header(), None, "no header recorded yet");
+        s.append(Event::TurnStarted).expect("append");
+        s.append(Event::SessionHeader {
+            cwd: created.clone(),
+            pin: pin.clone(),
+        })
+        .expect("append");
+        assert_eq!(s.header(), Some((created.clone(), pin.clone())));
+    }
+    // Reopened under another cwd, the session is still where its header says.
+    let (s, _) = Session::open("s", &elsewhere, &log).expect("reopen");
+    assert_eq!(s.cwd(), created);
+    assert_eq!(s.pin(), Some(&pin));
+    assert_eq!(s.header(), Some((created.clone(), pin)));
+    // A log without a header takes the cwd it is opened with.
+    let (plain, _) = Session::open("p", &elsewhere, &root.join("p.jsonl")).expect("open");
+    assert_eq!(plain.cwd(), elsewhere);
+    assert_eq!(
+        plain.pin().map(|p| p.path.as_path()),
+        Some(elsewhere.as_path())
+    );
 }
