@@ -69,7 +69,12 @@ fn start(
 
 impl Rig {
     fn new(config: &WireConfig) -> Result<Rig, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        // Outside /tmp: /tmp is writable in workspace-write anyway, so a workspace under it would
+        // make "the workspace was honoured" and "/tmp is writable" look the same.
+        let dir = tempfile::Builder::new()
+            .prefix("anchoring-")
+            .tempdir_in("/var/tmp")
+            .map_err(|e| format!("cannot make the case's directory under /var/tmp: {e}"))?;
         let sessions = dir.path().join("sessions");
         let workspace = dir.path().join("ws");
         for d in [&sessions, &workspace] {
@@ -91,10 +96,12 @@ impl Rig {
         })
     }
 
-    /// The session's event types, read back from its log file.
+    /// The session's event types, read back from its log file. A missing log is an error, never
+    /// an empty one (`log: []` must not pass when nothing was written at all).
     fn log_types(&self, id: &str) -> Result<Vec<String>, String> {
-        let text =
-            std::fs::read_to_string(self.sessions.join(format!("{id}.jsonl"))).unwrap_or_default();
+        let path = self.sessions.join(format!("{id}.jsonl"));
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("no session log at {}: {e}", path.display()))?;
         text.lines()
             .map(|l| {
                 serde_json::from_str::<serde_json::Value>(l)
@@ -281,7 +288,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
     if expect.log.is_some() || expect.knob_events.is_some() {
         let types = match &id_now {
             Some(id) => rig.log_types(id)?,
-            None => Vec::new(),
+            None => return Err(format!("no session named {name:?} to read the log of")),
         };
         if let Some(want) = &expect.log
             && &types != want
@@ -529,7 +536,7 @@ fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
     if expect.log.is_some() || expect.knob_events.is_some() {
         let types = match rig.ids.get(&name) {
             Some(id) => rig.log_types(id)?,
-            None => Vec::new(),
+            None => return Err(format!("no session named {name:?} to read the log of")),
         };
         if let Some(want) = &expect.log
             && &types != want
