@@ -305,7 +305,7 @@ fn run_trial(
     let (tx, rx) = channel();
     let worker_backends = Arc::clone(backends);
     std::thread::spawn(move || {
-        let _ = tx.send(run_case(&worker_backends[backend], &case));
+        let _ = tx.send(run_case(&worker_backends[backend], &case).map_err(|e| e.to_string()));
     });
     let outcome = rx.recv_timeout(timeout);
     let protocol = b.external.as_ref().and_then(|e| e.failure());

@@ -614,7 +614,7 @@ pub struct WireStep {
     /// pending is lost; sessions must be loaded again) or `restart` (a crash, then a new process
     /// with `config`).
     #[serde(rename = "do")]
-    pub action: String,
+    pub action: WireAction,
     /// The session's name in this case (default `a`).
     #[serde(default)]
     pub session: Option<String>,
@@ -650,9 +650,9 @@ pub struct WireConfig {
     /// The default sandbox mode.
     #[serde(default)]
     pub mode: Option<sandbox::SandboxMode>,
-    /// The default approval policy (`ask` or `never`).
+    /// The default approval policy (default `ask`).
     #[serde(default)]
-    pub approval: Option<String>,
+    pub approval: Option<sandbox_policy::ApprovalPolicy>,
     /// The composition mounts an approval service (default true); without one the permission
     /// presets fail loud at load (`BAD_COMPOSITION`).
     #[serde(default)]
@@ -664,7 +664,76 @@ pub struct WireConfig {
     /// binary over ACP on stdin/stdout, where `start`, `wait` and `cancel` also exist: a prompt
     /// sent without waiting for its answer, its answer, and `session/cancel`).
     #[serde(default)]
-    pub transport: Option<String>,
+    pub transport: Option<Transport>,
+}
+
+/// What a `wire` step does. A closed vocabulary: a typo is a load error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WireAction {
+    /// `session/new`.
+    New,
+    /// `session/load`.
+    Load,
+    /// `session/set_config_option`.
+    Set,
+    /// A prompt: begin a turn, run its scripted calls, end it.
+    Prompt,
+    /// Open a turn.
+    Begin,
+    /// Close the open turn.
+    End,
+    /// The model's next request in the open turn (its pre-step).
+    Step,
+    /// A scripted call in the open turn.
+    Call,
+    /// The process dies; pending state is lost.
+    Crash,
+    /// A crash, then a new process with `config`.
+    Restart,
+    /// Over stdio: a prompt sent without waiting for its answer.
+    Start,
+    /// Over stdio: the answer to the started prompt.
+    Wait,
+    /// Over stdio: `session/cancel`.
+    Cancel,
+}
+
+impl WireAction {
+    /// Its word in the scenario files.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            WireAction::New => "new",
+            WireAction::Load => "load",
+            WireAction::Set => "set",
+            WireAction::Prompt => "prompt",
+            WireAction::Begin => "begin",
+            WireAction::End => "end",
+            WireAction::Step => "step",
+            WireAction::Call => "call",
+            WireAction::Crash => "crash",
+            WireAction::Restart => "restart",
+            WireAction::Start => "start",
+            WireAction::Wait => "wait",
+            WireAction::Cancel => "cancel",
+        }
+    }
+}
+
+impl std::fmt::Display for WireAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a `wire` case reaches the agent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transport {
+    /// The bridge as a library, in this process.
+    InProcess,
+    /// The built `sandbox-agent` binary over ACP on stdin and stdout.
+    Stdio,
 }
 
 /// What a `wire` step must observe.

@@ -12,9 +12,22 @@ use crate::backends::Backend;
 use crate::load::ExpandedCase;
 use crate::model::Step;
 
+/// The first step of a case whose expectation was not met: which step, of what kind, and what
+/// the world showed instead.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("step {step} ({kind}): {message}")]
+pub struct CaseFailure {
+    /// The step's position in the case, from 1.
+    pub step: usize,
+    /// The step's kind (`effect`, `attack`, `tool`, ...).
+    pub kind: &'static str,
+    /// What was expected and what was observed.
+    pub message: String,
+}
+
 /// Runs every step of `case` against `backend`; the first unmet expectation is the error. `tool`
 /// steps of one case share one world, one session and one composition.
-pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), String> {
+pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> {
     let mut rig: Option<tool::Rig> = None;
     let mut bridge: Option<wire::Rig> = None;
     for (index, step) in case.case.steps.iter().enumerate() {
@@ -28,7 +41,11 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), String> {
             Step::FenceRace(s) => race::fence_race(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::World(s) => race::world(backend, case.case.setup.as_ref(), s, &mut rig),
         };
-        result.map_err(|e| format!("step {} ({}): {e}", index + 1, step_kind(step)))?;
+        result.map_err(|message| CaseFailure {
+            step: index + 1,
+            kind: step_kind(step),
+            message,
+        })?;
     }
     Ok(())
 }

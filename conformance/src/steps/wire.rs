@@ -21,7 +21,7 @@ use sandbox_tools::shell::ShellExecutor;
 use sandbox_tools::tools::{CallContext, Toolbox};
 
 use crate::backends::Backend;
-use crate::model::{WireConfig, WireExpect, WireStep};
+use crate::model::{Transport, WireAction, WireConfig, WireExpect, WireStep};
 
 mod stdio;
 
@@ -36,21 +36,13 @@ pub(super) struct Rig {
     stdio: Option<stdio::StdioAgent>,
 }
 
-fn approval(word: Option<&str>) -> Result<ApprovalPolicy, String> {
-    match word.unwrap_or("ask") {
-        "ask" => Ok(ApprovalPolicy::Ask),
-        "never" => Ok(ApprovalPolicy::Never),
-        other => Err(format!("unknown approval policy {other:?}")),
-    }
-}
-
 fn start(
     sessions: &std::path::Path,
     workspace: &std::path::Path,
     config: &WireConfig,
 ) -> Result<Bridge, String> {
     let mode = config.mode.unwrap_or(SandboxMode::ReadOnly);
-    let approval = approval(config.approval.as_deref())?;
+    let approval = config.approval.unwrap_or(ApprovalPolicy::Ask);
     let policy = PolicyService::new(mode, workspace)
         .map_err(|e| e.to_string())?
         .with_default_approval(approval);
@@ -69,17 +61,21 @@ fn start(
 
 impl Rig {
     fn new(config: &WireConfig) -> Result<Rig, String> {
-        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        // Outside /tmp: /tmp is writable in workspace-write anyway, so a workspace under it would
+        // make "the workspace was honoured" and "/tmp is writable" look the same.
+        let dir = tempfile::Builder::new()
+            .prefix("anchoring-")
+            .tempdir_in("/var/tmp")
+            .map_err(|e| format!("cannot make the case's directory under /var/tmp: {e}"))?;
         let sessions = dir.path().join("sessions");
         let workspace = dir.path().join("ws");
         for d in [&sessions, &workspace] {
             std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
         }
         let bridge = start(&sessions, &workspace, config)?;
-        let stdio = match config.transport.as_deref() {
-            None | Some("in-process") => None,
-            Some("stdio") => Some(stdio::StdioAgent::start(&sessions, &workspace, config)?),
-            Some(other) => return Err(format!("unknown transport {other:?} (in-process, stdio)")),
+        let stdio = match config.transport.unwrap_or(Transport::InProcess) {
+            Transport::InProcess => None,
+            Transport::Stdio => Some(stdio::StdioAgent::start(&sessions, &workspace, config)?),
         };
         Ok(Rig {
             _dir: dir,
@@ -91,10 +87,12 @@ impl Rig {
         })
     }
 
-    /// The session's event types, read back from its log file.
+    /// The session's event types, read back from its log file. A missing log is an error, never
+    /// an empty one (`log: []` must not pass when nothing was written at all).
     fn log_types(&self, id: &str) -> Result<Vec<String>, String> {
-        let text =
-            std::fs::read_to_string(self.sessions.join(format!("{id}.jsonl"))).unwrap_or_default();
+        let path = self.sessions.join(format!("{id}.jsonl"));
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("no session log at {}: {e}", path.display()))?;
         text.lines()
             .map(|l| {
                 serde_json::from_str::<serde_json::Value>(l)
@@ -158,7 +156,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
         *rig = Some(Rig::new(
             step.config
                 .as_ref()
-                .filter(|_| step.action == "new")
+                .filter(|_| step.action == WireAction::New)
                 .unwrap_or(&WireConfig::default()),
         )?);
     }
@@ -168,7 +166,10 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
     if rig.stdio.is_some() {
         return run_stdio(step, rig);
     }
-    if matches!(step.action.as_str(), "start" | "wait" | "cancel") {
+    if matches!(
+        step.action,
+        WireAction::Start | WireAction::Wait | WireAction::Cancel
+    ) {
         return Err(format!(
             "{} exists over stdio only (config: {{ transport: stdio }})",
             step.action
@@ -185,14 +186,16 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
     let mut started = None;
     let mut ran: Option<Result<String, String>> = None;
     let result: Result<(), sandbox_agent::BridgeError> = (|| {
-        match step.action.as_str() {
-            "new" => {
+        match step.action {
+            WireAction::New => {
                 let (new_id, opts) = rig.bridge.new_session(&rig.workspace)?;
                 rig.ids.insert(name.clone(), new_id);
                 options = Some(opts);
             }
-            "load" => options = Some(rig.bridge.load_session(&need_id(), &rig.workspace)?),
-            "set" => {
+            WireAction::Load => {
+                options = Some(rig.bridge.load_session(&need_id(), &rig.workspace)?)
+            }
+            WireAction::Set => {
                 let value = match (&step.value, step.value_bool) {
                     (_, Some(b)) => SessionConfigOptionValue::boolean(b),
                     (Some(v), None) => SessionConfigOptionValue::value_id(v.clone()),
@@ -207,8 +210,8 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
                         .set_config_option(&need_id(), &config_id, &value)?,
                 );
             }
-            "begin" => started = Some(rig.bridge.begin_turn(&need_id())?),
-            "step" => {
+            WireAction::Begin => started = Some(rig.bridge.begin_turn(&need_id())?),
+            WireAction::Step => {
                 let step = rig.bridge.pre_step(&need_id())?;
                 started = Some(sandbox_agent::TurnStart {
                     system_prompt: step.system_prompt,
@@ -216,21 +219,26 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
                     anchored: Vec::new(),
                 });
             }
-            "end" => rig.bridge.end_turn(&need_id())?,
-            "call" => {}
-            "prompt" => {
+            WireAction::End => rig.bridge.end_turn(&need_id())?,
+            WireAction::Prompt => {
                 started = Some(rig.bridge.begin_turn(&need_id())?);
                 if let Some(command) = &step.run {
                     ran = Some(tool_call(backend, &rig.bridge, &need_id(), command));
                 }
                 rig.bridge.end_turn(&need_id())?;
             }
-            _ => {}
+            // Handled below, or over stdio only (refused above).
+            WireAction::Call
+            | WireAction::Crash
+            | WireAction::Restart
+            | WireAction::Start
+            | WireAction::Wait
+            | WireAction::Cancel => {}
         }
         Ok(())
     })();
-    match step.action.as_str() {
-        "crash" | "restart" => {
+    match step.action {
+        WireAction::Crash | WireAction::Restart => {
             let config = step.config.clone().unwrap_or_default();
             match start(&rig.sessions, &rig.workspace, &config) {
                 Ok(bridge) => rig.bridge = bridge,
@@ -240,7 +248,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
                 Err(e) => return Err(format!("the agent did not start: {e}")),
             }
         }
-        "call" => {
+        WireAction::Call => {
             let command = step.run.as_deref().ok_or("a call needs run")?;
             if !rig
                 .bridge
@@ -251,8 +259,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
             }
             ran = Some(tool_call(backend, &rig.bridge, &need_id(), command));
         }
-        "new" | "load" | "set" | "begin" | "end" | "prompt" | "step" => {}
-        other => return Err(format!("unknown wire action {other:?}")),
+        _ => {}
     }
     match (&result, &expect.error) {
         (Err(e), Some(code)) if e.code() == code => {}
@@ -281,7 +288,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
     if expect.log.is_some() || expect.knob_events.is_some() {
         let types = match &id_now {
             Some(id) => rig.log_types(id)?,
-            None => Vec::new(),
+            None => return Err(format!("no session named {name:?} to read the log of")),
         };
         if let Some(want) = &expect.log
             && &types != want
@@ -396,13 +403,13 @@ fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
     commands.extend(step.runs.iter().cloned());
     let ws = rig.workspace.to_string_lossy().into_owned();
     let mut exchange = None;
-    match step.action.as_str() {
-        "crash" | "restart" => {
+    match step.action {
+        WireAction::Crash | WireAction::Restart => {
             if let Some(agent) = rig.stdio.as_mut() {
                 agent.kill();
             }
             let mut config = step.config.clone().unwrap_or_default();
-            config.transport = Some("stdio".into());
+            config.transport = Some(Transport::Stdio);
             match stdio::StdioAgent::start(&rig.sessions, &rig.workspace, &config) {
                 Ok(agent) => rig.stdio = Some(agent),
                 Err(e) if expect.error.as_deref().is_some_and(|code| e.contains(code)) => {
@@ -414,15 +421,15 @@ fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
         action => {
             let agent = rig.stdio.as_mut().ok_or("no agent process")?;
             exchange = match action {
-                "new" => Some(agent.call(
+                WireAction::New => Some(agent.call(
                     "session/new",
                     serde_json::json!({ "cwd": ws, "mcpServers": [] }),
                 )?),
-                "load" => Some(agent.call(
+                WireAction::Load => Some(agent.call(
                     "session/load",
                     serde_json::json!({ "sessionId": id, "cwd": ws, "mcpServers": [] }),
                 )?),
-                "set" => {
+                WireAction::Set => {
                     let mut params = serde_json::json!({ "sessionId": id,
                         "configId": step.config_id.clone().unwrap_or_else(|| "permission".into()) });
                     match (&step.value, step.value_bool) {
@@ -434,23 +441,23 @@ fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
                     }
                     Some(agent.call("session/set_config_option", params)?)
                 }
-                "prompt" => {
+                WireAction::Prompt => {
                     agent.start_prompt(&id, &stdio::prompt_text(&commands))?;
                     Some(agent.wait_prompt()?)
                 }
-                "start" => {
+                WireAction::Start => {
                     agent.start_prompt(&id, &stdio::prompt_text(&commands))?;
                     if !commands.is_empty() {
                         agent.wait_until_running()?;
                     }
                     None
                 }
-                "wait" => Some(agent.wait_prompt()?),
-                "cancel" => {
+                WireAction::Wait => Some(agent.wait_prompt()?),
+                WireAction::Cancel => {
                     agent.cancel(&id)?;
                     None
                 }
-                other => return Err(format!("unknown wire action {other:?} over stdio")),
+                other => return Err(format!("wire action {other} is in-process only")),
             };
         }
     }
@@ -466,7 +473,7 @@ fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
             }
             (None, None) => {}
         }
-        if step.action == "new"
+        if step.action == WireAction::New
             && let Some(new_id) = x.result.as_ref().and_then(|r| r["sessionId"].as_str())
         {
             rig.ids.insert(name.clone(), new_id.to_owned());
@@ -529,7 +536,7 @@ fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
     if expect.log.is_some() || expect.knob_events.is_some() {
         let types = match rig.ids.get(&name) {
             Some(id) => rig.log_types(id)?,
-            None => Vec::new(),
+            None => return Err(format!("no session named {name:?} to read the log of")),
         };
         if let Some(want) = &expect.log
             && &types != want

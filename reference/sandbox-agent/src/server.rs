@@ -487,7 +487,11 @@ fn file_target(
         return None;
     }
     let path = args.get("path")?.as_str()?;
-    let root = policy.resolve(Some(session), None).ok()?.workspace_root;
+    let root = policy
+        .resolve(Some(session), None)
+        .ok()?
+        .into_policy()
+        .workspace_root;
     Some(root.join(Path::new(path)))
 }
 

@@ -119,13 +119,20 @@ impl PolicyService {
             .unwrap_or(self.default_approval)
     }
 
-    /// The complete policy of one call: `granted` (an approved escalation) > the session's last
-    /// `sandbox/mode` event > the default; root = the session's cwd > the configured root.
+    /// The policy of a call that carries no per-call stamp (a direct filesystem caller, no
+    /// session, no grant): the deployment default, in the configured root.
+    pub fn default_stamp(&self) -> Result<Stamp, PolicyError> {
+        self.resolve(None, None)
+    }
+
+    /// The complete policy of one call, stamped: `granted` (an approved escalation) > the
+    /// session's last `sandbox/mode` event > the default; root = the session's cwd > the
+    /// configured root.
     pub fn resolve(
         &self,
         session: Option<&Session>,
         granted: Option<SandboxMode>,
-    ) -> Result<ExecutionPolicy, PolicyError> {
+    ) -> Result<Stamp, PolicyError> {
         let mode = granted.unwrap_or_else(|| self.effective_mode(session));
         let (workspace_root, workspace_pin) = match session {
             Some(s) => (
@@ -140,13 +147,39 @@ impl PolicyService {
                 Some(self.workspace_pin.clone()),
             ),
         };
-        Ok(ExecutionPolicy {
+        Ok(Stamp(ExecutionPolicy {
             mode,
             workspace_root,
             temp_dir: self.temp_dir.clone(),
             workspace_pin,
             temp_dir_pin: self.temp_dir_pin.clone(),
-        })
+        }))
+    }
+}
+
+/// The policy of one call as the policy service resolved it: the only policy the fenced
+/// filesystem accepts, so no caller can hand it a policy of its own making (say, a
+/// `danger-full-access` one). Made only by [`PolicyService::resolve`] and
+/// [`PolicyService::default_stamp`]; reads as the [`ExecutionPolicy`] it carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Stamp(ExecutionPolicy);
+
+impl Stamp {
+    /// The policy it carries.
+    pub fn policy(&self) -> &ExecutionPolicy {
+        &self.0
+    }
+
+    /// The policy it carries, by value (for a background task that outlives the call).
+    pub fn into_policy(self) -> ExecutionPolicy {
+        self.0
+    }
+}
+
+impl std::ops::Deref for Stamp {
+    type Target = ExecutionPolicy;
+    fn deref(&self) -> &ExecutionPolicy {
+        &self.0
     }
 }
 
@@ -215,7 +248,8 @@ mod tests {
         let root = service
             .resolve(Some(&session), None)
             .expect("r")
-            .workspace_root;
+            .workspace_root
+            .clone();
         assert_eq!(root, base.join("real"));
     }
 

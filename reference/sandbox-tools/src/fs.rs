@@ -15,6 +15,7 @@
 use std::path::{Path, PathBuf};
 
 use sandbox::{DirIdentity, ExecutionPolicy, RootError, SandboxMode, canonical_path};
+use sandbox_policy::{PolicyService, Stamp};
 
 /// The stable code of a write the sandbox policy refused.
 pub const FS_SANDBOX_DENIED: &str = "FS_SANDBOX_DENIED";
@@ -121,13 +122,9 @@ impl FileSystem {
         Ok(String::from_utf8_lossy(&bytes).into_owned())
     }
 
-    /// Writes `content` to `path` (creating missing parent directories) under `policy`.
-    pub fn write(
-        self,
-        path: &Path,
-        content: &str,
-        policy: &ExecutionPolicy,
-    ) -> Result<(), FsError> {
+    /// Writes `content` to `path` (creating missing parent directories) under the call's
+    /// stamp. Only the policy service makes a stamp, so no caller can bring a policy of its own.
+    pub fn write(self, path: &Path, content: &str, policy: &Stamp) -> Result<(), FsError> {
         let target = self.fence(path, policy)?;
         write_beneath(&target, content.as_bytes()).map_err(|e| match e {
             WriteError::Escaped => FsError::SandboxDenied {
@@ -138,14 +135,8 @@ impl FileSystem {
         })
     }
 
-    /// Replaces the one occurrence of `old` in `path` with `new` under `policy`.
-    pub fn edit(
-        self,
-        path: &Path,
-        old: &str,
-        new: &str,
-        policy: &ExecutionPolicy,
-    ) -> Result<(), FsError> {
+    /// Replaces the one occurrence of `old` in `path` with `new` under the call's stamp.
+    pub fn edit(self, path: &Path, old: &str, new: &str, policy: &Stamp) -> Result<(), FsError> {
         // Fence first: a denied edit must not even reveal whether the text matches.
         self.fence(path, policy)?;
         let current = self.read(path)?;
@@ -161,6 +152,34 @@ impl FileSystem {
             });
         }
         self.write(path, &current.replacen(old, new, 1), policy)
+    }
+
+    /// A direct write, by a caller with no per-call stamp (no tool call, no session, no grant):
+    /// confined at the deployment default, as the fs note requires.
+    pub fn write_direct(
+        self,
+        path: &Path,
+        content: &str,
+        service: &PolicyService,
+    ) -> Result<(), FsError> {
+        let stamp = service
+            .default_stamp()
+            .map_err(|e| FsError::BadPath(e.to_string()))?;
+        self.write(path, content, &stamp)
+    }
+
+    /// A direct edit at the deployment default (see [`FileSystem::write_direct`]).
+    pub fn edit_direct(
+        self,
+        path: &Path,
+        old: &str,
+        new: &str,
+        service: &PolicyService,
+    ) -> Result<(), FsError> {
+        let stamp = service
+            .default_stamp()
+            .map_err(|e| FsError::BadPath(e.to_string()))?;
+        self.edit(path, old, new, &stamp)
     }
 
     /// The canonical target when `policy` permits writing `path`; re-canonicalized now, just
@@ -399,10 +418,15 @@ mod tests {
         }
     }
 
-    fn policy(mode: SandboxMode, root: &Path) -> ExecutionPolicy {
-        let mut p = ExecutionPolicy::new(mode, root);
-        p.temp_dir = None;
-        p
+    /// The deployment `mode` in `root`, and its stamp for a call with no session and no grant.
+    fn service(mode: SandboxMode, root: &Path) -> PolicyService {
+        PolicyService::new(mode, root)
+            .expect("service")
+            .with_temp_dir(None)
+    }
+
+    fn policy(mode: SandboxMode, root: &Path) -> Stamp {
+        service(mode, root).default_stamp().expect("stamp")
     }
 
     fn code(r: Result<(), FsError>) -> &'static str {
@@ -498,5 +522,48 @@ mod tests {
             "OK"
         );
         assert!(!b.ws.join("f").exists());
+    }
+}
+
+#[cfg(test)]
+mod direct_callers {
+    //! The fs note: "a direct write with no per-call stamp is confined at the deployment
+    //! default". A caller cannot hand the filesystem a policy of its own (`write` takes a
+    //! `Stamp`, which only the policy service makes); one without a stamp writes as the
+    //! deployment default says.
+    use super::*;
+
+    #[test]
+    fn a_direct_write_is_confined_at_the_deployment_default() {
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canonical");
+        let (ws, outside) = (base.join("ws"), base.join("outside"));
+        std::fs::create_dir_all(&ws).expect("ws");
+        std::fs::create_dir_all(&outside).expect("outside");
+        let code = |r: Result<(), FsError>| r.map(|()| "OK").unwrap_or_else(|e| e.code());
+        let read_only = PolicyService::new(SandboxMode::ReadOnly, &ws)
+            .expect("service")
+            .with_temp_dir(None);
+        assert_eq!(
+            code(FileSystem::Fenced.write_direct(&ws.join("a"), "x", &read_only)),
+            FS_SANDBOX_DENIED
+        );
+        let workspace_write = PolicyService::new(SandboxMode::WorkspaceWrite, &ws)
+            .expect("service")
+            .with_temp_dir(None);
+        assert_eq!(
+            code(FileSystem::Fenced.write_direct(&ws.join("a"), "x", &workspace_write)),
+            "OK"
+        );
+        assert_eq!(
+            code(FileSystem::Fenced.write_direct(&outside.join("b"), "x", &workspace_write)),
+            FS_SANDBOX_DENIED
+        );
+        assert_eq!(
+            code(FileSystem::Fenced.edit_direct(&ws.join("a"), "x", "y", &read_only)),
+            FS_SANDBOX_DENIED
+        );
+        assert_eq!(std::fs::read_to_string(ws.join("a")).expect("a"), "x");
+        assert!(!outside.join("b").exists());
     }
 }

@@ -9,8 +9,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sandbox::{ExecutionPolicy, SandboxMode, denial_marker};
-use sandbox_policy::{PolicyService, Session};
+use sandbox::{SandboxMode, denial_marker};
+use sandbox_policy::{PolicyService, Session, Stamp};
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -384,7 +384,7 @@ impl Toolbox {
         fields: &EscalationFields,
         ctx: &CallContext<'_>,
         started: &dyn Fn(),
-    ) -> Result<(ExecutionPolicy, bool), ToolOutput> {
+    ) -> Result<(Stamp, bool), ToolOutput> {
         let ask = fields
             .validate(self.advertises_escalation(tool))
             .map_err(ToolOutput::refused)?;
@@ -438,7 +438,7 @@ impl Toolbox {
             timeout: a.timeout_ms.map(Duration::from_millis),
         };
         if a.run_in_background {
-            return match self.shell.start(request, policy.clone()) {
+            return match self.shell.start(request, policy.policy().clone()) {
                 Ok(task) => {
                     if escalated {
                         self.escalated_tasks
@@ -527,7 +527,7 @@ impl Toolbox {
             return bad_arguments("read", "the path contains a NUL byte");
         }
         let root = match self.policy.resolve(ctx.session, None) {
-            Ok(p) => p.workspace_root,
+            Ok(p) => p.into_policy().workspace_root,
             Err(e) => {
                 return ToolOutput::new("POLICY_ERROR", e.to_string(), json!({ "ran": false }));
             }
@@ -550,7 +550,7 @@ impl Toolbox {
         fields: EscalationFields,
         ctx: &CallContext<'_>,
         started: &dyn Fn(),
-        op: impl FnOnce(FileSystem, &std::path::Path, &ExecutionPolicy) -> Result<(), FsError>,
+        op: impl FnOnce(FileSystem, &std::path::Path, &Stamp) -> Result<(), FsError>,
     ) -> ToolOutput {
         if path.contains('\0') {
             return bad_arguments(tool, "the path contains a NUL byte");

@@ -63,7 +63,13 @@ impl StdioAgent {
                     .unwrap_or(sandbox::SandboxMode::ReadOnly)
                     .as_str(),
             ])
-            .args(["--approval", config.approval.as_deref().unwrap_or("ask")])
+            .args([
+                "--approval",
+                match config.approval {
+                    Some(sandbox_policy::ApprovalPolicy::Never) => "never",
+                    _ => "ask",
+                },
+            ])
             .current_dir(workspace)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
