@@ -352,6 +352,11 @@ fn resolve_carries_the_pinned_workspace_and_the_temp_dir() {
         .expect("service")
         .with_temp_dir(Some(temp.clone()));
     let resolved = service.resolve(None, None).expect("resolve");
+    // A call without a session or grant gets the same stamp.
+    let default = service.default_stamp().expect("default stamp");
+    assert_eq!(default, resolved);
+    assert_eq!(default.policy(), &*resolved);
+    assert_eq!(default.into_policy(), resolved.policy().clone());
     assert_eq!(resolved.mode, ReadOnly);
     assert_eq!(resolved.workspace_root, root);
     assert_eq!(resolved.temp_dir.as_deref(), Some(temp.as_path()));
