@@ -12,11 +12,39 @@ use sandbox_local::{Backend as LocalBackend, LocalConfig, LocalProvider};
 use crate::external::External;
 use crate::model::Capability;
 
-/// A backend under test.
+/// What a backend is, with what only that kind has.
+#[derive(Clone)]
+pub enum Kind {
+    /// A reference local backend (bwrap, the launcher, Seatbelt), probed on this host.
+    Local {
+        /// Its configuration.
+        config: LocalConfig,
+        /// What its probe found, when it passed.
+        facts: Option<ProbeFacts>,
+        /// Its probe ran and the write landed: it confines nothing here. A broken backend, which
+        /// fails the run instead of being skipped as unusable.
+        confines_nothing: bool,
+    },
+    /// An operator's bwrap-compatible runner, asserted (not probed).
+    Operator(LocalConfig),
+    /// A process speaking the protocol.
+    External(Arc<External>),
+    /// The reference platform chain, driven through `sandboxctl` (selection scenarios).
+    Chain,
+    /// The reference policy service and ACP bridge (anchoring scenarios).
+    Policy,
+    /// A backend only classified (the operator dialect, an external backend whose handshake
+    /// failed).
+    DialectOnly,
+}
+
+/// A backend under test. Built once by one of the constructors below and not changed after.
 #[derive(Clone)]
 pub struct Backend {
     /// Its name in trial names (`bwrap`, `landlock`, `landlock-abi2`, `seatbelt`, ...).
     pub name: String,
+    /// What it is.
+    pub kind: Kind,
     /// Its stderr dialect; `None` when every scenario must supply one (the operator runner).
     pub dialect: Option<Dialect>,
     /// What it can do on a host that suits it: a scenario needing more is not planned for it.
@@ -29,17 +57,8 @@ pub struct Backend {
     pub enforcement: Option<SandboxEnforcement>,
     /// The provider that confines for it, when it can confine here.
     pub provider: Option<Arc<dyn SandboxProvider>>,
-    /// The local configuration behind it (reference backends only).
-    pub local: Option<LocalConfig>,
     /// Its version, for reports.
     pub version: Option<String>,
-    /// What its probe found (reference backends).
-    pub facts: Option<ProbeFacts>,
-    /// The protocol connection, for an external backend.
-    pub external: Option<Arc<External>>,
-    /// Its probe ran and the write landed: it confines nothing here. A broken backend, which
-    /// fails the run instead of being skipped as unusable.
-    pub confines_nothing: bool,
 }
 
 impl std::fmt::Debug for Backend {
@@ -54,6 +73,41 @@ impl std::fmt::Debug for Backend {
 }
 
 impl Backend {
+    /// The protocol connection, for an external backend.
+    pub fn external(&self) -> Option<&Arc<External>> {
+        match &self.kind {
+            Kind::External(e) => Some(e),
+            _ => None,
+        }
+    }
+
+    /// What its probe found (reference local backends that passed it).
+    pub fn facts(&self) -> Option<&ProbeFacts> {
+        match &self.kind {
+            Kind::Local { facts, .. } => facts.as_ref(),
+            _ => None,
+        }
+    }
+
+    /// True when its probe ran and the write landed (see [`Kind::Local`]).
+    pub fn confines_nothing(&self) -> bool {
+        matches!(
+            self.kind,
+            Kind::Local {
+                confines_nothing: true,
+                ..
+            }
+        )
+    }
+
+    /// The local configuration behind a reference backend or an operator runner.
+    pub fn local_config(&self) -> Option<&LocalConfig> {
+        match &self.kind {
+            Kind::Local { config, .. } | Kind::Operator(config) => Some(config),
+            _ => None,
+        }
+    }
+
     /// True when a scenario needing `needs` applies to this backend at all. `classifier` follows
     /// from having a dialect of its own; every other capability is declared.
     pub fn applies(&self, needs: &[Capability]) -> bool {
@@ -89,22 +143,19 @@ impl Backend {
     fn dialect_only(name: &str, dialect: Option<Dialect>, unusable: &str) -> Backend {
         Backend {
             name: name.to_owned(),
+            kind: Kind::DialectOnly,
             dialect,
             declared: BTreeSet::new(),
             capabilities: BTreeSet::new(),
             unusable: Some(unusable.to_owned()),
             enforcement: None,
             provider: None,
-            local: None,
             version: None,
-            facts: None,
-            external: None,
-            confines_nothing: false,
         }
     }
 
     /// An external backend that completed the handshake.
-    pub fn external(external: External) -> Backend {
+    pub fn from_external(external: External) -> Backend {
         let external = Arc::new(external);
         let declared: BTreeSet<Capability> = external
             .capabilities
@@ -121,11 +172,8 @@ impl Backend {
             unusable: None,
             enforcement: Some(external.enforcement),
             provider: Some(provider),
-            local: None,
             version: Some(external.implementation.version.clone()),
-            facts: None,
-            external: Some(external),
-            confines_nothing: false,
+            kind: Kind::External(external),
         }
     }
 
@@ -146,7 +194,6 @@ impl Backend {
             unusable: None,
             enforcement: Some(SandboxEnforcement::Full),
             provider: Some(provider),
-            local: Some(config),
             version: Some(
                 runner
                     .argv()
@@ -155,9 +202,7 @@ impl Backend {
                     .collect::<Vec<_>>()
                     .join(" "),
             ),
-            facts: None,
-            external: None,
-            confines_nothing: false,
+            kind: Kind::Operator(config),
         }
     }
 
@@ -219,14 +264,15 @@ impl Backend {
             unusable,
             enforcement,
             provider,
-            local: Some(config),
             version,
-            facts,
-            external: None,
-            confines_nothing: verdict
-                .result
-                .as_ref()
-                .is_err_and(sandbox_local::probe::ProbeError::confines_nothing),
+            kind: Kind::Local {
+                config,
+                facts,
+                confines_nothing: verdict
+                    .result
+                    .as_ref()
+                    .is_err_and(sandbox_local::probe::ProbeError::confines_nothing),
+            },
         }
     }
 }
@@ -318,43 +364,63 @@ pub fn reference_backend(name: &str) -> Option<Backend> {
         "local" => local_chain(),
         // The reference policy service and ACP bridge: pure logic over a durable log on disk.
         // Its scripted tool calls run confined by this host's platform chain.
-        "policy" => {
-            let mut policy = Backend::dialect_only("policy", None, "");
-            policy.declared =
-                BTreeSet::from([Capability::PolicyService, Capability::ScriptedCalls]);
-            policy.capabilities = BTreeSet::from([Capability::PolicyService]);
-            policy.unusable = None;
-            let chain = LocalProvider::new(LocalConfig::default());
-            match chain.selection() {
-                Ok(_) => {
-                    policy.capabilities.insert(Capability::ScriptedCalls);
-                    policy.provider = Some(Arc::new(chain));
-                }
-                Err(reason) => policy.unusable = Some(reason.to_string()),
-            }
-            policy
-        }
+        "policy" => policy_bridge(),
         _ => return None,
     })
 }
 
+/// The reference policy service and ACP bridge: pure logic over a durable log on disk. Its
+/// scripted tool calls run confined by this host's platform chain.
+fn policy_bridge() -> Backend {
+    let chain = LocalProvider::new(LocalConfig::default());
+    let (capabilities, unusable, provider): (_, _, Option<Arc<dyn SandboxProvider>>) =
+        match chain.selection() {
+            Ok(_) => (
+                BTreeSet::from([Capability::PolicyService, Capability::ScriptedCalls]),
+                None,
+                Some(Arc::new(chain)),
+            ),
+            Err(reason) => (
+                BTreeSet::from([Capability::PolicyService]),
+                Some(reason.to_string()),
+                None,
+            ),
+        };
+    Backend {
+        name: "policy".to_owned(),
+        kind: Kind::Policy,
+        dialect: None,
+        declared: BTreeSet::from([Capability::PolicyService, Capability::ScriptedCalls]),
+        capabilities,
+        unusable,
+        enforcement: None,
+        provider,
+        version: None,
+    }
+}
+
 /// The pseudo-backend for selection scenarios: the reference platform chain via `sandboxctl`.
 fn local_chain() -> Backend {
-    let mut chain = Backend::dialect_only("local", None, "");
-    chain.declared = BTreeSet::from([Capability::LocalChain, Capability::HostSimulation]);
-    match sandbox_local::probe::locate_sibling("sandboxctl", "sandbox-cli") {
-        Ok(_) => {
-            chain.capabilities.insert(Capability::LocalChain);
-            chain.unusable = None;
-            match can_simulate_hosts() {
-                Ok(()) => {
-                    chain.capabilities.insert(Capability::HostSimulation);
-                }
-                Err(reason) => chain.unusable = Some(reason),
-            }
-        }
-        Err(reason) => chain.unusable = Some(reason),
+    let (capabilities, unusable) =
+        match sandbox_local::probe::locate_sibling("sandboxctl", "sandbox-cli") {
+            Err(reason) => (BTreeSet::new(), Some(reason)),
+            Ok(_) => match can_simulate_hosts() {
+                Ok(()) => (
+                    BTreeSet::from([Capability::LocalChain, Capability::HostSimulation]),
+                    None,
+                ),
+                Err(reason) => (BTreeSet::from([Capability::LocalChain]), Some(reason)),
+            },
+        };
+    Backend {
+        name: "local".to_owned(),
+        kind: Kind::Chain,
+        dialect: None,
+        declared: BTreeSet::from([Capability::LocalChain, Capability::HostSimulation]),
+        capabilities,
+        unusable,
+        enforcement: None,
+        provider: None,
+        version: None,
     }
-    chain.local = Some(LocalConfig::default());
-    chain
 }

@@ -308,7 +308,7 @@ fn run_trial(
         let _ = tx.send(run_case(&worker_backends[backend], &case).map_err(|e| e.to_string()));
     });
     let outcome = rx.recv_timeout(timeout);
-    let protocol = b.external.as_ref().and_then(|e| e.failure());
+    let protocol = b.external().and_then(|e| e.failure());
     let (status, message) = match (outcome, protocol) {
         (_, Some(ProtocolFailure::Timeout(m))) => (Status::Timeout, Some(m)),
         (_, Some(ProtocolFailure::Error(m))) => (Status::Error, Some(m)),
@@ -352,7 +352,7 @@ fn verdict(
         .collect();
     if let Some(reason) = &backend.unusable
         && backend.provider.is_none()
-        && backend.external.is_none()
+        && backend.external().is_none()
     {
         problems.push(format!("not usable on this host: {reason}"));
     }
@@ -419,7 +419,7 @@ fn host_facts(backends: &[Backend]) -> HostFacts {
         backends
             .iter()
             .find(|b| b.name == name)
-            .and_then(|b| b.facts.clone())
+            .and_then(|b| b.facts().cloned())
     };
     HostFacts {
         os: std::env::consts::OS,

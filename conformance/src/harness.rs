@@ -213,7 +213,7 @@ pub fn trials(
     }
     // A backend whose probe write landed is broken, not unusable: it fails whether required or
     // not.
-    for b in backends.iter().filter(|b| b.confines_nothing) {
+    for b in backends.iter().filter(|b| b.confines_nothing()) {
         let why = format!(
             "backend {}: its functional probe wrote under the read-only profile: it confines nothing on this host ({})",
             b.name,

@@ -176,13 +176,9 @@ fn select_backends(cli: &Cli) -> Result<(Planned, Vec<(String, String)>), String
                         "the backend calls itself {name:?}; names are lowercase letters, digits, '-' and '_'"
                     ));
                 }
-                Backend::external(external)
+                Backend::from_external(external)
             }
-            Err(failure) => {
-                let mut dead = Backend::external_failed("external", &failure.to_string());
-                dead.version = None;
-                dead
-            }
+            Err(failure) => Backend::external_failed("external", &failure.to_string()),
         };
         let expected = match &cli.expectations {
             None => Ok(None),
@@ -214,7 +210,7 @@ fn select_backends(cli: &Cli) -> Result<(Planned, Vec<(String, String)>), String
         })?;
         if !explicit
             && !required.contains(&name)
-            && !backend.confines_nothing
+            && !backend.confines_nothing()
             && let Some(reason) = &backend.unusable
         {
             excluded.push((name, reason.clone()));

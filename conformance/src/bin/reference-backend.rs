@@ -20,7 +20,8 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let Some(backend) = reference_backend(&name).filter(|b| b.local.is_some() && name != "local")
+    let Some(backend) =
+        reference_backend(&name).filter(|b| b.local_config().is_some() && name != "local")
     else {
         eprintln!("reference-backend: {name:?} is not a local reference backend");
         return ExitCode::from(2);

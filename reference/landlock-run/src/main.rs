@@ -45,14 +45,33 @@ enum Mode {
     },
 }
 
-/// A launcher failure: printed with the prefix, reported on the status channel, exit 125.
-struct Failure(String);
+/// A launcher failure: printed with the prefix, reported on the status channel, exit 125. The
+/// variant says which part of the launch failed; the text is what the caller reads.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// The command line is wrong.
+    #[error("{0}")]
+    Usage(String),
+    /// The status descriptor the caller passed cannot be used.
+    #[error("{0}")]
+    StatusFd(String),
+    /// A `--ro` or `--rw` path cannot be opened as given (missing, or not canonical).
+    #[error("{0}")]
+    Path(String),
+    /// Landlock could not be set up or is not enforced here.
+    #[error("{0}")]
+    Landlock(String),
+    /// The monitor or the payload's process could not be set up or hardened (fork, session,
+    /// capabilities, descriptors, the setuid guard).
+    #[error("{0}")]
+    Harden(String),
+}
 
 fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
     let mode = match parse(args) {
         Ok(mode) => mode,
-        Err(Failure(msg)) => return fail(None, &msg),
+        Err(failure) => return fail(None, &failure.to_string()),
     };
     match mode {
         Mode::Probe { abi_cap } => probe(abi_cap),
@@ -60,7 +79,7 @@ fn main() -> ExitCode {
         Mode::Launch(launch) => {
             let mut status = match launch.status_fd.map(open_status_fd).transpose() {
                 Ok(s) => s,
-                Err(Failure(msg)) => return fail(None, &msg),
+                Err(failure) => return fail(None, &failure.to_string()),
             };
             match monitor::fork() {
                 Err(msg) => fail(status.as_mut(), &msg),
@@ -71,7 +90,7 @@ fn main() -> ExitCode {
                 }
                 Ok(monitor::Side::Payload(payload)) => match prepare(&launch, &payload) {
                     Ok(()) => exec(&launch.payload, status.as_mut()),
-                    Err(Failure(msg)) => fail(status.as_mut(), &msg),
+                    Err(failure) => fail(status.as_mut(), &failure.to_string()),
                 },
             }
         }
@@ -83,14 +102,14 @@ fn main() -> ExitCode {
 /// still in the caller's process group, is what stops the tree), restrict, drop capabilities,
 /// keep every descriptor above 2 from crossing the exec, refuse the setuid and setgid bits.
 fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
-    payload.settle().map_err(Failure)?;
+    payload.settle().map_err(Failure::Harden)?;
     nix::unistd::setsid()
-        .map_err(|e| Failure(format!("cannot start a new session for the payload: {e}")))?;
+        .map_err(|e| Failure::Harden(format!("cannot start a new session for the payload: {e}")))?;
     restrict(launch)?;
-    harden::drop_capabilities().map_err(Failure)?;
-    harden::cloexec_above_stderr().map_err(Failure)?;
+    harden::drop_capabilities().map_err(Failure::Harden)?;
+    harden::cloexec_above_stderr().map_err(Failure::Harden)?;
     // Last: the launcher itself needs none of what it refuses.
-    harden::install_setuid_guard().map_err(Failure)
+    harden::install_setuid_guard().map_err(Failure::Harden)
 }
 
 fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
@@ -101,14 +120,15 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
     let mut probe = false;
     let mut probe_child = None;
     let mut it = args.into_iter();
-    let value =
-        |flag: &str, v: Option<OsString>| v.ok_or_else(|| Failure(format!("{flag} needs a value")));
+    let value = |flag: &str, v: Option<OsString>| {
+        v.ok_or_else(|| Failure::Usage(format!("{flag} needs a value")))
+    };
     while let Some(arg) = it.next() {
         match arg.to_str() {
             Some("--") => {
                 let payload: Vec<OsString> = it.collect();
                 if payload.is_empty() {
-                    return Err(Failure("nothing to run after --".into()));
+                    return Err(Failure::Usage("nothing to run after --".into()));
                 }
                 return Ok(Mode::Launch(Launch {
                     abi_cap,
@@ -126,7 +146,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     .to_str()
                     .and_then(|s| s.parse::<u32>().ok())
                     .filter(|n| (1..=7).contains(n))
-                    .ok_or_else(|| Failure(format!("--abi-cap takes 1..=7, not {v:?}")))?;
+                    .ok_or_else(|| Failure::Usage(format!("--abi-cap takes 1..=7, not {v:?}")))?;
                 abi_cap = Some(n);
             }
             Some("--status-fd") => {
@@ -136,7 +156,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     .and_then(|s| s.parse::<i32>().ok())
                     .filter(|n| *n > 2)
                     .ok_or_else(|| {
-                        Failure(format!("--status-fd takes a descriptor above 2, not {v:?}"))
+                        Failure::Usage(format!("--status-fd takes a descriptor above 2, not {v:?}"))
                     })?;
                 status_fd = Some(n);
             }
@@ -144,13 +164,13 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
             Some("--probe-child") => {
                 probe_child = Some(PathBuf::from(value("--probe-child", it.next())?));
             }
-            _ => return Err(Failure(format!("unknown argument {arg:?}"))),
+            _ => return Err(Failure::Usage(format!("unknown argument {arg:?}"))),
         }
     }
     match (probe, probe_child) {
         (_, Some(target)) => Ok(Mode::ProbeChild { abi_cap, target }),
         (true, None) => Ok(Mode::Probe { abi_cap }),
-        (false, None) => Err(Failure(
+        (false, None) => Err(Failure::Usage(
             "usage: landlock-run [--abi-cap N] [--status-fd FD] (--ro PATH | --rw PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
         )),
     }
@@ -161,7 +181,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
 fn open_status_fd(fd: i32) -> Result<File, Failure> {
     use std::os::fd::{FromRawFd, OwnedFd};
     if std::fs::metadata(format!("/proc/self/fd/{fd}")).is_err() {
-        return Err(Failure(format!(
+        return Err(Failure::StatusFd(format!(
             "--status-fd {fd} is not an open descriptor"
         )));
     }
@@ -171,8 +191,9 @@ fn open_status_fd(fd: i32) -> Result<File, Failure> {
     #[allow(unsafe_code)]
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     let flags = nix::fcntl::FdFlag::FD_CLOEXEC;
-    nix::fcntl::fcntl(&owned, nix::fcntl::FcntlArg::F_SETFD(flags))
-        .map_err(|e| Failure(format!("cannot mark --status-fd {fd} close-on-exec: {e}")))?;
+    nix::fcntl::fcntl(&owned, nix::fcntl::FcntlArg::F_SETFD(flags)).map_err(|e| {
+        Failure::StatusFd(format!("cannot mark --status-fd {fd} close-on-exec: {e}"))
+    })?;
     Ok(File::from(owned))
 }
 
@@ -282,7 +303,7 @@ fn restrict(launch: &Launch) -> Result<(), Failure> {
     let abi = target_abi(launch.abi_cap);
     let handled = governed(abi);
     let mut ruleset = ruleset(abi, wants_scope(launch.abi_cap))
-        .map_err(|e| Failure(format!("cannot create a Landlock ruleset: {e}")))?;
+        .map_err(|e| Failure::Landlock(format!("cannot create a Landlock ruleset: {e}")))?;
     for path in &launch.read_only {
         // Reads are ungoverned; opening the path still proves it exists, as a profile expects.
         open_canonical(path, "--ro")?;
@@ -291,7 +312,9 @@ fn restrict(launch: &Launch) -> Result<(), Failure> {
         let fd = open_canonical(path, "--rw")?;
         let is_dir = nix::sys::stat::fstat(&fd)
             .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-            .map_err(|e| Failure(format!("cannot inspect {} for --rw: {e}", path.display())))?;
+            .map_err(|e| {
+                Failure::Path(format!("cannot inspect {} for --rw: {e}", path.display()))
+            })?;
         let access = if is_dir {
             handled
         } else {
@@ -299,18 +322,18 @@ fn restrict(launch: &Launch) -> Result<(), Failure> {
         };
         ruleset = ruleset
             .add_rule(PathBeneath::new(fd, access))
-            .map_err(|e| Failure(format!("cannot grant {}: {e}", path.display())))?;
+            .map_err(|e| Failure::Landlock(format!("cannot grant {}: {e}", path.display())))?;
     }
     let status = ruleset
         .restrict_self()
-        .map_err(|e| Failure(format!("cannot restrict this process: {e}")))?;
+        .map_err(|e| Failure::Landlock(format!("cannot restrict this process: {e}")))?;
     if status.ruleset == RulesetStatus::NotEnforced {
-        return Err(Failure(
+        return Err(Failure::Landlock(
             "the kernel does not enforce Landlock (not built in, or not enabled at boot)".into(),
         ));
     }
     if !status.no_new_privs {
-        return Err(Failure("no_new_privs could not be set".into()));
+        return Err(Failure::Harden("no_new_privs could not be set".into()));
     }
     if effective_abi(status.landlock, abi) < FULL_ENFORCEMENT_ABI {
         eprintln!("{PARTIAL_NOTICE}");
@@ -335,7 +358,7 @@ fn open_canonical(path: &Path, flag: &str) -> Result<OwnedFd, Failure> {
         other => other,
     };
     opened.map_err(|e| {
-        Failure(match e {
+        Failure::Path(match e {
             Errno::ELOOP => format!(
                 "cannot open {} for {flag}: a component is a symbolic link (the path must be canonical)",
                 path.display()
