@@ -553,6 +553,22 @@ fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
     );
     assert_eq!(mode(&cache), 0o700, "the store made it private again");
 
+    // A planted entry with the right key but another program (one that confines nothing) is
+    // not trusted: the runner is always the one located now.
+    let entry = entries(&cache).into_iter().next().expect("an entry");
+    let mut planted: Value =
+        serde_json::from_str(&std::fs::read_to_string(&entry).expect("entry")).expect("json");
+    planted["program"] = Value::from("/bin/env");
+    std::fs::write(&entry, planted.to_string()).expect("plant");
+    let before = launcher_runs(tools.path());
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(0), "{facts}");
+    assert_eq!(
+        launcher_runs(tools.path()),
+        before + first,
+        "a planted program was trusted: {facts}"
+    );
+
     // The cached runner fails: the call fails closed, and the entry is gone.
     std::fs::remove_file(d.ws.join("canary")).expect("rm canary");
     std::fs::write(tools.path().join("fail"), "").expect("fail flag");

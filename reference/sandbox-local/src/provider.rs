@@ -297,10 +297,14 @@ fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
     for &backend in &config.chain {
         let cache = config.verdict_cache.as_deref().and_then(|dir| {
             let program = probe::locate(backend, config).ok()?;
-            Some((dir, cache::key(backend, config, &program)))
+            let key = cache::key(backend, config, &program);
+            Some((dir, key, program))
         });
-        if let Some((program, facts)) = cache.as_ref().and_then(|(dir, key)| cache::load(dir, key))
-        {
+        // The runner is always the one located now (its identity is in the key); an entry naming
+        // another program is not ours to trust (a planted entry could name an unconfining one).
+        if let Some((program, facts)) = cache.as_ref().and_then(|(dir, key, located)| {
+            cache::load(dir, key).filter(|(program, _)| program == located)
+        }) {
             return Ok(Selection {
                 backend,
                 program,
@@ -312,7 +316,7 @@ fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
         let verdict = probe::probe(backend, config);
         if let (Ok(facts), Some(program)) = (&verdict.result, &verdict.program) {
             let (facts, program) = (facts.clone(), program.clone());
-            if let Some((dir, key)) = &cache {
+            if let Some((dir, key, _)) = &cache {
                 cache::store(dir, key, &program, &facts);
             }
             verdicts.push(verdict);
