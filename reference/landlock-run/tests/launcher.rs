@@ -1395,6 +1395,7 @@ fn a_nested_launcher_works_and_still_refuses_symlinked_paths() {
 
 /// `chmod(path, 04755)` through the 32-bit `int 0x80` entry of x86_64 (i386 syscall 15), from
 /// code in low memory so the path fits a 32-bit register. Prints `int80=<result>` if it returns.
+#[cfg(target_arch = "x86_64")]
 const INT80_CHMOD: &str = r#"
 import ctypes, mmap, sys
 path = sys.argv[1].encode() + b'\0'
@@ -1410,12 +1411,10 @@ m[0:len(code)] = code
 print('int80=%d' % ctypes.CFUNCTYPE(ctypes.c_int)(base)(), flush=True)
 "#;
 
+/// x86_64 only (int 0x80 is its 32-bit entry point): not built, so not listed, elsewhere.
+#[cfg(target_arch = "x86_64")]
 #[test]
 fn the_32_bit_syscall_entry_cannot_bypass_the_setuid_guard() {
-    if std::env::consts::ARCH != "x86_64" {
-        eprintln!("skipped: int 0x80 is an x86_64 entry point");
-        return;
-    }
     // The premise: outside the launcher the 32-bit entry works on this host.
     let control = tempfile::NamedTempFile::new_in("/var/tmp").expect("control");
     fs::set_permissions(control.path(), fs::Permissions::from_mode(0o644)).expect("chmod");
@@ -1424,13 +1423,14 @@ fn the_32_bit_syscall_entry_cannot_bypass_the_setuid_guard() {
         .arg(control.path())
         .output()
         .expect("python");
-    let premise = fs::metadata(control.path()).expect("stat").mode() & 0o7777;
-    if premise != 0o4755 {
+    // Without a 32-bit entry on this kernel the bypass cannot even be tried; the guarded run
+    // below must still leave the mode alone, but cannot be killed by the guard.
+    let has_int80 = fs::metadata(control.path()).expect("stat").mode() & 0o7777 == 0o4755;
+    if !has_int80 {
         eprintln!(
-            "skipped: no 32-bit entry on this kernel ({premise:o}): {}",
+            "note: no 32-bit entry on this kernel ({}); only the mode is checked",
             stdout(&direct)
         );
-        return;
     }
     for who in identities() {
         let w = world();
@@ -1445,7 +1445,7 @@ fn the_32_bit_syscall_entry_cannot_bypass_the_setuid_guard() {
         assert!(!report.contains("int80=0"), "{who:?}: {report}");
         // Killed by the guard: SIGSYS (31).
         assert!(
-            report.contains("rc=159"),
+            !has_int80 || report.contains("rc=159"),
             "{who:?}: {report} {}",
             stderr(&out)
         );
