@@ -578,3 +578,126 @@ fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
     assert!(!d.ws.join("canary").exists(), "it ran");
     assert!(entries(&cache).is_empty(), "the failed verdict was kept");
 }
+
+/// The process's effective uid (the owner of its `/proc/self`).
+fn test_uid() -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata("/proc/self").expect("/proc/self").uid()
+}
+
+#[test]
+fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails_closed() {
+    use std::os::unix::fs::PermissionsExt;
+    let d = dirs();
+    let tools = tempfile::tempdir().expect("tempdir");
+    let cache = tools.path().join("cache");
+    let launcher = counting_launcher(tools.path());
+    let canary = d.ws.join("canary");
+
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(0), "{facts}");
+    let first = launcher_runs(tools.path());
+    assert!(first >= 2, "the first call probes, then runs: {first}");
+    // Each case below must make the next call probe again (`first` launcher runs) and run.
+    let probes_again = |case: &str| {
+        let before = launcher_runs(tools.path());
+        let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+        assert_eq!(code, Some(0), "{case}: {facts}");
+        assert_eq!(
+            launcher_runs(tools.path()),
+            before + first,
+            "{case}: the entry was trusted: {facts}"
+        );
+    };
+    let only_entry = || {
+        let all = entries(&cache);
+        assert_eq!(all.len(), 1, "{all:?}");
+        all.into_iter().next().expect("an entry")
+    };
+    let (code, _) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(0));
+    assert_eq!(launcher_runs(tools.path()), first + 1, "a warm call probed");
+
+    // Stale: the entry was written for another key (the file name is only a hash of the key).
+    let entry = only_entry();
+    let mut stale: Value =
+        serde_json::from_str(&std::fs::read_to_string(&entry).expect("entry")).expect("json");
+    stale["key"] = Value::from(format!(
+        "{}|another kernel",
+        stale["key"].as_str().unwrap_or("")
+    ));
+    std::fs::write(&entry, stale.to_string()).expect("stale");
+    probes_again("an entry with another key");
+
+    // Stale: the runner binary changed since the verdict (its identity is in the key).
+    let script = std::fs::read_to_string(&launcher).expect("launcher");
+    std::fs::write(&launcher, format!("{script}# rebuilt\n")).expect("rebuild");
+    probes_again("a changed runner");
+    let entry = entries(&cache)
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
+        .expect("the fresh entry");
+
+    // An entry others may write, or a symlink to a valid entry elsewhere, is not trusted.
+    std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    probes_again("a world-writable entry");
+    let elsewhere = tools.path().join("planted.json");
+    std::fs::copy(&entry, &elsewhere).expect("copy");
+    std::fs::remove_file(&entry).expect("rm");
+    std::os::unix::fs::symlink(&elsewhere, &entry).expect("symlink");
+    probes_again("a symlinked entry");
+    assert!(
+        !std::fs::symlink_metadata(&entry)
+            .expect("entry")
+            .file_type()
+            .is_symlink(),
+        "the store replaced the link with a file"
+    );
+
+    // Foreign-owned: only root can give a file or a directory to another user.
+    if test_uid() == 0 {
+        std::os::unix::fs::chown(&entry, Some(65534), None).expect("chown entry");
+        probes_again("an entry another user owns");
+        std::os::unix::fs::chown(&cache, Some(65534), None).expect("chown dir");
+        probes_again("a cache directory another user owns");
+        // Hand it back for the rest of the test.
+        std::os::unix::fs::chown(&cache, Some(0), None).expect("chown back");
+    } else {
+        eprintln!(
+            "foreign-owned variant skipped: only root can give a file to another user (uid {})",
+            test_uid()
+        );
+    }
+
+    // A wrong cached verdict: the runner the cache calls usable now fails. The call fails
+    // closed, the payload never ran, and the entry is dropped.
+    let (code, _) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(0));
+    assert!(entry.is_file(), "a usable verdict is cached");
+    std::fs::remove_file(&canary).expect("rm canary");
+    std::fs::write(tools.path().join("fail"), "").expect("fail flag");
+    let before = launcher_runs(tools.path());
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(
+        launcher_runs(tools.path()),
+        before + 1,
+        "the cached verdict was used (no probe): {facts}"
+    );
+    assert_eq!(facts["error"], "SANDBOX_UNAVAILABLE", "{facts}");
+    assert_eq!(facts["runner_failed"], true, "{facts}");
+    assert!(
+        facts["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("landlock-run: simulated failure")),
+        "the runner's own words: {facts}"
+    );
+    assert_eq!(code, Some(125));
+    assert!(!canary.exists(), "the payload ran");
+    assert!(!entry.exists(), "the wrong verdict was kept");
+    // The next call probes again, fails closed at the probe, and caches nothing.
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(facts["error"], "SANDBOX_UNAVAILABLE", "{facts}");
+    assert_eq!(code, Some(125));
+    assert!(!canary.exists(), "the payload ran");
+    assert!(!entry.exists(), "an unusable verdict was cached");
+}

@@ -6,9 +6,10 @@
 //! the identity of the executable that probed (its profiles live in it), the kernel release, the
 //! effective uid and gid, the process's capability bounding and effective sets and
 //! `no_new_privs`, the user-namespace sysctls and the kernel's LSM list. The entry holds the full
-//! key; a missing, stale, unreadable or mismatched entry means probing again. Entries live in
-//! `$XDG_CACHE_HOME/sandbox-conformance/probes` (or `~/.cache/...`) in a directory only its user
-//! may enter, written atomically (a temporary file, then a rename).
+//! key; a missing, stale (another key), unreadable, corrupt or mismatched entry, an entry or a
+//! directory another user owns or may write, and a symlinked entry all mean probing again.
+//! Entries live in `$XDG_CACHE_HOME/sandbox-conformance/probes` (or `~/.cache/...`) in a
+//! directory only its user may enter, written atomically (a temporary file, then a rename).
 //!
 //! A cached verdict can only fail closed: if the runner then fails, the call is
 //! `SANDBOX_UNAVAILABLE` like any runner failure, and the caller drops the entry
@@ -135,7 +136,21 @@ pub fn load(dir: &Path, key: &str) -> Option<(PathBuf, ProbeFacts)> {
     if !meta.is_dir() || meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o077 != 0 {
         return None;
     }
-    let text = std::fs::read(entry_path(dir, key)).ok()?;
+    // The entry itself must be a regular file of ours that no one else may write, opened without
+    // following a symlink: only we (or root) can put files in a private directory, but a verdict
+    // is a decision to trust a runner, so the file is checked too.
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(entry_path(dir, key))
+        .ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.uid() != nix::unistd::geteuid().as_raw() || meta.mode() & 0o022 != 0
+    {
+        return None;
+    }
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(&mut file, &mut text).ok()?;
     let entry: Entry = serde_json::from_slice(&text).ok()?;
     (entry.key == key).then_some((entry.program, entry.facts))
 }
