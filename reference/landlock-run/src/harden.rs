@@ -86,16 +86,6 @@ fn prctl(option: libc::c_int, arg2: libc::c_ulong) -> io::Result<libc::c_int> {
     }
 }
 
-/// The kernel's highest capability number, from `/proc/sys/kernel/cap_last_cap`, or `None` when
-/// it cannot be read (then the caller drops until the kernel says a number is not a capability).
-fn cap_last_cap() -> Option<u32> {
-    std::fs::read_to_string("/proc/sys/kernel/cap_last_cap")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
 /// Drops every capability this process holds: the bounding set (when it holds `CAP_SETPCAP`),
 /// then the ambient, inheritable, permitted and effective sets. A process that holds none has
 /// nothing to drop and succeeds without touching anything. Any failure while capabilities are
@@ -128,13 +118,16 @@ pub fn drop_capabilities() -> Result<(), String> {
     }
 }
 
+/// Drops every capability number from the bounding set, from 0 up to the kernel's last one: the
+/// first number the kernel refuses as not a capability (`EINVAL`) ends the loop. Asking the kernel
+/// itself instead of reading `/proc/sys/kernel/cap_last_cap` keeps `/proc` off the launch path and
+/// works where `/proc` is not mounted.
 fn drop_bounding_set() -> Result<(), String> {
-    let last = cap_last_cap();
-    for cap in 0..=last.unwrap_or(CAP_LAST_REPRESENTABLE) {
+    for cap in 0..=CAP_LAST_REPRESENTABLE {
         match prctl(libc::PR_CAPBSET_DROP, libc::c_ulong::from(cap)) {
             Ok(_) => {}
-            // Past the kernel's last capability (only reachable when cap_last_cap was unreadable).
-            Err(e) if last.is_none() && cap > 0 && e.raw_os_error() == Some(libc::EINVAL) => break,
+            // Past the kernel's last capability (capability 0 always exists).
+            Err(e) if cap > 0 && e.raw_os_error() == Some(libc::EINVAL) => return Ok(()),
             Err(e) => {
                 return Err(format!(
                     "cannot drop capability {cap} from the bounding set: {e}"
@@ -241,7 +234,7 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 /// `chmod u+s` its own files (or, as root, root-owned files outside the writable set) and plant
 /// a setuid program for another user or a later unconfined step.
 ///
-/// Two seccomp filters (`no_new_privs` is already set by the Landlock restriction):
+/// One seccomp program in two parts (`no_new_privs` is already set by the Landlock restriction):
 ///
 /// 1. the *guard*, built here by hand: any architecture but the native one is killed (a 32-bit
 ///    `int 0x80` on x86_64 arrives with `AUDIT_ARCH_I386` and other syscall numbers), x32 calls
@@ -292,9 +285,11 @@ pub fn install_setuid_guard() -> Result<(), String> {
     )
     .and_then(seccompiler::BpfProgram::try_from)
     .map_err(|e| format!("cannot build the setuid guard: {e}"))?;
-    seccompiler::apply_filter(&guard_program())
-        .map_err(|e| format!("cannot install the architecture guard: {e}"))?;
-    seccompiler::apply_filter(&filter).map_err(|e| format!("cannot install the setuid guard: {e}"))
+    // One program, one `seccomp(2)` call (each call costs a filter JIT on the launch path): the
+    // guard runs first and falls through into the mode filter where it would have allowed.
+    let mut program = guard_program();
+    program.extend(filter);
+    seccompiler::apply_filter(&program).map_err(|e| format!("cannot install the setuid guard: {e}"))
 }
 
 /// Without a guard for this architecture there is nothing to install; `--probe` says so.
@@ -303,8 +298,9 @@ pub fn install_setuid_guard() -> Result<(), String> {
     Ok(())
 }
 
-/// The hand-built guard filter (classic BPF over `struct seccomp_data`: `nr` at offset 0, `arch`
-/// at offset 4). Jump offsets count instructions after the jump itself.
+/// The hand-built guard (classic BPF over `struct seccomp_data`: `nr` at offset 0, `arch` at
+/// offset 4). Jump offsets count instructions after the jump itself. It ends where it allows:
+/// what follows it in the program (the mode filter) decides every call it lets through.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn guard_program() -> Vec<seccompiler::sock_filter> {
     use seccompiler::sock_filter;
@@ -349,7 +345,6 @@ fn guard_program() -> Vec<seccompiler::sock_filter> {
         stmt(BPF_RET_K, errno(libc::ENOSYS)),
         jump(BPF_JEQ_K, nr(libc::SYS_io_uring_setup), 0, 1),
         stmt(BPF_RET_K, errno(libc::ENOSYS)),
-        stmt(BPF_RET_K, libc::SECCOMP_RET_ALLOW),
     ]);
     prog
 }

@@ -54,8 +54,8 @@
 //!
 //! # What reaches the payload
 //!
-//! - **Capabilities:** none. The bounding set is emptied (every capability up to
-//!   `/proc/sys/kernel/cap_last_cap`) when the process can (it holds `CAP_SETPCAP`), and the
+//! - **Capabilities:** none. The bounding set is emptied (every capability number up to the
+//!   first the kernel refuses) when the process can (it holds `CAP_SETPCAP`), and the
 //!   ambient, inheritable, permitted and effective sets are cleared. A process that holds no
 //!   capability (an unprivileged user) has nothing to drop and cannot shrink its bounding set;
 //!   `no_new_privs` keeps setuid and file capabilities from granting any. A process holding

@@ -6,6 +6,7 @@ mod harden;
 mod monitor;
 
 use std::ffi::OsString;
+use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::OwnedFd;
@@ -23,7 +24,6 @@ use landlock_run::{
 };
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
-use serde_json::json;
 
 /// A parsed command line.
 struct Launch {
@@ -180,7 +180,11 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
 /// the payload never inherits it (it could otherwise forge records).
 fn open_status_fd(fd: i32) -> Result<File, Failure> {
     use std::os::fd::{FromRawFd, OwnedFd};
-    if std::fs::metadata(format!("/proc/self/fd/{fd}")).is_err() {
+    // SAFETY: `fcntl(F_GETFD)` on a raw descriptor number only reads its flags (EBADF when it is
+    // not open); neither std nor nix can ask about a descriptor nothing owns yet. Asking the
+    // kernel directly keeps `/proc` off the launch path.
+    #[allow(unsafe_code)]
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
         return Err(Failure::StatusFd(format!(
             "--status-fd {fd} is not an open descriptor"
         )));
@@ -197,12 +201,39 @@ fn open_status_fd(fd: i32) -> Result<File, Failure> {
     Ok(File::from(owned))
 }
 
+/// Writes one status record, `{"key":"value"}` and a newline, in a single `write(2)`.
 fn record(status: Option<&mut File>, key: &str, value: &str) {
     if let Some(f) = status {
+        let mut line = String::with_capacity(key.len() + value.len() + 8);
+        line.push('{');
+        json_string(&mut line, key);
+        line.push(':');
+        json_string(&mut line, value);
+        line.push_str("}\n");
         // A status write failing must not change what happens: the consumer treats a missing
         // record as "never ran", which fails closed.
-        let _ = writeln!(f, "{}", json!({ key: value }));
+        let _ = f.write_all(line.as_bytes());
     }
+}
+
+/// Appends `s` as a JSON string (RFC 8259: quote, backslash and control characters escaped).
+/// Hand-written so the launch path builds no JSON value.
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
 }
 
 fn fail(status: Option<&mut File>, msg: &str) -> ExitCode {
@@ -584,6 +615,27 @@ fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
                 Err(e) => fail(None, &format!("probe write failed unexpectedly: {e}")),
                 Ok(_) => fail(None, "probe write was not denied"),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_string;
+
+    #[test]
+    fn a_status_record_is_json_whatever_the_program_name() {
+        for name in [
+            "bash",
+            "",
+            "a \"quoted\" \\ name",
+            "tab\tnew\nline\r\u{1}\u{1f}\u{7f}",
+            "ünï € \u{fffd}",
+        ] {
+            let mut out = String::new();
+            json_string(&mut out, name);
+            let back: String = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{out}: {e}"));
+            assert_eq!(back, name);
         }
     }
 }
