@@ -1,0 +1,71 @@
+//! The benchmark command runs end to end and prints every row, so it cannot rot. Its numbers are
+//! not checked here (CI machines are too noisy for that): `--quick` runs each row twice.
+
+use std::process::Command;
+
+const BENCH: &str = env!("CARGO_BIN_EXE_sandbox-bench");
+
+/// Every row of the table, as the README's Speed section names them.
+const ROWS: [&str; 13] = [
+    "unconfined",
+    "trampoline",
+    "landlock-run",
+    "bwrap plain",
+    "bwrap hardened",
+    "library landlock",
+    "library bwrap",
+    "sandboxctl landlock cold",
+    "sandboxctl landlock warm",
+    "sandboxctl bwrap cold",
+    "sandboxctl bwrap warm",
+    "codex sandbox",
+    "srt",
+];
+
+#[test]
+fn the_benchmark_runs_end_to_end_and_prints_every_row() {
+    let out = Command::new(BENCH)
+        .arg("--quick")
+        .output()
+        .expect("run sandbox-bench");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(!stdout.contains("FAILED"), "{stdout}");
+    for row in ROWS {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {row} |")))
+            .unwrap_or_else(|| panic!("no row {row:?}:\n{stdout}"));
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if row == "codex sandbox" || row == "srt" {
+            // A peer is measured when installed, else skipped with the reason.
+            assert!(
+                cells[3].parse::<f64>().is_ok() || line.contains("skipped: not installed"),
+                "{line}"
+            );
+        } else {
+            // The reference rows are always measured here (this host has cc, bwrap, Landlock).
+            let mean: f64 = cells[3]
+                .parse()
+                .unwrap_or_else(|e| panic!("{row}: no mean ({e}): {line}"));
+            assert!(mean > 0.0, "{line}");
+            assert!(cells[6].contains('±') || row == "unconfined", "{line}");
+        }
+    }
+    for level in [1, 4, 16, 64] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("| {level} |")))
+            .unwrap_or_else(|| panic!("no concurrency level {level}:\n{stdout}"));
+        assert_eq!(
+            line.matches('(').count(),
+            2,
+            "both backends measured: {line}"
+        );
+    }
+    assert!(
+        stdout.contains("every target met") || stdout.contains("target missed: "),
+        "{stdout}"
+    );
+}
