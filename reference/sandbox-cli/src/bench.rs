@@ -107,9 +107,6 @@ impl Spawn {
 
     /// Runs once; the time of the spawn and the wait only.
     fn once(&self) -> Result<Duration, String> {
-        if let Some(before) = &self.before {
-            before();
-        }
         let mut cmd = Command::new(&self.argv[0]);
         cmd.args(&self.argv[1..])
             .envs(self.env.iter().map(|(k, v)| (k, v)))
@@ -149,6 +146,17 @@ enum Runner {
 }
 
 impl Runner {
+    /// The untimed preparation of the next command (emptying a cold cache).
+    fn before(&self) {
+        if let Runner::Process(Spawn {
+            before: Some(before),
+            ..
+        }) = self
+        {
+            before();
+        }
+    }
+
     fn once(&self) -> Result<Duration, String> {
         match self {
             Runner::Process(spawn) => spawn.once(),
@@ -191,6 +199,8 @@ struct Row {
     runner: Result<Runner, String>,
     /// Seconds, in run order, with the round of each.
     samples: Vec<(usize, f64)>,
+    /// CPU seconds per command (this process and every waited-for descendant), same order.
+    cpu: Vec<f64>,
 }
 
 impl Row {
@@ -202,6 +212,7 @@ impl Row {
             slow: false,
             runner,
             samples: Vec::new(),
+            cpu: Vec::new(),
         }
     }
 
@@ -217,9 +228,46 @@ impl Row {
 
     fn run(&mut self, round: usize) {
         let Ok(runner) = &self.runner else { return };
-        match runner.once() {
-            Ok(took) => self.samples.push((round, took.as_secs_f64())),
+        runner.before();
+        let cpu = cpu_seconds();
+        let result = runner.once();
+        // Orphans (bwrap's sandbox init) came to us: reap them so their CPU is counted.
+        reap_orphans();
+        match result {
+            Ok(took) => {
+                self.cpu.push(cpu_seconds() - cpu);
+                self.samples.push((round, took.as_secs_f64()));
+            }
             Err(e) => self.runner = Err(format!("FAILED: {e}")),
+        }
+    }
+}
+
+/// User and system CPU seconds of this process and of every descendant waited for so far: the
+/// difference around one command is what it cost the machine, whatever the load (wall time
+/// under contention also counts the waits for a CPU).
+fn cpu_seconds() -> f64 {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let secs = |t: nix::sys::time::TimeVal| t.tv_sec() as f64 + t.tv_usec() as f64 * 1e-6;
+    [UsageWho::RUSAGE_SELF, UsageWho::RUSAGE_CHILDREN]
+        .into_iter()
+        .filter_map(|who| getrusage(who).ok())
+        .map(|u| secs(u.user_time()) + secs(u.system_time()))
+        .sum()
+}
+
+/// Reaps every child that ended (orphans reparented to this subreaper), waiting at most a
+/// little for the ones still exiting.
+fn reap_orphans() {
+    use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+    let give_up = Instant::now() + Duration::from_millis(200);
+    loop {
+        match waitpid(None, Some(WaitPidFlag::WNOHANG)) {
+            Ok(WaitStatus::StillAlive) if Instant::now() < give_up => {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            Ok(WaitStatus::StillAlive) | Err(_) => return,
+            Ok(_) => {}
         }
     }
 }
@@ -613,15 +661,15 @@ fn verdict(ratio: f64, target: f64, at_most: bool) -> String {
 fn print_table(rows: &[Row], rounds: usize) -> Vec<String> {
     let mut misses = Vec::new();
     println!(
-        "| row | floor | mean ms | sd ms | median ms | x floor (per-round mean ± sd) | target |"
+        "| row | floor | mean ms | sd ms | median ms | x floor (per-round mean ± sd) | x floor (medians) | CPU ms | CPU x floor | target (on the mean) |"
     );
-    println!("|---|---|---:|---:|---:|---:|---|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
     for row in rows {
         if let Err(why) = &row.runner
             && row.samples.is_empty()
         {
             println!(
-                "| {} | {} | - | - | - | - | skipped: {why} |",
+                "| {} | {} | - | - | - | - | - | - | - | skipped: {why} |",
                 row.name, row.floor
             );
             continue;
@@ -633,6 +681,13 @@ fn print_table(rows: &[Row], rounds: usize) -> Vec<String> {
             .map(|f| round_ratios(row, f, rounds))
             .unwrap_or_default();
         let (rmean, rsd, _) = stats(&ratios);
+        let (cpu, _, _) = stats(&row.cpu);
+        let floor_stats = floor.map(|f| {
+            let xs: Vec<f64> = f.samples.iter().map(|(_, x)| x * 1e3).collect();
+            (stats(&xs).2, stats(&f.cpu).0)
+        });
+        let (median_ratio, cpu_ratio) =
+            floor_stats.map_or((f64::NAN, f64::NAN), |(m, c)| (median / m, cpu / c));
         let ratio = if ratios.is_empty() {
             "no floor".to_owned()
         } else {
@@ -649,9 +704,10 @@ fn print_table(rows: &[Row], rounds: usize) -> Vec<String> {
             target = format!("{target} {why}");
         }
         println!(
-            "| {} | {} | {mean:.2} | {sd:.2} | {median:.2} | {ratio} | {} |",
+            "| {} | {} | {mean:.2} | {sd:.2} | {median:.2} | {ratio} | {median_ratio:.2} | {:.2} | {cpu_ratio:.2} | {} |",
             row.name,
             row.floor,
+            cpu * 1e3,
             target.trim()
         );
     }
@@ -779,6 +835,14 @@ fn curve(args: &Args, s: &Scratch, seed: &mut u64) -> Vec<String> {
     misses
 }
 
+/// The 1-minute load average: how much else wanted the CPUs while this ran.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_owned))
+        .unwrap_or_else(|| "unknown".into())
+}
+
 fn host_facts(notes: &[String]) {
     let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
     let cores = std::thread::available_parallelism().map_or(0, usize::from);
@@ -790,8 +854,9 @@ fn host_facts(notes: &[String]) {
     let uid = std::fs::metadata("/proc/self")
         .map_or(u32::MAX, |m| std::os::unix::fs::MetadataExt::uid(&m));
     println!(
-        "host: kernel {}, {cores} cores, {bwrap}, uid {uid}; payload `{}`, mode workspace-write",
+        "host: kernel {}, {cores} cores, {bwrap}, uid {uid}, load average {}; payload `{}`, mode workspace-write",
         kernel.trim(),
+        load_average(),
         PAYLOAD.join(" ")
     );
     for note in notes {
@@ -816,6 +881,8 @@ fn main() -> ExitCode {
     let mut rows = rows(&args, &s, &mut notes);
     host_facts(&notes);
     let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    // A subreaper, so that a runner's orphans are reaped here and their CPU is counted.
+    let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
     // One untimed run of each: warms caches (the warm CLI rows fill their probe cache here) and
     // turns a broken row into a reason before anything is timed.
     for row in &mut rows {
@@ -844,8 +911,12 @@ fn main() -> ExitCode {
         started.elapsed().as_secs_f64()
     );
     let mut misses = print_table(&rows, args.rounds);
+    if !subreaper {
+        println!("(not a subreaper: the CPU of a runner's orphans is not counted)");
+    }
+    let _ = nix::sys::prctl::set_child_subreaper(false);
     misses.extend(curve(&args, &s, &mut seed));
-    println!();
+    println!("\nload average at the end: {}", load_average());
     if misses.is_empty() {
         println!("every target met");
     } else {
