@@ -633,10 +633,8 @@ fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails
     let script = std::fs::read_to_string(&launcher).expect("launcher");
     std::fs::write(&launcher, format!("{script}# rebuilt\n")).expect("rebuild");
     probes_again("a changed runner");
-    let entry = entries(&cache)
-        .into_iter()
-        .max_by_key(|p| std::fs::metadata(p).and_then(|m| m.modified()).ok())
-        .expect("the fresh entry");
+    // The verdict for the old runner can never match again: it is gone, not left behind.
+    let entry = only_entry();
 
     // An entry others may write, or a symlink to a valid entry elsewhere, is not trusted.
     std::fs::set_permissions(&entry, std::fs::Permissions::from_mode(0o666)).expect("chmod");

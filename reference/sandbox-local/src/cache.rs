@@ -186,7 +186,34 @@ fn try_store(dir: &Path, key: &str, program: &Path, facts: &ProbeFacts) -> std::
     file.write_all(&bytes)?;
     file.sync_all()?;
     temp.persist(&target).map_err(|e| e.error)?;
+    prune_superseded(dir, key, program, &target);
     Ok(())
+}
+
+/// Removes the entries this one supersedes: written for the same backend, configuration and
+/// runner path under another key (the runner was rebuilt, the kernel or a sysctl changed). They
+/// could never match again, and without this every rebuild of a runner would leave one behind.
+fn prune_superseded(dir: &Path, key: &str, program: &Path, kept: &Path) {
+    let runner = format!("|runner={}:", program.display());
+    let Some(end) = key.find(&runner).map(|i| i + runner.len()) else {
+        return;
+    };
+    let prefix = &key[..end];
+    let Ok(listing) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for path in listing.filter_map(|e| e.ok().map(|e| e.path())) {
+        if path == kept || path.extension().is_none_or(|ext| ext != "json") {
+            continue;
+        }
+        let superseded = std::fs::read(&path)
+            .ok()
+            .and_then(|text| serde_json::from_slice::<Entry>(&text).ok())
+            .is_some_and(|entry| entry.key.starts_with(prefix) && entry.key != key);
+        if superseded {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// Drops the entry of `key` (its runner failed when used).
