@@ -534,6 +534,16 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
             None => format!("launcher: {} (not an ELF file?)", l.display()),
         });
     }
+    if let Ok(c) = &sandboxctl {
+        notes.push(match is_dynamic(c) {
+            Some(false) => format!("sandboxctl: {} (statically linked)", c.display()),
+            Some(true) => format!(
+                "sandboxctl: {} (dynamically linked: `cargo build-sandboxctl` links it statically)",
+                c.display()
+            ),
+            None => format!("sandboxctl: {} (not an ELF file?)", c.display()),
+        });
+    }
     let trampoline = build_trampoline(&s.base).map(|(exe, kind)| {
         notes.push(format!("trampoline: built {kind} with the system cc"));
         exe
