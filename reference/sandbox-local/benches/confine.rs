@@ -99,7 +99,7 @@ fn main() {
         ))
         .expect("roots");
         let set = WritableSet::from_roots(roots, &std::env::temp_dir());
-        let mut args = profile::bwrap_args(&set, None);
+        let mut args = profile::bwrap_args(&set, sandbox::NetworkMode::Enabled, None);
         args.extend(payload());
         timed(&mut c, "bare-bwrap", || spawn(&bwrap_path, &args));
         let plain = plain_bwrap(&args);

@@ -54,17 +54,41 @@ impl ProbeFacts {
     }
 }
 
-/// What a backend governs of the network class: nothing yet (the network knob is not enforced by
-/// any local backend in this version).
-fn network_capability(_backend: Backend) -> ClassReport {
-    ClassReport::not_governed()
+/// What `backend` governs of the network when the policy restricts it, by construction of its
+/// profile (the launcher's share depends on the kernel: see [`landlock_network`]).
+///
+/// - bwrap (and an operator runner, which gets bwrap's arguments): `--unshare-net` leaves the
+///   payload a network namespace with only its own loopback, so TCP, UDP and abstract unix
+///   sockets of the host are out of reach; a unix socket bound to a path on the host stays
+///   reachable through the read-only bind of `/` (connecting to a socket is not a write), so the
+///   class is `partial`: `named-unix-sockets`.
+/// - Seatbelt: `(deny network*)` refuses every socket connection, unix paths included.
+/// - The launcher: see [`landlock_network`].
+pub fn network_capability(backend: Backend, landlock_governed: &[String]) -> ClassReport {
+    match backend {
+        Backend::Bwrap => ClassReport::with_gaps([landlock_run::net::NAMED_UNIX_SOCKETS]),
+        Backend::Seatbelt => ClassReport::full(),
+        Backend::Landlock => landlock_network(landlock_governed),
+    }
 }
 
-/// The per-class capabilities of `backend`, files as its probe found them.
-pub(crate) fn capabilities(backend: Backend, files: ClassReport) -> ClassEnforcements {
+/// The launcher's network class from what its probe says a restricted launch governs: nothing
+/// (`not-governed`, below ABI 4 without the abstract scope), or `partial` naming the rest (UDP and
+/// named unix sockets are never Landlock rights).
+fn landlock_network(governed: &[String]) -> ClassReport {
+    if governed.is_empty() {
+        return ClassReport::not_governed();
+    }
+    let governed: Vec<&str> = governed.iter().map(String::as_str).collect();
+    ClassReport::with_gaps(landlock_run::net::ungoverned(&governed))
+}
+
+/// The per-class capabilities of `backend`: files as its probe found them, the network as
+/// [`network_capability`] says.
+pub(crate) fn capabilities(files: ClassReport, network: ClassReport) -> ClassEnforcements {
     ClassEnforcements::default()
         .with(EnforcementClass::Files, files)
-        .with(EnforcementClass::Network, network_capability(backend))
+        .with(EnforcementClass::Network, network)
 }
 
 /// Why a backend is not usable on this host.
@@ -220,6 +244,7 @@ fn functional(
         &ClassEnforcements::from_overall(enforcement),
         config.landlock_abi_cap,
         &set,
+        sandbox::NetworkMode::Enabled,
         &payload,
     );
     let mut options = LaunchOptions::in_dir(scratch.path());
@@ -260,7 +285,7 @@ fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Probe
         abi: None,
         kernel_abi: None,
         ungoverned: Vec::new(),
-        classes: capabilities(Backend::Bwrap, ClassReport::full()),
+        classes: capabilities(ClassReport::full(), network_capability(Backend::Bwrap, &[])),
     })
 }
 
@@ -315,7 +340,10 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         abi: Some(report.abi),
         kernel_abi: Some(report.kernel_abi),
         ungoverned: report.ungoverned,
-        classes: capabilities(Backend::Landlock, files),
+        classes: capabilities(
+            files,
+            network_capability(Backend::Landlock, &report.network),
+        ),
     })
 }
 
@@ -333,6 +361,9 @@ fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         abi: None,
         kernel_abi: None,
         ungoverned: Vec::new(),
-        classes: capabilities(Backend::Seatbelt, ClassReport::full()),
+        classes: capabilities(
+            ClassReport::full(),
+            network_capability(Backend::Seatbelt, &[]),
+        ),
     })
 }

@@ -9,9 +9,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sandbox::{
-    ClassEnforcements, ClassReport, ConfinedArgv, EnforcementClass, ProviderPolicy, RuleError,
-    RunnerFailureRule, SandboxEnforcement, SandboxProvider, SandboxUnavailable, StatusChannel,
-    StatusFormat, writable_roots,
+    ClassEnforcements, ClassReport, ConfinedArgv, EnforcementClass, NetworkMode, ProviderPolicy,
+    RuleError, RunnerFailureRule, SandboxEnforcement, SandboxProvider, SandboxUnavailable,
+    StatusChannel, StatusFormat, writable_roots,
 };
 use serde::{Deserialize, Serialize};
 
@@ -211,7 +211,12 @@ impl Selection {
     /// classes by construction).
     pub fn capabilities(&self) -> ClassEnforcements {
         self.facts.as_ref().map_or_else(
-            || probe::capabilities(self.backend, ClassReport::full()),
+            || {
+                probe::capabilities(
+                    ClassReport::full(),
+                    probe::network_capability(self.backend, &[]),
+                )
+            },
             ProbeFacts::capabilities,
         )
     }
@@ -348,15 +353,20 @@ fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
     })
 }
 
-/// The per-class report of one launch: files as the backend governs them; every other class not
-/// governed (the policy does not restrict it).
-fn launch_classes(capabilities: &ClassEnforcements) -> ClassEnforcements {
+/// The per-class report of one launch: files as the backend governs them; the network as the
+/// backend governs it when the policy restricts it, else not governed (nothing was asked).
+fn launch_classes(capabilities: &ClassEnforcements, network: NetworkMode) -> ClassEnforcements {
+    let net = if network.is_restricted() {
+        capabilities.get(EnforcementClass::Network)
+    } else {
+        ClassReport::not_governed()
+    };
     ClassEnforcements::default()
         .with(
             EnforcementClass::Files,
             capabilities.get(EnforcementClass::Files),
         )
-        .with(EnforcementClass::Network, ClassReport::not_governed())
+        .with(EnforcementClass::Network, net)
 }
 
 /// The confined launch for one backend and program, without selection. Shared by the provider
@@ -367,6 +377,7 @@ pub(crate) fn wrap(
     capabilities: &ClassEnforcements,
     abi_cap: Option<u32>,
     set: &WritableSet,
+    network: NetworkMode,
     payload: &[OsString],
 ) -> ConfinedArgv {
     let channel = |format| {
@@ -377,24 +388,25 @@ pub(crate) fn wrap(
     };
     let (args, status_channel) = match backend {
         Backend::Bwrap => (
-            profile::bwrap_args(set, Some(STATUS_FD)),
+            profile::bwrap_args(set, network, Some(STATUS_FD)),
             channel(StatusFormat::BwrapJson),
         ),
         Backend::Landlock => (
-            profile::landlock_args(set, abi_cap, Some(STATUS_FD)),
+            profile::landlock_args(set, network, abi_cap, Some(STATUS_FD)),
             channel(StatusFormat::LaunchReport),
         ),
         Backend::Seatbelt => (
-            profile::seatbelt_args(set, Some(STATUS_FD)),
+            profile::seatbelt_args(set, network, Some(STATUS_FD)),
             channel(StatusFormat::LaunchReport),
         ),
     };
     let dialect = backend.dialect();
-    let classes = launch_classes(capabilities);
+    let classes = launch_classes(capabilities, network);
+    let restricted = EnforcementClass::restricted_by(network);
     ConfinedArgv {
         argv: profile::assemble(program.as_os_str(), args, payload),
         backend: backend.name().to_owned(),
-        enforcement: classes.overall(&[EnforcementClass::Files]),
+        enforcement: classes.overall(&restricted),
         classes,
         denial_signatures: dialect.denial_signatures,
         runner_failure_rules: dialect.runner_failure_rules,
@@ -425,12 +437,19 @@ impl SandboxProvider for LocalProvider {
             let dialect = dialect::operator(operator.rule().clone());
             let (program, leading) = operator.split();
             let mut args = leading.to_vec();
-            args.extend(profile::bwrap_args(&set, None));
+            args.extend(profile::bwrap_args(&set, policy.network, None));
+            // An operator runner is asserted to be bwrap-compatible: it governs what bwrap's
+            // arguments govern.
+            let capabilities = probe::capabilities(
+                ClassReport::full(),
+                probe::network_capability(Backend::Bwrap, &[]),
+            );
+            let classes = launch_classes(&capabilities, policy.network);
             return Ok(ConfinedArgv {
                 argv: profile::assemble(program, args, argv),
                 backend: "operator".to_owned(),
-                enforcement: SandboxEnforcement::Full,
-                classes: ClassEnforcements::from_overall(SandboxEnforcement::Full),
+                enforcement: classes.overall(&policy.restricted_classes()),
+                classes,
                 denial_signatures: dialect.denial_signatures,
                 runner_failure_rules: dialect.runner_failure_rules,
                 status_channel: None,
@@ -445,6 +464,7 @@ impl SandboxProvider for LocalProvider {
             &selection.capabilities(),
             self.config.landlock_abi_cap,
             &set,
+            policy.network,
             argv,
         ))
     }

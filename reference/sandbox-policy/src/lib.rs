@@ -12,13 +12,15 @@ pub mod prompt;
 mod session;
 
 pub use session::{
-    ApprovalPolicy, Event, Session, effective_approval_policy, effective_sandbox_mode,
-    rejected_escalation,
+    ApprovalPolicy, Event, Session, effective_approval_policy, effective_network,
+    effective_sandbox_mode, rejected_escalation,
 };
 
 use std::path::{Path, PathBuf};
 
-use sandbox::{ExecutionPolicy, PathError, PinnedDir, RootError, SandboxMode, canonical_path};
+use sandbox::{
+    ExecutionPolicy, NetworkMode, PathError, PinnedDir, RootError, SandboxMode, canonical_path,
+};
 
 /// Why a policy could not be resolved or configured.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,7 @@ pub enum PolicyError {
 pub struct PolicyService {
     default_mode: SandboxMode,
     default_approval: ApprovalPolicy,
+    default_network: NetworkMode,
     workspace_root: PathBuf,
     workspace_pin: PinnedDir,
     temp_dir: Option<PathBuf>,
@@ -65,6 +68,7 @@ impl PolicyService {
         Ok(PolicyService {
             default_mode,
             default_approval: ApprovalPolicy::Ask,
+            default_network: NetworkMode::default(),
             workspace_root: root,
             workspace_pin,
             temp_dir: None,
@@ -76,6 +80,13 @@ impl PolicyService {
     /// The same service with another default approval policy.
     pub fn with_default_approval(mut self, policy: ApprovalPolicy) -> Self {
         self.default_approval = policy;
+        self
+    }
+
+    /// The same service with another default network mode (`enabled` unless configured: the
+    /// seeds' behaviour).
+    pub fn with_default_network(mut self, network: NetworkMode) -> Self {
+        self.default_network = network;
         self
     }
 
@@ -95,6 +106,11 @@ impl PolicyService {
         self.default_mode
     }
 
+    /// The deployment default network mode.
+    pub fn default_network(&self) -> NetworkMode {
+        self.default_network
+    }
+
     /// The deployment default approval policy.
     pub fn default_approval(&self) -> ApprovalPolicy {
         self.default_approval
@@ -110,6 +126,14 @@ impl PolicyService {
         session
             .and_then(|s| s.with_events(effective_sandbox_mode))
             .unwrap_or(self.default_mode)
+    }
+
+    /// The network mode a call in `session` runs under: the session's last `sandbox/network`
+    /// event, else the default. A grant widens only the file mode, never the network.
+    pub fn effective_network(&self, session: Option<&Session>) -> NetworkMode {
+        session
+            .and_then(|s| s.with_events(effective_network))
+            .unwrap_or(self.default_network)
     }
 
     /// The approval policy in force for `session`.
@@ -149,6 +173,7 @@ impl PolicyService {
         };
         Ok(Stamp(ExecutionPolicy {
             mode,
+            network: self.effective_network(session),
             workspace_root,
             temp_dir: self.temp_dir.clone(),
             workspace_pin,

@@ -16,7 +16,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::mode::{ModeParseError, SandboxEnforcement};
+use crate::mode::{ModeParseError, NetworkMode, SandboxEnforcement};
 
 /// A class of effects whose enforcement is reported on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -30,6 +30,16 @@ pub enum EnforcementClass {
 impl EnforcementClass {
     /// Every class, in report order.
     pub const ALL: [EnforcementClass; 2] = [EnforcementClass::Files, EnforcementClass::Network];
+
+    /// The classes a confined launch restricts: `files` always (a confined mode), `network` when
+    /// the network is restricted.
+    pub fn restricted_by(network: NetworkMode) -> Vec<EnforcementClass> {
+        let mut classes = vec![EnforcementClass::Files];
+        if network.is_restricted() {
+            classes.push(EnforcementClass::Network);
+        }
+        classes
+    }
 
     /// The wire name.
     pub const fn as_str(self) -> &'static str {
