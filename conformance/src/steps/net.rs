@@ -87,15 +87,12 @@ struct Listening {
 }
 
 /// Accepts on a non-blocking listener until `stop`, reading each connection (bounded in time).
-fn serve<S: Read>(
+fn serve<S: Read + Send + 'static>(
     mut accept: impl FnMut() -> std::io::Result<S> + Send + 'static,
     prepare: impl Fn(&S) -> std::io::Result<()> + Send + 'static,
     stop: Arc<AtomicBool>,
     record: Record,
-) -> JoinHandle<()>
-where
-    S: Send + 'static,
-{
+) -> JoinHandle<()> {
     std::thread::spawn(move || {
         while !stop.load(Ordering::Relaxed) {
             match accept() {
