@@ -136,6 +136,15 @@ impl PolicyService {
             .unwrap_or(self.default_network)
     }
 
+    /// Every knob of `session` as it is now (its log folded over the deployment defaults).
+    pub fn knobs(&self, session: Option<&Session>) -> presets::Knobs {
+        presets::Knobs {
+            mode: self.effective_mode(session),
+            approval: self.effective_approval(session),
+            network: self.effective_network(session),
+        }
+    }
+
     /// The approval policy in force for `session`.
     pub fn effective_approval(&self, session: Option<&Session>) -> ApprovalPolicy {
         session

@@ -209,9 +209,9 @@ impl ClassReport {
     }
 }
 
-/// Enforcement per class. A class missing from the map is not governed, except `files`, which a
-/// report that predates classes states through the overall [`SandboxEnforcement`]
-/// ([`ClassEnforcements::from_overall`]).
+/// Enforcement per class (`files`, `network`). A class missing from the map is not governed,
+/// except `files`, which a report without classes states through its overall enforcement
+/// (see `ClassEnforcements::from_overall`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(transparent)]
