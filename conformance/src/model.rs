@@ -979,7 +979,7 @@ pub struct NetStep {
     /// The listener the payload tries to reach.
     pub target: NetTarget,
     /// The payload (bash), replacing the default client of `target`. Its environment: `$PORT`,
-    /// `$UNIX_PATH`, `$ABSTRACT_NAME` (without the leading NUL) and `$MSG`, the line it should send.
+    /// `$UDP_PORT`, `$UNIX_PATH`, `$ABSTRACT_NAME` (without the leading NUL) and `$MSG`, the line it should send.
     #[serde(default)]
     pub run: Option<String>,
     /// What the listener must have recorded.
@@ -992,6 +992,8 @@ pub struct NetStep {
 pub enum NetTarget {
     /// A TCP listener on `127.0.0.1:$PORT`.
     Tcp,
+    /// A UDP socket on `127.0.0.1:$UDP_PORT` (datagrams, no connection).
+    Udp,
     /// A unix socket bound to the path `$UNIX_PATH`, outside every writable root.
     Unix,
     /// An abstract unix socket named `$ABSTRACT_NAME`.

@@ -1,4 +1,5 @@
-//! The `net` step: the harness listens outside the sandbox (a loopback TCP port, a unix socket
+//! The `net` step: the harness listens outside the sandbox (a loopback TCP port, a loopback UDP
+//! socket, a unix socket
 //! bound to a path outside every writable root, an abstract unix socket), a payload confined with
 //! the step's network knob tries to reach one of them, and the listeners' records decide: under
 //! `reached: false` no listener may have seen any connection at all; under `reached: true` the
@@ -47,6 +48,10 @@ fn default_client(target: NetTarget) -> &'static str {
     match target {
         NetTarget::Tcp => {
             "if printf '%s\\n' \"$MSG\" > \"/dev/tcp/127.0.0.1/$PORT\"; then echo connected; \
+             else echo refused; fi"
+        }
+        NetTarget::Udp => {
+            "if printf '%s\\n' \"$MSG\" > \"/dev/udp/127.0.0.1/$UDP_PORT\"; then echo sent; \
              else echo refused; fi"
         }
         NetTarget::Unix => PY_UNIX,
@@ -126,6 +131,7 @@ struct Listeners {
     stop: Arc<AtomicBool>,
     threads: Vec<Listening>,
     port: u16,
+    udp_port: u16,
     unix_path: PathBuf,
     abstract_name: String,
     /// Holds the socket's directory (under `/var/tmp`, outside every writable root).
@@ -159,6 +165,34 @@ impl Listeners {
                 stop.clone(),
                 record,
             ),
+        });
+
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0")
+            .map_err(|e| format!("cannot bind loopback UDP: {e}"))?;
+        let udp_port = udp
+            .local_addr()
+            .map_err(|e| format!("cannot read the UDP port: {e}"))?
+            .port();
+        udp.set_read_timeout(Some(Duration::from_millis(5)))
+            .map_err(|e| format!("cannot time the UDP socket: {e}"))?;
+        let record = Record::default();
+        threads.push(Listening {
+            target: NetTarget::Udp,
+            record: record.clone(),
+            handle: {
+                let (stop, record) = (stop.clone(), record);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok((n, _)) = udp.recv_from(&mut buf) {
+                            record
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .push(buf[..n].to_vec());
+                        }
+                    }
+                })
+            },
         });
 
         let dir = tempfile::Builder::new()
@@ -212,6 +246,7 @@ impl Listeners {
             stop,
             threads,
             port,
+            udp_port,
             unix_path,
             abstract_name,
             _dir: dir,
@@ -235,6 +270,7 @@ impl Listeners {
 fn name(target: NetTarget) -> &'static str {
     match target {
         NetTarget::Tcp => "tcp",
+        NetTarget::Udp => "udp",
         NetTarget::Unix => "unix",
         NetTarget::Abstract => "abstract",
     }
@@ -279,6 +315,7 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
     let mut options = LaunchOptions::in_dir(&workspace);
     options.env = vec![
         ("PORT".into(), listeners.port.to_string().into()),
+        ("UDP_PORT".into(), listeners.udp_port.to_string().into()),
         (
             "UNIX_PATH".into(),
             listeners.unix_path.clone().into_os_string(),
