@@ -251,6 +251,68 @@ mod tests {
     }
 
     #[test]
+    fn the_network_is_the_last_event_over_the_default_and_a_grant_keeps_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let service = PolicyService::new(SandboxMode::ReadOnly, dir.path()).expect("service");
+        assert_eq!(service.default_network(), NetworkMode::Enabled);
+        let session = Session::new("s", dir.path());
+        assert_eq!(
+            service.effective_network(Some(&session)),
+            NetworkMode::Enabled
+        );
+        session
+            .set_network(NetworkMode::Restricted)
+            .expect("append");
+        session
+            .set_sandbox_mode(SandboxMode::WorkspaceWrite)
+            .expect("append");
+        assert_eq!(
+            session.events().first(),
+            Some(&Event::SandboxNetwork {
+                network: NetworkMode::Restricted
+            })
+        );
+        assert_eq!(
+            service.effective_network(Some(&session)),
+            NetworkMode::Restricted
+        );
+        let granted = service
+            .resolve(Some(&session), Some(SandboxMode::DangerFullAccess))
+            .expect("r");
+        assert_eq!(granted.network, NetworkMode::Restricted);
+        session.set_network(NetworkMode::Enabled).expect("append");
+        assert_eq!(
+            service.resolve(Some(&session), None).expect("r").network,
+            NetworkMode::Enabled
+        );
+        // A deployment default: sessions without an event, and calls without a session.
+        let offline = service.with_default_network(NetworkMode::Restricted);
+        assert_eq!(offline.default_network(), NetworkMode::Restricted);
+        let fresh = Session::new("t", dir.path());
+        assert_eq!(
+            offline.resolve(Some(&fresh), None).expect("r").network,
+            NetworkMode::Restricted
+        );
+        assert_eq!(
+            offline.resolve(None, None).expect("r").network,
+            NetworkMode::Restricted
+        );
+        assert_eq!(
+            offline.knobs(Some(&session)),
+            presets::Knobs {
+                mode: SandboxMode::WorkspaceWrite,
+                approval: ApprovalPolicy::Ask,
+                network: NetworkMode::Enabled,
+            }
+        );
+        assert_eq!(
+            effective_network(&session.events()),
+            Some(NetworkMode::Enabled)
+        );
+        assert_eq!(effective_network(&[]), None);
+    }
+
+    #[test]
     fn two_sessions_resolve_their_own_roots_through_one_service() {
         let dir = tempfile::tempdir().expect("tempdir");
         let (a, b) = (dir.path().join("a"), dir.path().join("b"));

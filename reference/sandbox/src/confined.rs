@@ -210,6 +210,38 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_launch_without_classes_reports_files_by_its_overall_word() {
+        use crate::enforcement::ClassEnforcement;
+        let mut launch = ConfinedArgv {
+            argv: vec!["x".into()],
+            backend: "b".into(),
+            enforcement: SandboxEnforcement::Partial,
+            classes: ClassEnforcements::default(),
+            denial_signatures: Vec::new(),
+            runner_failure_rules: Vec::new(),
+            status_channel: None,
+        };
+        assert_eq!(
+            launch.class_report(EnforcementClass::Files).enforcement,
+            ClassEnforcement::Partial
+        );
+        assert_eq!(
+            launch.class_report(EnforcementClass::Network).enforcement,
+            ClassEnforcement::NotGoverned
+        );
+        launch.classes =
+            ClassEnforcements::default().with(EnforcementClass::Network, ClassReport::full());
+        assert_eq!(
+            launch.class_report(EnforcementClass::Network).enforcement,
+            ClassEnforcement::Full
+        );
+        assert_eq!(
+            launch.class_report(EnforcementClass::Files).enforcement,
+            ClassEnforcement::NotGoverned
+        );
+    }
+
+    #[test]
     fn operator_signatures_are_validated() {
         assert_eq!(
             RunnerFailureRule::from_signatures::<&str>(&[]),

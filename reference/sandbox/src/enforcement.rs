@@ -298,6 +298,94 @@ mod tests {
     }
 
     #[test]
+    fn every_word_round_trips_and_maps_to_the_overall_word() {
+        for (e, wire, overall) in [
+            (ClassEnforcement::Full, "full", SandboxEnforcement::Full),
+            (
+                ClassEnforcement::Partial,
+                "partial",
+                SandboxEnforcement::Partial,
+            ),
+            (
+                ClassEnforcement::NotGoverned,
+                "not-governed",
+                SandboxEnforcement::Partial,
+            ),
+        ] {
+            assert_eq!(e.as_str(), wire);
+            assert_eq!(e.to_string(), wire);
+            assert_eq!(wire.parse::<ClassEnforcement>(), Ok(e));
+            assert_eq!(e.overall(), overall);
+        }
+        assert_eq!(
+            ClassEnforcement::from(SandboxEnforcement::Partial),
+            ClassEnforcement::Partial
+        );
+        assert_eq!(
+            ClassEnforcement::from(SandboxEnforcement::Full),
+            ClassEnforcement::Full
+        );
+        for c in EnforcementClass::ALL {
+            assert_eq!(c.as_str().parse::<EnforcementClass>(), Ok(c));
+        }
+        let err = "disk".parse::<EnforcementClass>().expect_err("unknown");
+        assert!(
+            err.to_string().contains("enforcement class \"disk\""),
+            "{err}"
+        );
+        let err = "none".parse::<ClassEnforcement>().expect_err("unknown");
+        assert!(
+            err.to_string().contains("class enforcement \"none\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_restricted_network_adds_its_class() {
+        assert_eq!(
+            EnforcementClass::restricted_by(NetworkMode::Enabled),
+            [EnforcementClass::Files]
+        );
+        assert_eq!(
+            EnforcementClass::restricted_by(NetworkMode::Restricted),
+            [EnforcementClass::Files, EnforcementClass::Network]
+        );
+    }
+
+    #[test]
+    fn reports_name_their_gaps() {
+        assert_eq!(ClassReport::full().enforcement, ClassEnforcement::Full);
+        assert_eq!(
+            ClassReport::not_governed().enforcement,
+            ClassEnforcement::NotGoverned
+        );
+        let gaps = ClassReport::with_gaps(["udp"]);
+        assert_eq!(
+            (gaps.enforcement, gaps.ungoverned),
+            (ClassEnforcement::Partial, vec!["udp".to_owned()])
+        );
+        assert!(ClassEnforcements::default().is_empty());
+        let one = ClassEnforcements::default().with(EnforcementClass::Network, ClassReport::full());
+        assert!(!one.is_empty());
+        assert_eq!(
+            one.iter()
+                .map(|(c, r)| (c, r.enforcement))
+                .collect::<Vec<_>>(),
+            [(EnforcementClass::Network, ClassEnforcement::Full)]
+        );
+        // Without classes, files is the overall word and nothing else is governed.
+        let partial = ClassEnforcements::from_overall(SandboxEnforcement::Partial);
+        assert_eq!(
+            partial.get(EnforcementClass::Files).enforcement,
+            ClassEnforcement::Partial
+        );
+        assert_eq!(
+            partial.overall(&[EnforcementClass::Files]),
+            SandboxEnforcement::Partial
+        );
+    }
+
+    #[test]
     fn overall_is_the_weakest_restricted_class() {
         use EnforcementClass::*;
         let c = ClassEnforcements::from_overall(SandboxEnforcement::Full);

@@ -266,6 +266,26 @@ mod tests {
     }
 
     #[test]
+    fn network_modes_round_trip_and_enabled_is_the_default() {
+        assert_eq!(NetworkMode::default(), NetworkMode::Enabled);
+        for (m, wire, restricted) in [
+            (NetworkMode::Restricted, "restricted", true),
+            (NetworkMode::Enabled, "enabled", false),
+        ] {
+            assert_eq!(m.as_str(), wire);
+            assert_eq!(wire.parse::<NetworkMode>(), Ok(m));
+            assert_eq!(m.is_restricted(), restricted);
+            let json = serde_json::to_string(&m).expect("serialize");
+            assert_eq!(serde_json::from_str::<NetworkMode>(&json).expect("de"), m);
+        }
+        let err = "offline".parse::<NetworkMode>().expect_err("unknown");
+        assert_eq!(
+            err.to_string(),
+            "unknown network mode \"offline\"; expected one of restricted, enabled"
+        );
+    }
+
+    #[test]
     fn ladder_order_is_strict() {
         use SandboxMode::*;
         assert!(WorkspaceWrite.is_wider_than(ReadOnly));

@@ -146,3 +146,33 @@ impl ProviderPolicy {
         self
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enforcement::EnforcementClass;
+
+    #[test]
+    fn the_network_rides_the_policy_to_the_provider() {
+        let policy = ExecutionPolicy::new(SandboxMode::ReadOnly, "/w");
+        assert_eq!(policy.network, NetworkMode::Enabled);
+        let restricted = policy.with_network(NetworkMode::Restricted);
+        let provider = restricted.for_provider().expect("confined");
+        assert_eq!(provider.network, NetworkMode::Restricted);
+        assert_eq!(
+            provider.restricted_classes(),
+            [EnforcementClass::Files, EnforcementClass::Network]
+        );
+        let plain = ProviderPolicy::new(ConfinedMode::ReadOnly, "/w");
+        assert_eq!(plain.network, NetworkMode::Enabled);
+        assert_eq!(plain.restricted_classes(), [EnforcementClass::Files]);
+        assert_eq!(
+            plain.with_network(NetworkMode::Restricted).network,
+            NetworkMode::Restricted
+        );
+        // A policy written before the field reads as enabled.
+        let old: ProviderPolicy =
+            serde_json::from_str(r#"{"mode":"read-only","workspace_root":"/w"}"#).expect("de");
+        assert_eq!(old.network, NetworkMode::Enabled);
+    }
+}
