@@ -656,6 +656,9 @@ pub struct WireConfig {
     /// The default approval policy (default `ask`).
     #[serde(default)]
     pub approval: Option<sandbox_policy::ApprovalPolicy>,
+    /// The default network mode (default `enabled`); the presets stand for it.
+    #[serde(default)]
+    pub network: Option<sandbox::NetworkMode>,
     /// The composition mounts an approval service (default true); without one the permission
     /// presets fail loud at load (`BAD_COMPOSITION`).
     #[serde(default)]
@@ -761,6 +764,9 @@ pub struct WireExpect {
     /// The sandbox mode a tool call in the session would now run under.
     #[serde(default)]
     pub mode_now: Option<sandbox::SandboxMode>,
+    /// The network mode a tool call in the session would now run under.
+    #[serde(default)]
+    pub network_now: Option<sandbox::NetworkMode>,
     /// For `prompt`/`begin`: the notice owed (`user`, `operator` or `none`).
     #[serde(default)]
     pub notice: Option<String>,
