@@ -1010,7 +1010,7 @@ pub enum NetTarget {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NetExpect {
-    /// `true`: the listener recorded the payload's `$MSG` line. `false`: the listener recorded no
-    /// connection at all, and the payload ran and saw its connect fail.
+    /// `true`: the listener recorded the payload's `$MSG` line. `false`: no listener recorded any
+    /// connection at all, and the payload ran and printed `refused` (its attempt failed).
     pub reached: bool,
 }

@@ -42,8 +42,9 @@ const READ_TIMEOUT: Duration = Duration::from_millis(500);
 /// What the harness prints first in the payload, so a payload that never ran cannot pass.
 const STARTED: &str = "net-step-started";
 
-/// The default client of each target: sends `$MSG` and prints `connected`, or prints `refused`
-/// with the reason. TCP uses bash's own `/dev/tcp`; the unix sockets use `python3`.
+/// The default client of each target: sends `$MSG` and prints `connected` (or `sent`), or prints
+/// `refused` with the reason. Under `reached: false` the payload must print `refused`, so one that
+/// never tried cannot pass. TCP uses bash's own `/dev/tcp`; the unix sockets use `python3`.
 fn default_client(target: NetTarget) -> &'static str {
     match target {
         NetTarget::Tcp => {
@@ -387,6 +388,17 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
         ));
     }
     if summary.is_empty() {
+        // A payload that never tried (a typo, a missing tool) must not pass for a refusal. A UDP
+        // datagram is not refused by its sender even where it can reach nothing (no connection,
+        // no answer), so for UDP having sent it is the attempt.
+        let tried = stdout.contains("refused")
+            || (step.target == NetTarget::Udp && stdout.lines().any(|l| l == "sent"));
+        if !tried {
+            return Err(format!(
+                "no listener was reached, but the payload did not report a refused attempt \
+                 (stdout {stdout:?}, stderr {stderr:?})"
+            ));
+        }
         return Ok(());
     }
     let liar = if report.enforcement == ClassEnforcement::Full {

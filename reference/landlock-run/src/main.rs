@@ -111,6 +111,9 @@ fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
     harden::drop_capabilities().map_err(Failure::Harden)?;
     harden::cloexec_above_stderr().map_err(Failure::Harden)?;
     // Last: the launcher itself needs none of what it refuses.
+    if launch.net_restricted && net::wants_net(launch.abi_cap) {
+        net::install_fastopen_guard().map_err(Failure::Harden)?;
+    }
     harden::install_setuid_guard().map_err(Failure::Harden)
 }
 

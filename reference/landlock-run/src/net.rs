@@ -10,6 +10,13 @@
 //! - [`NAMED_UNIX_SOCKETS`]: `connect` to a unix socket bound to a path is not a Landlock right
 //!   (only creating the socket file is), so a host daemon listening on a path stays reachable.
 //!
+//! Landlock checks TCP connect in the `connect(2)` hook, which a TCP Fast Open send
+//! (`sendto`/`sendmsg`/`sendmmsg` with `MSG_FASTOPEN`) never calls: measured on kernel 6.18, such
+//! a send from a restricted payload reached a loopback listener. With TCP governed, the launcher
+//! therefore also installs a seccomp filter ([`install_fastopen_guard`], x86_64 and aarch64)
+//! that fails those sends with `EACCES` when they carry `MSG_FASTOPEN`; elsewhere TCP is reported
+//! ungoverned rather than half-governed.
+//!
 //! Below ABI 4 [`TCP`] is ungoverned too, and below ABI 6 (or capped below it)
 //! [`ABSTRACT_UNIX_SOCKETS`]; with neither, the launcher governs nothing of the network and the
 //! class is `not-governed`.
@@ -40,7 +47,8 @@ pub const NAMED_UNIX_SOCKETS: &str = "named-unix-sockets";
 pub fn governed(kernel_abi: u32, abi_cap: Option<u32>, abstract_scoped: bool) -> Vec<&'static str> {
     let reach = abi_cap.map_or(kernel_abi, |cap| cap.min(kernel_abi));
     let mut governed = Vec::new();
-    if reach >= NET_ABI {
+    // Without the Fast Open guard a TCP connect can bypass the Landlock hook: not governed.
+    if reach >= NET_ABI && FASTOPEN_GUARD {
         governed.push(TCP);
     }
     if abstract_scoped {
@@ -69,6 +77,64 @@ pub fn wants_net(cap: Option<u32>) -> bool {
 /// below ABI 4 drops them, which [`governed`] reports.
 pub fn handle_tcp(ruleset: Ruleset) -> Result<Ruleset, RulesetError> {
     ruleset.handle_access(AccessNet::from_all(ABI::V4))
+}
+
+/// Whether this architecture has the TCP Fast Open guard ([`install_fastopen_guard`]).
+pub const FASTOPEN_GUARD: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+
+/// `MSG_FASTOPEN` (linux/socket.h).
+const MSG_FASTOPEN: u64 = 0x2000_0000;
+
+/// Fails, in this process and everything it execs, every send that would open a TCP connection
+/// on the way (`MSG_FASTOPEN` in the flags of `sendto`, `sendmsg` or `sendmmsg`) with `EACCES`:
+/// that path never reaches the `connect` hook Landlock governs TCP with. Ordinary sends are
+/// untouched. `no_new_privs` must already be set (the Landlock restriction sets it).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub fn install_fastopen_guard() -> Result<(), String> {
+    use std::collections::BTreeMap;
+
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+
+    let arch = TargetArch::try_from(std::env::consts::ARCH)
+        .map_err(|e| format!("cannot build the TCP Fast Open guard: {e}"))?;
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    // sendto(fd, buf, len, flags, addr, addrlen), sendmsg(fd, msg, flags),
+    // sendmmsg(fd, msgvec, vlen, flags): the flags are an int, so the low word is compared.
+    for (nr, arg) in [
+        (libc::SYS_sendto, 3u8),
+        (libc::SYS_sendmsg, 2),
+        (libc::SYS_sendmmsg, 3),
+    ] {
+        let rule = SeccompCondition::new(
+            arg,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(MSG_FASTOPEN),
+            MSG_FASTOPEN,
+        )
+        .and_then(|c| SeccompRule::new(vec![c]))
+        .map_err(|e| format!("cannot build the TCP Fast Open guard: {e}"))?;
+        rules.insert(nr, vec![rule]);
+    }
+    let filter = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EACCES as u32),
+        arch,
+    )
+    .and_then(seccompiler::BpfProgram::try_from)
+    .map_err(|e| format!("cannot build the TCP Fast Open guard: {e}"))?;
+    seccompiler::apply_filter(&filter)
+        .map_err(|e| format!("cannot install the TCP Fast Open guard: {e}"))
+}
+
+/// Without a guard for this architecture there is nothing to install; [`governed`] reports TCP
+/// as ungoverned.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub fn install_fastopen_guard() -> Result<(), String> {
+    Ok(())
 }
 
 #[cfg(test)]
