@@ -101,6 +101,9 @@ pub struct BackendReport {
     pub version: Option<String>,
     /// The enforcement it reports here.
     pub enforcement: Option<sandbox::SandboxEnforcement>,
+    /// What it can govern here, per class (`files`, `network`), as its probe found: a reference
+    /// backend's; `None` for an external backend (its answers report classes per launch).
+    pub classes: Option<sandbox::ClassEnforcements>,
     /// Whether it can confine on this host.
     pub usable: bool,
     /// Why not, when it cannot.
@@ -395,6 +398,9 @@ fn verdict(
         name: backend.name.clone(),
         version: backend.version.clone(),
         enforcement: backend.enforcement,
+        classes: backend
+            .facts()
+            .map(sandbox_local::probe::ProbeFacts::capabilities),
         usable: backend.provider.is_some() || backend.unusable.is_none(),
         unusable_reason: backend.unusable.clone(),
         certified: !bad && problems.is_empty(),
@@ -497,6 +503,15 @@ pub fn markdown(report: &Report) -> String {
             " {} |",
             b.enforcement.map(|e| e.as_str()).unwrap_or("-")
         ));
+    }
+    out.push_str("\n| **network** |");
+    for b in &report.backends {
+        let network = b.classes.as_ref().map(|c| {
+            c.get(sandbox::EnforcementClass::Network)
+                .enforcement
+                .as_str()
+        });
+        out.push_str(&format!(" {} |", network.unwrap_or("-")));
     }
     out.push_str("\n| **certified** |");
     for b in &report.backends {

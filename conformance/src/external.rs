@@ -282,6 +282,7 @@ impl SandboxProvider for External {
                 mode: policy.mode,
                 workspace_root: policy.workspace_root.clone(),
                 temp_dir: policy.temp_dir.clone(),
+                network: policy.network,
             },
         };
         let answer = exchange(&mut conn, &request, self.timeout, &self.stderr);
@@ -291,6 +292,7 @@ impl SandboxProvider for External {
                 id: got,
                 argv,
                 enforcement,
+                classes,
                 denial_signatures,
                 runner_failure_rules,
                 status_channel,
@@ -313,6 +315,8 @@ impl SandboxProvider for External {
                     argv: argv.into_iter().map(OsString::from).collect(),
                     backend: self.implementation.name.clone(),
                     enforcement,
+                    classes: classes
+                        .unwrap_or_else(|| sandbox::ClassEnforcements::from_overall(enforcement)),
                     denial_signatures,
                     runner_failure_rules,
                     status_channel,

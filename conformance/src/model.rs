@@ -232,6 +232,9 @@ pub enum Step {
     FenceRace(FenceRaceStep),
     /// Compare the case's world with its snapshot from when the case began.
     World(WorldStep),
+    /// Listen outside the sandbox, let a confined payload try to reach the listener under a
+    /// network knob, then check what the listener recorded (family `network`).
+    Net(NetStep),
 }
 
 impl Step {
@@ -249,7 +252,7 @@ impl Step {
                 &[Capability::PolicyService, Capability::ScriptedCalls]
             }
             Step::Wire(_) => &[Capability::PolicyService],
-            Step::Attack(_) | Step::FenceRace(_) => &[Capability::Confine],
+            Step::Attack(_) | Step::FenceRace(_) | Step::Net(_) => &[Capability::Confine],
             // Checks the world the case's other steps built; needs nothing of its own.
             Step::World(_) => &[],
         }
@@ -653,6 +656,9 @@ pub struct WireConfig {
     /// The default approval policy (default `ask`).
     #[serde(default)]
     pub approval: Option<sandbox_policy::ApprovalPolicy>,
+    /// The default network mode (default `enabled`); the presets stand for it.
+    #[serde(default)]
+    pub network: Option<sandbox::NetworkMode>,
     /// The composition mounts an approval service (default true); without one the permission
     /// presets fail loud at load (`BAD_COMPOSITION`).
     #[serde(default)]
@@ -758,6 +764,9 @@ pub struct WireExpect {
     /// The sandbox mode a tool call in the session would now run under.
     #[serde(default)]
     pub mode_now: Option<sandbox::SandboxMode>,
+    /// The network mode a tool call in the session would now run under.
+    #[serde(default)]
+    pub network_now: Option<sandbox::NetworkMode>,
     /// For `prompt`/`begin`: the notice owed (`user`, `operator` or `none`).
     #[serde(default)]
     pub notice: Option<String>,
@@ -960,4 +969,48 @@ pub struct WorldStep {
     /// Paths under which the world may have changed (each with everything beneath it).
     #[serde(default)]
     pub may_change: Vec<String>,
+}
+
+/// A `net` step: the harness listens outside the sandbox on a loopback TCP port, a unix socket
+/// bound to a path and an abstract unix socket; a payload confined under `mode` and `network`
+/// tries to reach `target`; then what the listener recorded is checked (the world, not the exit
+/// code, decides).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetStep {
+    /// The confined mode.
+    pub mode: sandbox::ConfinedMode,
+    /// The network knob of the call's policy.
+    pub network: sandbox::NetworkMode,
+    /// The listener the payload tries to reach.
+    pub target: NetTarget,
+    /// The payload (bash), replacing the default client of `target`. Its environment: `$PORT`,
+    /// `$UDP_PORT`, `$UNIX_PATH`, `$ABSTRACT_NAME` (without the leading NUL) and `$MSG`, the line it should send.
+    #[serde(default)]
+    pub run: Option<String>,
+    /// What the listener must have recorded.
+    pub expect: NetExpect,
+}
+
+/// The listeners a `net` step runs outside the sandbox.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NetTarget {
+    /// A TCP listener on `127.0.0.1:$PORT`.
+    Tcp,
+    /// A UDP socket on `127.0.0.1:$UDP_PORT` (datagrams, no connection).
+    Udp,
+    /// A unix socket bound to the path `$UNIX_PATH`, outside every writable root.
+    Unix,
+    /// An abstract unix socket named `$ABSTRACT_NAME`.
+    Abstract,
+}
+
+/// What a `net` step must observe.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NetExpect {
+    /// `true`: the listener recorded the payload's `$MSG` line. `false`: no listener recorded any
+    /// connection at all, and the payload ran and printed `refused` (its attempt failed).
+    pub reached: bool,
 }

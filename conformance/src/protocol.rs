@@ -7,7 +7,10 @@
 
 use std::path::PathBuf;
 
-use sandbox::{ConfinedMode, RunnerFailureRule, SandboxEnforcement, StatusChannel};
+use sandbox::{
+    ClassEnforcements, ConfinedMode, NetworkMode, RunnerFailureRule, SandboxEnforcement,
+    StatusChannel,
+};
 use serde::{Deserialize, Serialize};
 
 use crate::model::Capability;
@@ -73,6 +76,15 @@ pub struct WirePolicy {
     /// The `$TMPDIR` the payload will see (writable under `workspace-write`), if any.
     #[serde(default)]
     pub temp_dir: Option<PathBuf>,
+    /// `restricted` (no connection out of the sandbox) or `enabled` (no network restriction).
+    /// Absent means `enabled`; the harness sends it only when it is `restricted`, so a backend
+    /// that predates the field sees the requests it always saw.
+    #[serde(default, skip_serializing_if = "is_enabled")]
+    pub network: NetworkMode,
+}
+
+fn is_enabled(network: &NetworkMode) -> bool {
+    !network.is_restricted()
 }
 
 /// An answer from the backend.
@@ -96,8 +108,13 @@ pub enum Response {
         id: u64,
         /// The argv the harness spawns instead of the payload's.
         argv: Vec<String>,
-        /// The enforcement of this launch.
+        /// The enforcement of this launch: the weakest of the classes its policy restricts.
         enforcement: SandboxEnforcement,
+        /// The enforcement of this launch per class (`files`, `network`), each with what it
+        /// leaves ungoverned. Absent: `enforcement` applies to files and the network is not
+        /// governed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        classes: Option<ClassEnforcements>,
         /// Stderr substrings of a denied file effect.
         #[serde(default)]
         denial_signatures: Vec<String>,

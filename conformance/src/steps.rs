@@ -3,6 +3,7 @@
 mod attack;
 mod classify;
 mod effect;
+mod net;
 mod race;
 mod select;
 mod tool;
@@ -40,6 +41,7 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailur
             Step::Attack(s) => attack::run(backend, s),
             Step::FenceRace(s) => race::fence_race(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::World(s) => race::world(backend, case.case.setup.as_ref(), s, &mut rig),
+            Step::Net(s) => net::run(backend, s),
         };
         result.map_err(|message| CaseFailure {
             step: index + 1,
@@ -81,5 +83,6 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Attack(_) => "attack",
         Step::FenceRace(_) => "fence-race",
         Step::World(_) => "world",
+        Step::Net(_) => "net",
     }
 }

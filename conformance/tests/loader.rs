@@ -100,7 +100,7 @@ fn only_the_first_user_of_a_duplicate_id_loads() {
     let suite = load_suite(&fixtures());
     let loaded: Vec<&str> = suite.scenarios.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(loaded, vec!["BAD-DUP"]);
-    assert_eq!(suite.errors.len(), 8, "{:#?}", suite.errors);
+    assert_eq!(suite.errors.len(), 9, "{:#?}", suite.errors);
 }
 
 #[test]
@@ -147,7 +147,7 @@ fn every_load_error_is_a_failing_trial_not_a_skip() {
         names.contains(&"broken::load-error::unknown_key".to_owned()),
         "{names:#?}"
     );
-    assert_eq!(outcomes(all), (8, 0));
+    assert_eq!(outcomes(all), (9, 0));
 }
 
 #[test]
@@ -178,6 +178,19 @@ fn a_typo_in_a_closed_vocabulary_is_a_load_error_with_its_place() {
         e.starts_with(
             "malformed-scenarios/broken/unknown_composition.yaml:8:27: unknown variant `confinning`"
         ),
+        "{e}"
+    );
+}
+
+#[test]
+fn an_unknown_network_mode_is_a_load_error_with_its_place() {
+    let e = error_for("unknown_network");
+    assert!(
+        e.starts_with("malformed-scenarios/broken/unknown_network.yaml:9:"),
+        "{e}"
+    );
+    assert!(
+        e.contains("unknown network mode \"offline\"; expected one of restricted, enabled"),
         "{e}"
     );
 }

@@ -62,7 +62,8 @@ fn main() -> ExitCode {
             },
             Ok(Request::Confine { id, argv, policy }) => {
                 let policy = ProviderPolicy::new(policy.mode, policy.workspace_root)
-                    .with_temp_dir(policy.temp_dir);
+                    .with_temp_dir(policy.temp_dir)
+                    .with_network(policy.network);
                 let argv: Vec<_> = argv.into_iter().map(Into::into).collect();
                 match backend.provider.as_ref().map(|p| p.confine(&argv, &policy)) {
                     Some(Ok(c)) => Response::Confined {
@@ -73,6 +74,7 @@ fn main() -> ExitCode {
                             .map(|a| a.to_string_lossy().into_owned())
                             .collect(),
                         enforcement: c.enforcement,
+                        classes: Some(c.classes),
                         denial_signatures: c.denial_signatures,
                         runner_failure_rules: c.runner_failure_rules,
                         status_channel: c.status_channel,

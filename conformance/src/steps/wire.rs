@@ -43,10 +43,14 @@ fn start(
 ) -> Result<Bridge, String> {
     let mode = config.mode.unwrap_or(SandboxMode::ReadOnly);
     let approval = config.approval.unwrap_or(ApprovalPolicy::Ask);
+    let network = config.network.unwrap_or_default();
     let policy = PolicyService::new(mode, workspace)
         .map_err(|e| e.to_string())?
-        .with_default_approval(approval);
-    let presets = PresetTable::standard(mode, approval).map_err(|e| e.to_string())?;
+        .with_default_approval(approval)
+        .with_default_network(network);
+    let presets = PresetTable::standard(mode, approval)
+        .map_err(|e| e.to_string())?
+        .with_default_network(network);
     Bridge::new(
         policy,
         presets,
@@ -297,10 +301,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
                 "the log on disk should hold {want:?}, holds {types:?}"
             ));
         }
-        let knobs = types
-            .iter()
-            .filter(|t| *t == "sandbox/mode" || *t == "approval/policy")
-            .count();
+        let knobs = types.iter().filter(|t| is_knob_event(t)).count();
         if let Some(want) = expect.knob_events
             && knobs != want
         {
@@ -316,6 +317,22 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
             .map_err(|e| e.to_string())?;
         if got != want {
             return Err(format!("a call now would run under {got}, not {want}"));
+        }
+    }
+    if let Some(want) = expect.network_now {
+        // Read now: a `new` step has just created the session.
+        let id = rig.ids.get(&name).cloned().unwrap_or_else(need_id);
+        let session = rig.bridge.session(&id).map_err(|e| e.to_string())?;
+        let got = rig
+            .bridge
+            .policy()
+            .resolve(Some(session), None)
+            .map_err(|e| e.to_string())?
+            .network;
+        if got != want {
+            return Err(format!(
+                "a call now would run with the network {got}, not {want}"
+            ));
         }
     }
     if let Some(turn) = &started {
@@ -383,15 +400,21 @@ fn select_json(options: &serde_json::Value) -> Option<(String, Vec<String>)> {
     ))
 }
 
+/// The knob events of a session log: one per knob (sandbox mode, approval policy, network).
+fn is_knob_event(kind: &str) -> bool {
+    matches!(kind, "sandbox/mode" | "approval/policy" | "sandbox/network")
+}
+
 /// One wire action against the real agent binary over stdio.
 fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
     let expect: &WireExpect = &step.expect;
     if expect.mode_now.is_some()
+        || expect.network_now.is_some()
         || expect.notice.is_some()
         || !expect.prompt_contains.is_empty()
         || !expect.prompt_lacks.is_empty()
     {
-        return Err("mode_now, notice and prompt expectations are in-process only; over stdio check the log".into());
+        return Err("mode_now, network_now, notice and prompt expectations are in-process only; over stdio check the log".into());
     }
     let name = step.session.clone().unwrap_or_else(|| "a".into());
     let id = rig
@@ -545,10 +568,7 @@ fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
                 "the log on disk should hold {want:?}, holds {types:?}"
             ));
         }
-        let knobs = types
-            .iter()
-            .filter(|t| *t == "sandbox/mode" || *t == "approval/policy")
-            .count();
+        let knobs = types.iter().filter(|t| is_knob_event(t)).count();
         if let Some(want) = expect.knob_events
             && knobs != want
         {

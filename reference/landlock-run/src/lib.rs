@@ -3,7 +3,7 @@
 //! matches, so they live once, next to the program that prints them.
 //!
 //! ```text
-//! landlock-run [--abi-cap N] [--status-fd FD] (--ro PATH | --rw PATH)... -- PROGRAM [ARGS...]
+//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] (--ro PATH | --rw PATH)... -- PROGRAM [ARGS...]
 //! landlock-run --probe [--abi-cap N]
 //! ```
 //!
@@ -17,6 +17,9 @@
 //! - `--abi-cap N` uses at most Landlock ABI N. It can only weaken the launcher, which then lists
 //!   more in `ungoverned` (truncate below 3, cross-directory rename and link below 2), prints
 //!   [`PARTIAL_NOTICE`] below 3, and does not scope signals or abstract unix sockets below ABI 6.
+//! - `--net restricted` denies TCP bind and connect (Landlock ABI 4) on top of the abstract unix
+//!   socket scope every launch applies from ABI 6; UDP and named unix sockets stay ungoverned at
+//!   every ABI (see [`net`]). `--net enabled`, the default, adds no network rule.
 //! - `--status-fd FD` writes JSON-lines launch records to FD (close-on-exec): `{"exec": ...}` just
 //!   before `execve`, then `{"exec-failed": ...}` if it fails; `{"error": ...}` for any launcher
 //!   failure before that. The payload ran exactly when `exec` is present with no failure after it.
@@ -76,6 +79,8 @@
 //! [`DIAGNOSTIC_PREFIX`]. No environment variable changes what the launcher does.
 
 use serde_json::json;
+
+pub mod net;
 
 /// Exit code of every launcher failure; the payload was never exec'd.
 pub const FAILURE_EXIT_CODE: i32 = 125;
@@ -198,6 +203,9 @@ pub struct ProbeReport {
     /// The payload cannot set the setuid or setgid bit (the seccomp guard, x86_64 and aarch64),
     /// as the probe child proved; `false` in reports that predate the field.
     pub setuid_guard: bool,
+    /// What of the network a `--net restricted` launch governs here ([`net::governed`]:
+    /// [`net::TCP`], [`net::ABSTRACT_UNIX_SOCKETS`]); empty in reports that predate the field.
+    pub network: Vec<String>,
 }
 
 impl ProbeReport {
@@ -212,6 +220,7 @@ impl ProbeReport {
             "scoped": self.scoped,
             "ungoverned": self.ungoverned,
             "setuid_guard": self.setuid_guard,
+            "network": self.network,
         })
         .to_string()
     }
@@ -240,6 +249,7 @@ impl ProbeReport {
             scoped: strings("scoped")?,
             ungoverned: strings("ungoverned")?,
             setuid_guard,
+            network: strings("network")?,
         })
     }
 }
@@ -259,11 +269,13 @@ mod tests {
             scoped: vec![SCOPE_SIGNAL.into(), SCOPE_ABSTRACT_UNIX_SOCKET.into()],
             ungoverned: vec![UNGOVERNED_METADATA.into()],
             setuid_guard: true,
+            network: vec![net::TCP.into(), net::ABSTRACT_UNIX_SOCKETS.into()],
         };
         assert_eq!(ProbeReport::parse(&report.to_json()), Some(report));
         let old = r#"{"usable":true,"enforcement":"partial","abi":1,"kernel_abi":7,"reason":null}"#;
         let parsed = ProbeReport::parse(old).expect("old report");
         assert!(parsed.scoped.is_empty() && parsed.ungoverned.is_empty());
+        assert!(parsed.network.is_empty());
         assert!(!parsed.setuid_guard);
         assert_eq!((parsed.enforcement, parsed.abi), (Enforcement::Partial, 1));
         let scoped = r#"{"usable":true,"enforcement":"full","abi":3,"kernel_abi":7,"reason":null,"scoped":["signal"]}"#;

@@ -20,7 +20,7 @@ use landlock::{
 };
 use landlock_run::{
     DIAGNOSTIC_PREFIX, Enforcement, FAILURE_EXIT_CODE, FULL_ENFORCEMENT_ABI, PARTIAL_NOTICE,
-    ProbeReport, SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI, ungoverned_at,
+    ProbeReport, SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI, net, ungoverned_at,
 };
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
@@ -29,6 +29,8 @@ use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 struct Launch {
     abi_cap: Option<u32>,
     status_fd: Option<i32>,
+    /// `--net restricted`: TCP bind and connect are denied (see `landlock_run::net`).
+    net_restricted: bool,
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
     payload: Vec<OsString>,
@@ -109,12 +111,16 @@ fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
     harden::drop_capabilities().map_err(Failure::Harden)?;
     harden::cloexec_above_stderr().map_err(Failure::Harden)?;
     // Last: the launcher itself needs none of what it refuses.
+    if launch.net_restricted && net::wants_net(launch.abi_cap) {
+        net::install_fastopen_guard().map_err(Failure::Harden)?;
+    }
     harden::install_setuid_guard().map_err(Failure::Harden)
 }
 
 fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
     let mut abi_cap = None;
     let mut status_fd = None;
+    let mut net_restricted = false;
     let mut read_only = Vec::new();
     let mut read_write = Vec::new();
     let mut probe = false;
@@ -133,6 +139,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                 return Ok(Mode::Launch(Launch {
                     abi_cap,
                     status_fd,
+                    net_restricted,
                     read_only,
                     read_write,
                     payload,
@@ -160,6 +167,19 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     })?;
                 status_fd = Some(n);
             }
+            Some(net::NET_FLAG) => {
+                let v = value(net::NET_FLAG, it.next())?;
+                net_restricted = match v.to_str() {
+                    Some("restricted") => true,
+                    Some("enabled") => false,
+                    _ => {
+                        return Err(Failure::Usage(format!(
+                            "{} takes restricted or enabled, not {v:?}",
+                            net::NET_FLAG
+                        )));
+                    }
+                };
+            }
             Some("--probe") => probe = true,
             Some("--probe-child") => {
                 probe_child = Some(PathBuf::from(value("--probe-child", it.next())?));
@@ -171,7 +191,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
         (_, Some(target)) => Ok(Mode::ProbeChild { abi_cap, target }),
         (true, None) => Ok(Mode::Probe { abi_cap }),
         (false, None) => Err(Failure::Usage(
-            "usage: landlock-run [--abi-cap N] [--status-fd FD] (--ro PATH | --rw PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
+            "usage: landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] (--ro PATH | --rw PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
         )),
     }
 }
@@ -279,9 +299,13 @@ fn wants_scope(cap: Option<u32>) -> bool {
 }
 
 /// A ruleset governing every write at `abi`, scoped when `scope` (best effort: a kernel below
-/// ABI 6 drops the scopes, and [`scoped`] then reports none).
-fn ruleset(abi: ABI, scope: bool) -> Result<RulesetCreated, RulesetError> {
+/// ABI 6 drops the scopes, and [`scoped`] then reports none), and denying TCP when `net` (best
+/// effort below ABI 4, reported by `net::governed`).
+fn ruleset(abi: ABI, scope: bool, net: bool) -> Result<RulesetCreated, RulesetError> {
     let mut attr = Ruleset::default().handle_access(governed(abi))?;
+    if net {
+        attr = net::handle_tcp(attr)?;
+    }
     if scope {
         attr = attr.scope(Scope::from_all(ABI::V6))?;
     }
@@ -333,7 +357,8 @@ fn effective_abi(status: LandlockStatus, target: ABI) -> u32 {
 fn restrict(launch: &Launch) -> Result<(), Failure> {
     let abi = target_abi(launch.abi_cap);
     let handled = governed(abi);
-    let mut ruleset = ruleset(abi, wants_scope(launch.abi_cap))
+    let net = launch.net_restricted && net::wants_net(launch.abi_cap);
+    let mut ruleset = ruleset(abi, wants_scope(launch.abi_cap), net)
         .map_err(|e| Failure::Landlock(format!("cannot create a Landlock ruleset: {e}")))?;
     for path in &launch.read_only {
         // Reads are ungoverned; opening the path still proves it exists, as a profile expects.
@@ -442,6 +467,7 @@ fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {
 fn probe(abi_cap: Option<u32>) -> ExitCode {
     let report = |usable: bool, facts: ChildFacts, reason: Option<String>| {
         let ungoverned = ungoverned_at(facts.abi);
+        let abstract_scoped = facts.scoped.iter().any(|s| s == SCOPE_ABSTRACT_UNIX_SOCKET);
         let enforcement = if ungoverned.is_empty() {
             Enforcement::Full
         } else {
@@ -456,6 +482,10 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
             scoped: facts.scoped,
             ungoverned: ungoverned.into_iter().map(str::to_owned).collect(),
             setuid_guard: facts.setuid_guard,
+            network: net::governed(facts.kernel_abi, abi_cap, abstract_scoped)
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
         };
         println!("{}", report.to_json());
         ExitCode::from(if usable { 0 } else { 1 })
@@ -562,7 +592,7 @@ impl ChildFacts {
 fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
     let abi = target_abi(abi_cap);
     let wanted = wants_scope(abi_cap);
-    let status = ruleset(abi, wanted).and_then(|r| r.restrict_self());
+    let status = ruleset(abi, wanted, false).and_then(|r| r.restrict_self());
     match status {
         Err(e) => fail(None, &format!("cannot restrict the probe child: {e}")),
         Ok(s) if s.ruleset == RulesetStatus::NotEnforced => {

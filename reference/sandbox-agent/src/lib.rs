@@ -27,8 +27,8 @@ use agent_client_protocol::v1::schema::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
     SessionConfigSelectOption,
 };
-use sandbox::{PinnedDir, SandboxMode};
-use sandbox_policy::presets::{CUSTOM, PresetTable};
+use sandbox::{NetworkMode, PinnedDir, SandboxMode};
+use sandbox_policy::presets::{CUSTOM, Knobs, PresetTable};
 use sandbox_policy::prompt::{Notice, approval_section, pending_notice};
 use sandbox_policy::{ApprovalPolicy, Event, PolicyService, Session};
 
@@ -103,6 +103,7 @@ impl BridgeError {
 struct Pending {
     mode: Option<SandboxMode>,
     approval: Option<ApprovalPolicy>,
+    network: Option<NetworkMode>,
 }
 
 struct Record {
@@ -273,27 +274,24 @@ impl Bridge {
     }
 
     /// The durable knob values of a session (its log folded over the config defaults).
-    fn durable(&self, record: &Record) -> (SandboxMode, ApprovalPolicy) {
-        (
-            self.policy.effective_mode(Some(&record.session)),
-            self.policy.effective_approval(Some(&record.session)),
-        )
+    fn durable(&self, record: &Record) -> Knobs {
+        self.policy.knobs(Some(&record.session))
     }
 
     /// What the editor sees: the durable values overlaid with what is pending.
-    pub fn current(&self, id: &str) -> Result<(SandboxMode, ApprovalPolicy), BridgeError> {
+    pub fn current(&self, id: &str) -> Result<Knobs, BridgeError> {
         let record = self.record(id)?;
-        let (mode, approval) = self.durable(record);
-        Ok((
-            record.pending.mode.unwrap_or(mode),
-            record.pending.approval.unwrap_or(approval),
-        ))
+        let durable = self.durable(record);
+        Ok(Knobs {
+            mode: record.pending.mode.unwrap_or(durable.mode),
+            approval: record.pending.approval.unwrap_or(durable.approval),
+            network: record.pending.network.unwrap_or(durable.network),
+        })
     }
 
     /// The session's complete config-option state.
     pub fn options(&self, id: &str) -> Result<Vec<SessionConfigOption>, BridgeError> {
-        let (mode, approval) = self.current(id)?;
-        let current = self.presets.current(mode, approval).to_owned();
+        let current = self.presets.current(self.current(id)?).to_owned();
         let mut choices: Vec<SessionConfigSelectOption> = self
             .presets
             .presets()
@@ -361,25 +359,35 @@ impl Bridge {
             .cloned()
             .ok_or_else(unknown)?;
         if self.turn_open(id)? {
-            let (mode, approval) = self.current(id)?;
             let events = self
                 .presets
-                .switch(&preset.id, mode, approval)
+                .switch(&preset.id, self.current(id)?)
                 .map_err(|_| unknown())?;
             let record = self.record(id)?;
             for e in events {
                 record.session.append(e)?;
             }
         } else {
-            let (mode, approval) = {
+            let durable = {
                 let record = self.record(id)?;
                 self.durable(record)
             };
+            // What selecting the preset would write now: one value per knob that changes.
+            let mut pending = Pending::default();
+            for event in self
+                .presets
+                .switch(&preset.id, durable)
+                .map_err(|_| unknown())?
+            {
+                match event {
+                    Event::SandboxMode { mode } => pending.mode = Some(mode),
+                    Event::ApprovalPolicy { policy } => pending.approval = Some(policy),
+                    Event::SandboxNetwork { network } => pending.network = Some(network),
+                    _ => {}
+                }
+            }
             if let Some(record) = self.records.get_mut(id) {
-                record.pending = Pending {
-                    mode: (preset.mode != mode).then_some(preset.mode),
-                    approval: (preset.approval != approval).then_some(preset.approval),
-                };
+                record.pending = pending;
             }
         }
         self.options(id)
@@ -388,7 +396,7 @@ impl Bridge {
     /// A prompt submission: opens the turn, anchors what is pending (at most one event per knob),
     /// owes the coalesced notice, and records the exact system prompt as the request header.
     pub fn begin_turn(&mut self, id: &str) -> Result<TurnStart, BridgeError> {
-        let (mode, approval) = {
+        let durable = {
             let record = self.record(id)?;
             self.durable(record)
         };
@@ -400,11 +408,14 @@ impl Bridge {
         let record = self.record(id)?;
         record.session.append(Event::TurnStarted)?;
         let mut anchored = Vec::new();
-        if let Some(m) = pending.mode.filter(|m| *m != mode) {
+        if let Some(m) = pending.mode.filter(|m| *m != durable.mode) {
             anchored.push(Event::SandboxMode { mode: m });
         }
-        if let Some(a) = pending.approval.filter(|a| *a != approval) {
+        if let Some(a) = pending.approval.filter(|a| *a != durable.approval) {
             anchored.push(Event::ApprovalPolicy { policy: a });
+        }
+        if let Some(n) = pending.network.filter(|n| *n != durable.network) {
+            anchored.push(Event::SandboxNetwork { network: n });
         }
         for e in &anchored {
             record.session.append(e.clone())?;

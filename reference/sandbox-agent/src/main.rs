@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use sandbox::SandboxMode;
+use sandbox::{NetworkMode, SandboxMode};
 use sandbox_agent::server::{AgentSetup, serve};
 use sandbox_agent::{Bridge, Composition};
 use sandbox_local::{LocalConfig, LocalProvider};
@@ -32,6 +32,10 @@ struct Cli {
     /// The deployment default approval policy: ask or never.
     #[arg(long, default_value = "ask", value_parser = ["ask", "never"])]
     approval: String,
+    /// The deployment default network: restricted or enabled (enabled keeps the seeds'
+    /// behaviour: no network restriction). The presets stand for it.
+    #[arg(long, default_value_t = NetworkMode::Enabled)]
+    network: NetworkMode,
     /// The configured workspace root (the fallback; sessions use their own cwd).
     #[arg(long)]
     workspace: Option<PathBuf>,
@@ -66,10 +70,14 @@ fn main() -> ExitCode {
     let setup = PolicyService::new(cli.mode, &workspace)
         .map_err(|e| e.to_string())
         .and_then(|policy| {
-            let presets = PresetTable::standard(cli.mode, approval).map_err(|e| e.to_string())?;
+            let presets = PresetTable::standard(cli.mode, approval)
+                .map_err(|e| e.to_string())?
+                .with_default_network(cli.network);
             std::fs::create_dir_all(&cli.sessions).map_err(|e| e.to_string())?;
             Bridge::new(
-                policy.with_default_approval(approval),
+                policy
+                    .with_default_approval(approval)
+                    .with_default_network(cli.network),
                 presets,
                 &cli.sessions,
                 composition,

@@ -115,6 +115,7 @@ fn prompt_deltas() {
                     name: "Read only, never ask".into(),
                     mode: SandboxMode::ReadOnly,
                     approval: ApprovalPolicy::Never,
+                    network: None,
                 }])
                 .collect(),
             SandboxMode::ReadOnly,

@@ -2,7 +2,7 @@
 //!
 //! - `sandboxctl probe` prints what each backend would do here (usable or why not, enforcement,
 //!   Landlock ABI, bwrap version) and which one the platform chain selects.
-//! - `sandboxctl run --mode M --workspace DIR [--backend B] -- CMD...` confines one command and
+//! - `sandboxctl run --mode M [--network N] --workspace DIR [--backend B] -- CMD...` confines one command and
 //!   prints its result facts as JSON. Usable probe verdicts are shared across invocations
 //!   (`sandbox_local::cache`; `SANDBOX_PROBE_CACHE=off` probes every time), and a runner failure
 //!   drops the verdict it used.
@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sandbox::{Classification, ProcessOutcome, SandboxMode, SandboxProvider};
+use sandbox::{Classification, NetworkMode, ProcessOutcome, SandboxMode, SandboxProvider};
 use sandbox_local::launch::{self, LaunchOptions};
 use sandbox_local::probe::probe_all;
 use sandbox_local::{Backend, LocalConfig, LocalProvider, OperatorRunner};
@@ -68,6 +68,9 @@ enum Command {
         /// read-only, workspace-write or danger-full-access.
         #[arg(long)]
         mode: SandboxMode,
+        /// restricted or enabled (default: enabled, no network restriction).
+        #[arg(long, default_value_t = NetworkMode::Enabled)]
+        network: NetworkMode,
         /// The workspace root (default: the current directory).
         #[arg(long)]
         workspace: Option<PathBuf>,
@@ -93,13 +96,14 @@ fn main() -> ExitCode {
         },
         Command::Run {
             mode,
+            network,
             workspace,
             backend,
             runners,
             timeout,
             command,
         } => match config(backend, &runners) {
-            Ok(config) => run(mode, workspace, config, timeout, command),
+            Ok(config) => run(mode, network, workspace, config, timeout, command),
             Err(e) => bad_config(&e),
         },
     }
@@ -142,6 +146,7 @@ fn probe(config: LocalConfig) -> ExitCode {
                     entry["landlock_abi"] = json!(facts.abi);
                     entry["kernel_landlock_abi"] = json!(facts.kernel_abi);
                     entry["ungoverned"] = json!(facts.ungoverned);
+                    entry["classes"] = json!(facts.capabilities());
                 }
                 Err(reason) => {
                     entry["usable"] = json!(false);
@@ -154,7 +159,11 @@ fn probe(config: LocalConfig) -> ExitCode {
         .collect();
     let provider = LocalProvider::new(config);
     let selected = match provider.selection() {
-        Ok(s) => json!({ "backend": s.backend.name(), "enforcement": s.enforcement() }),
+        Ok(s) => json!({
+            "backend": s.backend.name(),
+            "enforcement": s.enforcement(),
+            "classes": s.capabilities(),
+        }),
         Err(reason) => json!({ "error": "SANDBOX_UNAVAILABLE", "detail": reason.to_string() }),
     };
     let report = json!({
@@ -172,6 +181,7 @@ fn probe(config: LocalConfig) -> ExitCode {
 
 fn run(
     mode: SandboxMode,
+    network: NetworkMode,
     workspace: Option<PathBuf>,
     config: LocalConfig,
     timeout: Option<u64>,
@@ -186,7 +196,7 @@ fn run(
     let workspace = workspace
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("."));
-    let policy = sandbox::ExecutionPolicy::new(mode, &workspace);
+    let policy = sandbox::ExecutionPolicy::new(mode, &workspace).with_network(network);
     // Bad roots are refused before any runner starts, each with its own code.
     let policy = match policy.pinned().and_then(|p| p.check().map(|_| p)) {
         Ok(p) => p,
@@ -208,6 +218,7 @@ fn run(
             argv: command,
             backend: "none".into(),
             enforcement: sandbox::SandboxEnforcement::Full,
+            classes: Default::default(),
             denial_signatures: Vec::new(),
             runner_failure_rules: Vec::new(),
             status_channel: None,
@@ -239,8 +250,10 @@ fn run(
     }
     let mut facts = json!({
         "mode": mode,
+        "network": network,
         "backend": confined.backend,
         "enforcement": confined.enforcement,
+        "classes": confined.classes,
         "exit_code": exit_code,
         "signal": signal,
         "timed_out": done.timed_out,

@@ -4,7 +4,10 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use sandbox::{Classification, PayloadStatus, SandboxEnforcement};
+use sandbox::{
+    ClassEnforcements, ClassReport, Classification, EnforcementClass, PayloadStatus,
+    SandboxEnforcement,
+};
 use serde::Serialize;
 
 use crate::launch::{self, LaunchOptions};
@@ -27,6 +30,65 @@ pub struct ProbeFacts {
     /// rename and link below ABI 2.
     #[serde(default)]
     pub ungoverned: Vec<String>,
+    /// What the backend can govern here, per class (files, network), with what each leaves
+    /// ungoverned; a launch reports the classes its policy restricts from these.
+    #[serde(default)]
+    pub classes: ClassEnforcements,
+}
+
+impl ProbeFacts {
+    /// The per-class capabilities, or for facts that predate them, files as `enforcement` and
+    /// `ungoverned` say and nothing else governed.
+    pub fn capabilities(&self) -> ClassEnforcements {
+        if self.classes.is_empty() {
+            ClassEnforcements::default().with(
+                EnforcementClass::Files,
+                ClassReport {
+                    enforcement: self.enforcement.into(),
+                    ungoverned: self.ungoverned.clone(),
+                },
+            )
+        } else {
+            self.classes.clone()
+        }
+    }
+}
+
+/// What `backend` governs of the network when the policy restricts it, by construction of its
+/// profile (the launcher's share depends on the kernel: see [`landlock_network`]).
+///
+/// - bwrap (and an operator runner, which gets bwrap's arguments): `--unshare-net` leaves the
+///   payload a network namespace with only its own loopback, so TCP, UDP and abstract unix
+///   sockets of the host are out of reach; a unix socket bound to a path on the host stays
+///   reachable through the read-only bind of `/` (connecting to a socket is not a write), so the
+///   class is `partial`: `named-unix-sockets`.
+/// - Seatbelt: `(deny network*)` refuses every socket connection, unix paths included.
+/// - The launcher: see [`landlock_network`].
+pub fn network_capability(backend: Backend, landlock_governed: &[String]) -> ClassReport {
+    match backend {
+        Backend::Bwrap => ClassReport::with_gaps([landlock_run::net::NAMED_UNIX_SOCKETS]),
+        Backend::Seatbelt => ClassReport::full(),
+        Backend::Landlock => landlock_network(landlock_governed),
+    }
+}
+
+/// The launcher's network class from what its probe says a restricted launch governs: nothing
+/// (`not-governed`, below ABI 4 without the abstract scope), or `partial` naming the rest (UDP and
+/// named unix sockets are never Landlock rights).
+fn landlock_network(governed: &[String]) -> ClassReport {
+    if governed.is_empty() {
+        return ClassReport::not_governed();
+    }
+    let governed: Vec<&str> = governed.iter().map(String::as_str).collect();
+    ClassReport::with_gaps(landlock_run::net::ungoverned(&governed))
+}
+
+/// The per-class capabilities of `backend`: files as its probe found them, the network as
+/// [`network_capability`] says.
+pub(crate) fn capabilities(files: ClassReport, network: ClassReport) -> ClassEnforcements {
+    ClassEnforcements::default()
+        .with(EnforcementClass::Files, files)
+        .with(EnforcementClass::Network, network)
 }
 
 /// Why a backend is not usable on this host.
@@ -179,9 +241,10 @@ fn functional(
     let launch_argv = wrap(
         backend,
         program,
-        enforcement,
+        &ClassEnforcements::from_overall(enforcement),
         config.landlock_abi_cap,
         &set,
+        sandbox::NetworkMode::Enabled,
         &payload,
     );
     let mut options = LaunchOptions::in_dir(scratch.path());
@@ -222,6 +285,7 @@ fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Probe
         abi: None,
         kernel_abi: None,
         ungoverned: Vec::new(),
+        classes: capabilities(ClassReport::full(), network_capability(Backend::Bwrap, &[])),
     })
 }
 
@@ -234,6 +298,7 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         argv,
         backend: "landlock".into(),
         enforcement: SandboxEnforcement::Full,
+        classes: ClassEnforcements::default(),
         denial_signatures: Vec::new(),
         runner_failure_rules: Vec::new(),
         status_channel: None,
@@ -265,12 +330,20 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         landlock_run::Enforcement::Partial => SandboxEnforcement::Partial,
     };
     functional(Backend::Landlock, program, enforcement, config)?;
+    let files = ClassReport {
+        enforcement: enforcement.into(),
+        ungoverned: report.ungoverned.clone(),
+    };
     Ok(ProbeFacts {
         enforcement,
         version: None,
         abi: Some(report.abi),
         kernel_abi: Some(report.kernel_abi),
         ungoverned: report.ungoverned,
+        classes: capabilities(
+            files,
+            network_capability(Backend::Landlock, &report.network),
+        ),
     })
 }
 
@@ -288,5 +361,9 @@ fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         abi: None,
         kernel_abi: None,
         ungoverned: Vec::new(),
+        classes: capabilities(
+            ClassReport::full(),
+            network_capability(Backend::Seatbelt, &[]),
+        ),
     })
 }

@@ -5,6 +5,8 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use sandbox::NetworkMode;
+
 /// The descriptor number every status channel uses in the child.
 pub const STATUS_FD: i32 = 3;
 
@@ -65,8 +67,15 @@ pub const BWRAP_ISOLATION: [&str; 7] = [
 
 /// bwrap: read-only bind of `/`, a fresh `/dev` (its `null` is writable) and `/proc` with a
 /// read-only `/proc/sys`, the isolation flags ([`BWRAP_ISOLATION`]), then a writable bind per root (`--bind-try` for temp
-/// roots). With `status_fd`, bwrap writes its JSON status records there.
-pub fn bwrap_args(set: &WritableSet, status_fd: Option<i32>) -> Vec<OsString> {
+/// roots). With `status_fd`, bwrap writes its JSON status records there. With the network
+/// `restricted`, `--unshare-net` gives the payload a network namespace of its own with only a
+/// loopback device: nothing of the host's network (TCP, UDP, abstract unix sockets) is reachable;
+/// a unix socket bound to a host path still is (connecting is not a write).
+pub fn bwrap_args(
+    set: &WritableSet,
+    network: NetworkMode,
+    status_fd: Option<i32>,
+) -> Vec<OsString> {
     let mut args = vec![
         os("--ro-bind"),
         os("/"),
@@ -83,6 +92,9 @@ pub fn bwrap_args(set: &WritableSet, status_fd: Option<i32>) -> Vec<OsString> {
         os("/proc/sys"),
     ];
     args.extend(BWRAP_ISOLATION.iter().map(|a| os(a)));
+    if network.is_restricted() {
+        args.push(os("--unshare-net"));
+    }
     if let Some(ws) = &set.workspace {
         args.extend([os("--bind"), ws.clone().into(), ws.clone().into()]);
     }
@@ -96,9 +108,12 @@ pub fn bwrap_args(set: &WritableSet, status_fd: Option<i32>) -> Vec<OsString> {
     args
 }
 
-/// The Landlock launcher: `--ro /`, `--rw` per existing root and `/dev/null`.
+/// The Landlock launcher: `--ro /`, `--rw` per existing root and `/dev/null`, and
+/// `--net restricted` when the network is restricted (TCP from Landlock ABI 4; see
+/// `landlock_run::net` for what it cannot govern).
 pub fn landlock_args(
     set: &WritableSet,
+    network: NetworkMode,
     abi_cap: Option<u32>,
     status_fd: Option<i32>,
 ) -> Vec<OsString> {
@@ -108,6 +123,9 @@ pub fn landlock_args(
     }
     if let Some(fd) = status_fd {
         args.extend([os("--status-fd"), os(&fd.to_string())]);
+    }
+    if network.is_restricted() {
+        args.extend([os(landlock_run::net::NET_FLAG), os("restricted")]);
     }
     args.extend([os("--ro"), os("/")]);
     if let Some(ws) = &set.workspace {
@@ -126,10 +144,15 @@ pub fn landlock_args(
 pub const SEATBELT_ISOLATION: &str = "(deny signal)\n(allow signal (target same-sandbox))\n(deny process-info*)\n(allow process-info* (target same-sandbox))\n(deny mach-priv-task-port)\n(allow mach-priv-task-port (target same-sandbox))\n";
 
 /// The Seatbelt profile text. Paths never appear in it: each writable root is a `(param ...)`
-/// passed with `-D`, so no path can break out of the SBPL string syntax.
-pub fn seatbelt_profile(roots: usize) -> String {
+/// passed with `-D`, so no path can break out of the SBPL string syntax. With the network
+/// `restricted`, `(deny network*)` refuses every socket connection and bind, unix sockets
+/// included.
+pub fn seatbelt_profile(roots: usize, network: NetworkMode) -> String {
     let mut profile = String::from("(version 1)\n(allow default)\n");
     profile.push_str(SEATBELT_ISOLATION);
+    if network.is_restricted() {
+        profile.push_str("(deny network*)\n");
+    }
     profile.push_str("(deny file-write*)\n(allow file-write* (literal \"/dev/null\"))\n");
     for i in 0..roots {
         profile.push_str(&format!(
@@ -145,9 +168,13 @@ pub const SEATBELT_TRAMPOLINE: &str = r#"if command -v -- "$1" >/dev/null 2>&1; 
 
 /// `sandbox-exec` arguments (after the program): the profile, one `-D` per root, then the payload
 /// wrapped in the trampoline when a status fd is used.
-pub fn seatbelt_args(set: &WritableSet, status_fd: Option<i32>) -> Vec<OsString> {
+pub fn seatbelt_args(
+    set: &WritableSet,
+    network: NetworkMode,
+    status_fd: Option<i32>,
+) -> Vec<OsString> {
     let roots: Vec<&PathBuf> = set.workspace.iter().chain(set.temp.iter()).collect();
-    let mut args = vec![os("-p"), os(&seatbelt_profile(roots.len()))];
+    let mut args = vec![os("-p"), os(&seatbelt_profile(roots.len(), network))];
     for (i, root) in roots.iter().enumerate() {
         let mut define = OsString::from(format!("WRITABLE_ROOT_{i}="));
         define.push(root.as_os_str());

@@ -9,8 +9,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sandbox::{
-    ConfinedArgv, ProviderPolicy, RuleError, RunnerFailureRule, SandboxEnforcement,
-    SandboxProvider, SandboxUnavailable, StatusChannel, StatusFormat, writable_roots,
+    ClassEnforcements, ClassReport, ConfinedArgv, EnforcementClass, NetworkMode, ProviderPolicy,
+    RuleError, RunnerFailureRule, SandboxEnforcement, SandboxProvider, SandboxUnavailable,
+    StatusChannel, StatusFormat, writable_roots,
 };
 use serde::{Deserialize, Serialize};
 
@@ -198,12 +199,26 @@ pub struct Selection {
 }
 
 impl Selection {
-    /// The enforcement this selection achieves.
+    /// The enforcement this selection achieves for file effects (the seeds' overall word).
     pub fn enforcement(&self) -> SandboxEnforcement {
         self.facts
             .as_ref()
             .map(|f| f.enforcement)
             .unwrap_or(SandboxEnforcement::Full)
+    }
+
+    /// What this selection can govern, per class (a Seatbelt selected unprobed: its profile's
+    /// classes by construction).
+    pub fn capabilities(&self) -> ClassEnforcements {
+        self.facts.as_ref().map_or_else(
+            || {
+                probe::capabilities(
+                    ClassReport::full(),
+                    probe::network_capability(self.backend, &[]),
+                )
+            },
+            ProbeFacts::capabilities,
+        )
     }
 }
 
@@ -338,14 +353,31 @@ fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
     })
 }
 
+/// The per-class report of one launch: files as the backend governs them; the network as the
+/// backend governs it when the policy restricts it, else not governed (nothing was asked).
+fn launch_classes(capabilities: &ClassEnforcements, network: NetworkMode) -> ClassEnforcements {
+    let net = if network.is_restricted() {
+        capabilities.get(EnforcementClass::Network)
+    } else {
+        ClassReport::not_governed()
+    };
+    ClassEnforcements::default()
+        .with(
+            EnforcementClass::Files,
+            capabilities.get(EnforcementClass::Files),
+        )
+        .with(EnforcementClass::Network, net)
+}
+
 /// The confined launch for one backend and program, without selection. Shared by the provider
 /// and the probes so a probe exercises exactly the profile a command gets.
 pub(crate) fn wrap(
     backend: Backend,
     program: &std::path::Path,
-    enforcement: SandboxEnforcement,
+    capabilities: &ClassEnforcements,
     abi_cap: Option<u32>,
     set: &WritableSet,
+    network: NetworkMode,
     payload: &[OsString],
 ) -> ConfinedArgv {
     let channel = |format| {
@@ -356,23 +388,26 @@ pub(crate) fn wrap(
     };
     let (args, status_channel) = match backend {
         Backend::Bwrap => (
-            profile::bwrap_args(set, Some(STATUS_FD)),
+            profile::bwrap_args(set, network, Some(STATUS_FD)),
             channel(StatusFormat::BwrapJson),
         ),
         Backend::Landlock => (
-            profile::landlock_args(set, abi_cap, Some(STATUS_FD)),
+            profile::landlock_args(set, network, abi_cap, Some(STATUS_FD)),
             channel(StatusFormat::LaunchReport),
         ),
         Backend::Seatbelt => (
-            profile::seatbelt_args(set, Some(STATUS_FD)),
+            profile::seatbelt_args(set, network, Some(STATUS_FD)),
             channel(StatusFormat::LaunchReport),
         ),
     };
     let dialect = backend.dialect();
+    let classes = launch_classes(capabilities, network);
+    let restricted = EnforcementClass::restricted_by(network);
     ConfinedArgv {
         argv: profile::assemble(program.as_os_str(), args, payload),
         backend: backend.name().to_owned(),
-        enforcement,
+        enforcement: classes.overall(&restricted),
+        classes,
         denial_signatures: dialect.denial_signatures,
         runner_failure_rules: dialect.runner_failure_rules,
         status_channel,
@@ -402,11 +437,19 @@ impl SandboxProvider for LocalProvider {
             let dialect = dialect::operator(operator.rule().clone());
             let (program, leading) = operator.split();
             let mut args = leading.to_vec();
-            args.extend(profile::bwrap_args(&set, None));
+            args.extend(profile::bwrap_args(&set, policy.network, None));
+            // An operator runner is asserted to be bwrap-compatible: it governs what bwrap's
+            // arguments govern.
+            let capabilities = probe::capabilities(
+                ClassReport::full(),
+                probe::network_capability(Backend::Bwrap, &[]),
+            );
+            let classes = launch_classes(&capabilities, policy.network);
             return Ok(ConfinedArgv {
                 argv: profile::assemble(program, args, argv),
                 backend: "operator".to_owned(),
-                enforcement: SandboxEnforcement::Full,
+                enforcement: classes.overall(&policy.restricted_classes()),
+                classes,
                 denial_signatures: dialect.denial_signatures,
                 runner_failure_rules: dialect.runner_failure_rules,
                 status_channel: None,
@@ -418,9 +461,10 @@ impl SandboxProvider for LocalProvider {
         Ok(wrap(
             selection.backend,
             &selection.program,
-            selection.enforcement(),
+            &selection.capabilities(),
             self.config.landlock_abi_cap,
             &set,
+            policy.network,
             argv,
         ))
     }

@@ -5,7 +5,10 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use sandbox::{ConfinedMode, ProviderPolicy, SandboxProvider};
+use sandbox::{
+    ClassEnforcement, ConfinedMode, EnforcementClass, NetworkMode, ProviderPolicy,
+    SandboxEnforcement, SandboxProvider,
+};
 use sandbox_local::profile::{self, WritableSet};
 use sandbox_local::{Backend, LocalConfig, LocalProvider, OperatorRunner};
 
@@ -25,13 +28,67 @@ fn lines(argv: &[OsString]) -> String {
 
 #[test]
 fn seatbelt_profile_names_no_path_at_all() {
-    insta::assert_snapshot!("seatbelt_profile_read_only", profile::seatbelt_profile(0));
-    insta::assert_snapshot!("seatbelt_profile_three_roots", profile::seatbelt_profile(3));
+    insta::assert_snapshot!(
+        "seatbelt_profile_read_only",
+        profile::seatbelt_profile(0, NetworkMode::Enabled)
+    );
+    insta::assert_snapshot!(
+        "seatbelt_profile_three_roots",
+        profile::seatbelt_profile(3, NetworkMode::Enabled)
+    );
+}
+
+#[test]
+fn a_restricted_network_is_denied_by_every_profile() {
+    insta::assert_snapshot!(
+        "seatbelt_profile_network_restricted",
+        profile::seatbelt_profile(1, NetworkMode::Restricted)
+    );
+    assert!(!profile::seatbelt_profile(1, NetworkMode::Enabled).contains("network"));
+    let bwrap = profile::bwrap_args(&set(), NetworkMode::Restricted, Some(profile::STATUS_FD));
+    insta::assert_snapshot!("bwrap_args_network_restricted", lines(&bwrap));
+    let landlock = profile::landlock_args(&set(), NetworkMode::Restricted, None, None);
+    let pair = landlock
+        .windows(2)
+        .any(|w| w[0] == "--net" && w[1] == "restricted");
+    assert!(pair, "{landlock:?}");
+    for enabled in [
+        profile::bwrap_args(&set(), NetworkMode::Enabled, None),
+        profile::landlock_args(&set(), NetworkMode::Enabled, None, None),
+    ] {
+        assert!(
+            !enabled.iter().any(|a| a == "--unshare-net" || a == "--net"),
+            "{enabled:?}"
+        );
+    }
+}
+
+#[test]
+fn a_sole_seatbelt_candidate_reports_the_network_class_it_was_asked_for() {
+    let provider = LocalProvider::new(LocalConfig::only(Backend::Seatbelt));
+    let argv = ["true".into()];
+    let policy = ProviderPolicy::new(ConfinedMode::ReadOnly, "/");
+    let enabled = provider.confine(&argv, &policy).expect("confine");
+    assert_eq!(
+        enabled.class_report(EnforcementClass::Network).enforcement,
+        ClassEnforcement::NotGoverned
+    );
+    assert_eq!(enabled.enforcement, SandboxEnforcement::Full);
+    let restricted = provider
+        .confine(&argv, &policy.with_network(NetworkMode::Restricted))
+        .expect("confine");
+    assert_eq!(
+        restricted
+            .class_report(EnforcementClass::Network)
+            .enforcement,
+        ClassEnforcement::Full
+    );
+    assert_eq!(restricted.enforcement, SandboxEnforcement::Full);
 }
 
 #[test]
 fn seatbelt_argv_passes_paths_as_parameters_and_wraps_the_trampoline() {
-    let args = profile::seatbelt_args(&set(), Some(profile::STATUS_FD));
+    let args = profile::seatbelt_args(&set(), NetworkMode::Enabled, Some(profile::STATUS_FD));
     insta::assert_snapshot!("seatbelt_args_workspace_write", lines(&args));
 }
 
@@ -39,7 +96,11 @@ fn seatbelt_argv_passes_paths_as_parameters_and_wraps_the_trampoline() {
 fn bwrap_argv_binds_only_the_writable_set() {
     insta::assert_snapshot!(
         "bwrap_args_workspace_write",
-        lines(&profile::bwrap_args(&set(), Some(profile::STATUS_FD)))
+        lines(&profile::bwrap_args(
+            &set(),
+            NetworkMode::Enabled,
+            Some(profile::STATUS_FD)
+        ))
     );
     let read_only = WritableSet {
         workspace: None,
@@ -47,13 +108,22 @@ fn bwrap_argv_binds_only_the_writable_set() {
     };
     insta::assert_snapshot!(
         "bwrap_args_read_only",
-        lines(&profile::bwrap_args(&read_only, Some(profile::STATUS_FD)))
+        lines(&profile::bwrap_args(
+            &read_only,
+            NetworkMode::Enabled,
+            Some(profile::STATUS_FD)
+        ))
     );
 }
 
 #[test]
 fn landlock_argv_grants_dev_null_and_existing_temp_roots_only() {
-    let args = profile::landlock_args(&set(), Some(2), Some(profile::STATUS_FD));
+    let args = profile::landlock_args(
+        &set(),
+        NetworkMode::Enabled,
+        Some(2),
+        Some(profile::STATUS_FD),
+    );
     // /var/folders/xy/T does not exist on this host, so it is not granted (a missing root would
     // make the launcher refuse every command).
     insta::assert_snapshot!("landlock_args_workspace_write_capped", lines(&args));

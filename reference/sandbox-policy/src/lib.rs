@@ -12,13 +12,15 @@ pub mod prompt;
 mod session;
 
 pub use session::{
-    ApprovalPolicy, Event, Session, effective_approval_policy, effective_sandbox_mode,
-    rejected_escalation,
+    ApprovalPolicy, Event, Session, effective_approval_policy, effective_network,
+    effective_sandbox_mode, rejected_escalation,
 };
 
 use std::path::{Path, PathBuf};
 
-use sandbox::{ExecutionPolicy, PathError, PinnedDir, RootError, SandboxMode, canonical_path};
+use sandbox::{
+    ExecutionPolicy, NetworkMode, PathError, PinnedDir, RootError, SandboxMode, canonical_path,
+};
 
 /// Why a policy could not be resolved or configured.
 #[derive(Debug, thiserror::Error)]
@@ -44,6 +46,7 @@ pub enum PolicyError {
 pub struct PolicyService {
     default_mode: SandboxMode,
     default_approval: ApprovalPolicy,
+    default_network: NetworkMode,
     workspace_root: PathBuf,
     workspace_pin: PinnedDir,
     temp_dir: Option<PathBuf>,
@@ -65,6 +68,7 @@ impl PolicyService {
         Ok(PolicyService {
             default_mode,
             default_approval: ApprovalPolicy::Ask,
+            default_network: NetworkMode::default(),
             workspace_root: root,
             workspace_pin,
             temp_dir: None,
@@ -76,6 +80,13 @@ impl PolicyService {
     /// The same service with another default approval policy.
     pub fn with_default_approval(mut self, policy: ApprovalPolicy) -> Self {
         self.default_approval = policy;
+        self
+    }
+
+    /// The same service with another default network mode (`enabled` unless configured: the
+    /// seeds' behaviour).
+    pub fn with_default_network(mut self, network: NetworkMode) -> Self {
+        self.default_network = network;
         self
     }
 
@@ -95,6 +106,11 @@ impl PolicyService {
         self.default_mode
     }
 
+    /// The deployment default network mode.
+    pub fn default_network(&self) -> NetworkMode {
+        self.default_network
+    }
+
     /// The deployment default approval policy.
     pub fn default_approval(&self) -> ApprovalPolicy {
         self.default_approval
@@ -110,6 +126,23 @@ impl PolicyService {
         session
             .and_then(|s| s.with_events(effective_sandbox_mode))
             .unwrap_or(self.default_mode)
+    }
+
+    /// The network mode a call in `session` runs under: the session's last `sandbox/network`
+    /// event, else the default. A grant widens only the file mode, never the network.
+    pub fn effective_network(&self, session: Option<&Session>) -> NetworkMode {
+        session
+            .and_then(|s| s.with_events(effective_network))
+            .unwrap_or(self.default_network)
+    }
+
+    /// Every knob of `session` as it is now (its log folded over the deployment defaults).
+    pub fn knobs(&self, session: Option<&Session>) -> presets::Knobs {
+        presets::Knobs {
+            mode: self.effective_mode(session),
+            approval: self.effective_approval(session),
+            network: self.effective_network(session),
+        }
     }
 
     /// The approval policy in force for `session`.
@@ -149,6 +182,7 @@ impl PolicyService {
         };
         Ok(Stamp(ExecutionPolicy {
             mode,
+            network: self.effective_network(session),
             workspace_root,
             temp_dir: self.temp_dir.clone(),
             workspace_pin,
@@ -214,6 +248,68 @@ mod tests {
             service.resolve(None, None).expect("r").mode,
             SandboxMode::ReadOnly
         );
+    }
+
+    #[test]
+    fn the_network_is_the_last_event_over_the_default_and_a_grant_keeps_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let service = PolicyService::new(SandboxMode::ReadOnly, dir.path()).expect("service");
+        assert_eq!(service.default_network(), NetworkMode::Enabled);
+        let session = Session::new("s", dir.path());
+        assert_eq!(
+            service.effective_network(Some(&session)),
+            NetworkMode::Enabled
+        );
+        session
+            .set_network(NetworkMode::Restricted)
+            .expect("append");
+        session
+            .set_sandbox_mode(SandboxMode::WorkspaceWrite)
+            .expect("append");
+        assert_eq!(
+            session.events().first(),
+            Some(&Event::SandboxNetwork {
+                network: NetworkMode::Restricted
+            })
+        );
+        assert_eq!(
+            service.effective_network(Some(&session)),
+            NetworkMode::Restricted
+        );
+        let granted = service
+            .resolve(Some(&session), Some(SandboxMode::DangerFullAccess))
+            .expect("r");
+        assert_eq!(granted.network, NetworkMode::Restricted);
+        session.set_network(NetworkMode::Enabled).expect("append");
+        assert_eq!(
+            service.resolve(Some(&session), None).expect("r").network,
+            NetworkMode::Enabled
+        );
+        // A deployment default: sessions without an event, and calls without a session.
+        let offline = service.with_default_network(NetworkMode::Restricted);
+        assert_eq!(offline.default_network(), NetworkMode::Restricted);
+        let fresh = Session::new("t", dir.path());
+        assert_eq!(
+            offline.resolve(Some(&fresh), None).expect("r").network,
+            NetworkMode::Restricted
+        );
+        assert_eq!(
+            offline.resolve(None, None).expect("r").network,
+            NetworkMode::Restricted
+        );
+        assert_eq!(
+            offline.knobs(Some(&session)),
+            presets::Knobs {
+                mode: SandboxMode::WorkspaceWrite,
+                approval: ApprovalPolicy::Ask,
+                network: NetworkMode::Enabled,
+            }
+        );
+        assert_eq!(
+            effective_network(&session.events()),
+            Some(NetworkMode::Enabled)
+        );
+        assert_eq!(effective_network(&[]), None);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 
-use sandbox::{PinnedDir, SandboxMode};
+use sandbox::{NetworkMode, PinnedDir, SandboxMode};
 use serde::{Deserialize, Serialize};
 
 /// Whether a human is asked before an escalated retry.
@@ -105,6 +105,12 @@ pub enum Event {
     SandboxMode {
         /// The new mode.
         mode: SandboxMode,
+    },
+    /// The session's network knob was switched.
+    #[serde(rename = "sandbox/network")]
+    SandboxNetwork {
+        /// The new network mode.
+        network: NetworkMode,
     },
     /// The session's approval policy knob was switched.
     #[serde(rename = "approval/policy")]
@@ -251,6 +257,11 @@ impl Session {
         self.append(Event::SandboxMode { mode })
     }
 
+    /// THE write path of the network knob: a switch is its event.
+    pub fn set_network(&self, network: NetworkMode) -> Result<(), crate::log::LogError> {
+        self.append(Event::SandboxNetwork { network })
+    }
+
     /// THE write path of the approval policy knob.
     pub fn set_approval_policy(&self, policy: ApprovalPolicy) -> Result<(), crate::log::LogError> {
         self.append(Event::ApprovalPolicy { policy })
@@ -261,6 +272,14 @@ impl Session {
 pub fn effective_sandbox_mode(events: &[Event]) -> Option<SandboxMode> {
     events.iter().rev().find_map(|e| match e {
         Event::SandboxMode { mode } => Some(*mode),
+        _ => None,
+    })
+}
+
+/// The session's network override: its last `sandbox/network` event.
+pub fn effective_network(events: &[Event]) -> Option<NetworkMode> {
+    events.iter().rev().find_map(|e| match e {
+        Event::SandboxNetwork { network } => Some(*network),
         _ => None,
     })
 }

@@ -109,6 +109,27 @@ fn an_unknown_mode_in_a_durable_knob_event_is_an_error_naming_the_line() {
     }
 }
 
+#[test]
+fn an_unknown_network_in_a_durable_knob_event_is_an_error_naming_the_line() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("s.jsonl");
+    std::fs::write(
+        &path,
+        "{\"type\":\"sandbox/network\",\"network\":\"restricted\"}\n{\"type\":\"sandbox/network\",\"network\":\"offline\"}\n",
+    )
+    .expect("write");
+    match Session::open("s", Path::new("/"), &path) {
+        Err(LogError::Invalid { line, message, .. }) => {
+            assert_eq!(line, 2);
+            assert!(
+                message.contains("unknown network mode \"offline\""),
+                "{message}"
+            );
+        }
+        other => panic!("expected an invalid-line error, got {other:?}"),
+    }
+}
+
 /// The child half of the crash test (this same test, re-run with `SESSION_LOG_CRASH_CHILD`):
 /// append forever until killed. No ignored test exists, so `--include-ignored` runs nothing
 /// extra, and a renamed test fails (its child writes nothing).

@@ -7,7 +7,7 @@ use std::path::Path;
 use rstest::rstest;
 use sandbox::SandboxMode::{self, DangerFullAccess, ReadOnly, WorkspaceWrite};
 use sandbox_policy::ApprovalPolicy::{self, Ask, Never};
-use sandbox_policy::presets::{CUSTOM, Preset, PresetError, PresetTable};
+use sandbox_policy::presets::{CUSTOM, Knobs, Preset, PresetError, PresetTable};
 use sandbox_policy::prompt::{
     NEVER_STATEMENT, Source, approval_section, last_told, pending_notice,
 };
@@ -207,6 +207,7 @@ fn preset(id: &str, mode: SandboxMode, approval: ApprovalPolicy) -> Preset {
         name: id.to_uppercase(),
         mode,
         approval,
+        network: None,
     }
 }
 
@@ -241,7 +242,7 @@ fn the_current_preset_needs_both_knobs_to_match(
     #[case] id: &str,
 ) {
     let table = PresetTable::standard(ReadOnly, Ask).expect("table");
-    assert_eq!(table.current(mode, approval), id);
+    assert_eq!(table.current(Knobs::new(mode, approval)), id);
 }
 
 #[rstest]
@@ -289,7 +290,10 @@ fn switching_writes_only_the_knobs_that_change(
     #[case] expected: Result<Vec<Event>, PresetError>,
 ) {
     let table = PresetTable::standard(ReadOnly, Ask).expect("table");
-    assert_eq!(table.switch(id, current_mode, current_approval), expected);
+    assert_eq!(
+        table.switch(id, Knobs::new(current_mode, current_approval)),
+        expected
+    );
 }
 
 #[test]
@@ -305,7 +309,10 @@ fn selecting_a_preset_goes_through_the_session_log() {
     assert_eq!(session.events(), written);
     assert_eq!(service.effective_mode(Some(&session)), DangerFullAccess);
     assert_eq!(service.effective_approval(Some(&session)), Never);
-    assert_eq!(table.current(DangerFullAccess, Never), "full-access");
+    assert_eq!(
+        table.current(Knobs::new(DangerFullAccess, Never)),
+        "full-access"
+    );
     // Selecting it again writes nothing; custom and unknown ids are refused with their words.
     assert_eq!(table.select("full-access", &session, &service), Ok(vec![]));
     assert_eq!(

@@ -4,7 +4,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::mode::{ConfinedMode, SandboxMode};
+use crate::enforcement::EnforcementClass;
+use crate::mode::{ConfinedMode, NetworkMode, SandboxMode};
 use crate::workspace::{PinnedDir, RootError};
 
 /// The complete policy resolved for one capability call: the mode it runs under and the workspace
@@ -13,6 +14,9 @@ use crate::workspace::{PinnedDir, RootError};
 pub struct ExecutionPolicy {
     /// The effective mode of this call.
     pub mode: SandboxMode,
+    /// The network this call may reach (`enabled` when absent: the seeds' behaviour).
+    #[serde(default)]
+    pub network: NetworkMode,
     /// The workspace root (already canonicalized by whoever resolved the policy).
     pub workspace_root: PathBuf,
     /// The `$TMPDIR` the command will see, which `workspace-write` also makes writable.
@@ -33,6 +37,7 @@ impl ExecutionPolicy {
     pub fn new(mode: SandboxMode, workspace_root: impl Into<PathBuf>) -> Self {
         ExecutionPolicy {
             mode,
+            network: NetworkMode::default(),
             workspace_root: workspace_root.into(),
             temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
             workspace_pin: None,
@@ -68,11 +73,18 @@ impl ExecutionPolicy {
         }
     }
 
+    /// The same policy with another network mode.
+    pub fn with_network(mut self, network: NetworkMode) -> Self {
+        self.network = network;
+        self
+    }
+
     /// The policy a provider must enforce, or `None` when the call runs unconfined
     /// (`danger-full-access`, which never reaches a provider).
     pub fn for_provider(&self) -> Option<ProviderPolicy> {
         self.mode.confined().map(|mode| ProviderPolicy {
             mode,
+            network: self.network,
             workspace_root: self.workspace_root.clone(),
             temp_dir: self.temp_dir.clone(),
             workspace_pin: self.workspace_pin.clone(),
@@ -86,6 +98,9 @@ impl ExecutionPolicy {
 pub struct ProviderPolicy {
     /// The confined mode.
     pub mode: ConfinedMode,
+    /// The network the command may reach (`enabled` when absent).
+    #[serde(default)]
+    pub network: NetworkMode,
     /// The workspace root.
     pub workspace_root: PathBuf,
     /// The `$TMPDIR` the command will see (writable under `workspace-write` when absolute).
@@ -105,6 +120,7 @@ impl ProviderPolicy {
     pub fn new(mode: ConfinedMode, workspace_root: impl Into<PathBuf>) -> Self {
         ProviderPolicy {
             mode,
+            network: NetworkMode::default(),
             workspace_root: workspace_root.into(),
             temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
             workspace_pin: None,
@@ -112,9 +128,51 @@ impl ProviderPolicy {
         }
     }
 
+    /// The same policy with another network mode.
+    pub fn with_network(mut self, network: NetworkMode) -> Self {
+        self.network = network;
+        self
+    }
+
+    /// The classes this policy restricts: `files` always, `network` when restricted. A launch's
+    /// overall enforcement is the weakest of these ([`crate::ClassEnforcements::overall`]).
+    pub fn restricted_classes(&self) -> Vec<EnforcementClass> {
+        EnforcementClass::restricted_by(self.network)
+    }
+
     /// The same policy with another temp dir (`None`: the command sees no `$TMPDIR`).
     pub fn with_temp_dir(mut self, temp_dir: Option<PathBuf>) -> Self {
         self.temp_dir = temp_dir;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::enforcement::EnforcementClass;
+
+    #[test]
+    fn the_network_rides_the_policy_to_the_provider() {
+        let policy = ExecutionPolicy::new(SandboxMode::ReadOnly, "/w");
+        assert_eq!(policy.network, NetworkMode::Enabled);
+        let restricted = policy.with_network(NetworkMode::Restricted);
+        let provider = restricted.for_provider().expect("confined");
+        assert_eq!(provider.network, NetworkMode::Restricted);
+        assert_eq!(
+            provider.restricted_classes(),
+            [EnforcementClass::Files, EnforcementClass::Network]
+        );
+        let plain = ProviderPolicy::new(ConfinedMode::ReadOnly, "/w");
+        assert_eq!(plain.network, NetworkMode::Enabled);
+        assert_eq!(plain.restricted_classes(), [EnforcementClass::Files]);
+        assert_eq!(
+            plain.with_network(NetworkMode::Restricted).network,
+            NetworkMode::Restricted
+        );
+        // A policy written before the field reads as enabled.
+        let old: ProviderPolicy =
+            serde_json::from_str(r#"{"mode":"read-only","workspace_root":"/w"}"#).expect("de");
+        assert_eq!(old.network, NetworkMode::Enabled);
     }
 }

@@ -74,6 +74,9 @@ impl StdioAgent {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        if let Some(network) = config.network {
+            command.args(["--network", network.as_str()]);
+        }
         if config.approval_service == Some(false) {
             command.arg("--no-approval-service");
         }

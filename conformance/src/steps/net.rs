@@ -1,0 +1,415 @@
+//! The `net` step: the harness listens outside the sandbox (a loopback TCP port, a loopback UDP
+//! socket, a unix socket
+//! bound to a path outside every writable root, an abstract unix socket), a payload confined with
+//! the step's network knob tries to reach one of them, and the listeners' records decide: under
+//! `reached: false` no listener may have seen any connection at all; under `reached: true` the
+//! target must have received the payload's line.
+//!
+//! The payload writes nothing: the world it runs in must be unchanged afterwards.
+//!
+//! A failure names what the launch reported for the network class, so a backend that reaches a
+//! listener while it reports the class `partial` or `not-governed` fails truthfully (an expected
+//! failure can name that), and one that reaches it while claiming `full` fails as a liar.
+
+use std::ffi::OsString;
+use std::io::{ErrorKind, Read};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{SocketAddr, UnixListener};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use sandbox::{ClassEnforcement, Classification, EnforcementClass, ProviderPolicy};
+use sandbox_local::launch::{self, LaunchOptions};
+
+use crate::backends::Backend;
+use crate::model::{NetStep, NetTarget};
+use crate::world::World;
+
+/// The call's timeout.
+const CALL_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// How long the listeners keep listening after the call returned (a connection the payload
+/// started just before it ended, or one a leftover process makes, still counts).
+const GRACE: Duration = Duration::from_millis(200);
+
+/// How long the listener reads one accepted connection.
+const READ_TIMEOUT: Duration = Duration::from_millis(500);
+
+/// What the harness prints first in the payload, so a payload that never ran cannot pass.
+const STARTED: &str = "net-step-started";
+
+/// The default client of each target: sends `$MSG` and prints `connected` (or `sent`), or prints
+/// `refused` with the reason. Under `reached: false` the payload must print `refused`, so one that
+/// never tried cannot pass. TCP uses bash's own `/dev/tcp`; the unix sockets use `python3`.
+fn default_client(target: NetTarget) -> &'static str {
+    match target {
+        NetTarget::Tcp => {
+            "if printf '%s\\n' \"$MSG\" > \"/dev/tcp/127.0.0.1/$PORT\"; then echo connected; \
+             else echo refused; fi"
+        }
+        NetTarget::Udp => {
+            "if printf '%s\\n' \"$MSG\" > \"/dev/udp/127.0.0.1/$UDP_PORT\"; then echo sent; \
+             else echo refused; fi"
+        }
+        NetTarget::Unix => PY_UNIX,
+        NetTarget::Abstract => PY_ABSTRACT,
+    }
+}
+
+const PY_UNIX: &str = r#"python3 -c '
+import os, socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect(os.environ["UNIX_PATH"])
+    s.sendall((os.environ["MSG"] + "\n").encode())
+    print("connected")
+except OSError as e:
+    print("refused", e)
+'"#;
+
+const PY_ABSTRACT: &str = r#"python3 -c '
+import os, socket
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+try:
+    s.connect("\0" + os.environ["ABSTRACT_NAME"])
+    s.sendall((os.environ["MSG"] + "\n").encode())
+    print("connected")
+except OSError as e:
+    print("refused", e)
+'"#;
+
+/// What one listener saw: the bytes of each connection it accepted.
+type Record = Arc<Mutex<Vec<Vec<u8>>>>;
+
+/// One listener thread, accepting until told to stop.
+struct Listening {
+    target: NetTarget,
+    record: Record,
+    handle: JoinHandle<()>,
+}
+
+/// Accepts on a non-blocking listener until `stop`, reading each connection (bounded in time).
+fn serve<S: Read + Send + 'static>(
+    mut accept: impl FnMut() -> std::io::Result<S> + Send + 'static,
+    prepare: impl Fn(&S) -> std::io::Result<()> + Send + 'static,
+    stop: Arc<AtomicBool>,
+    record: Record,
+) -> JoinHandle<()> {
+    std::thread::spawn(move || {
+        while !stop.load(Ordering::Relaxed) {
+            match accept() {
+                Ok(mut stream) => {
+                    let mut bytes = Vec::new();
+                    if prepare(&stream).is_ok() {
+                        let mut buf = [0u8; 4096];
+                        let deadline = Instant::now() + READ_TIMEOUT;
+                        while Instant::now() < deadline && bytes.len() < 65536 {
+                            match stream.read(&mut buf) {
+                                Ok(0) => break,
+                                Ok(n) => bytes.extend_from_slice(&buf[..n]),
+                                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                                Err(_) => break,
+                            }
+                        }
+                    }
+                    record.lock().unwrap_or_else(|p| p.into_inner()).push(bytes);
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(5)),
+            }
+        }
+    })
+}
+
+/// The three listeners of one step and where the payload finds them.
+struct Listeners {
+    stop: Arc<AtomicBool>,
+    threads: Vec<Listening>,
+    port: u16,
+    udp_port: u16,
+    unix_path: PathBuf,
+    abstract_name: String,
+    /// Holds the socket's directory (under `/var/tmp`, outside every writable root).
+    _dir: tempfile::TempDir,
+}
+
+impl Listeners {
+    fn start() -> Result<Listeners, String> {
+        static N: AtomicU32 = AtomicU32::new(0);
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut threads = Vec::new();
+
+        let tcp = std::net::TcpListener::bind("127.0.0.1:0")
+            .map_err(|e| format!("cannot listen on loopback TCP: {e}"))?;
+        let port = tcp
+            .local_addr()
+            .map_err(|e| format!("cannot read the TCP port: {e}"))?
+            .port();
+        tcp.set_nonblocking(true)
+            .map_err(|e| format!("cannot make the TCP listener non-blocking: {e}"))?;
+        let record = Record::default();
+        threads.push(Listening {
+            target: NetTarget::Tcp,
+            record: record.clone(),
+            handle: serve(
+                move || tcp.accept().map(|(s, _)| s),
+                |s: &std::net::TcpStream| {
+                    s.set_nonblocking(false)?;
+                    s.set_read_timeout(Some(READ_TIMEOUT))
+                },
+                stop.clone(),
+                record,
+            ),
+        });
+
+        let udp = std::net::UdpSocket::bind("127.0.0.1:0")
+            .map_err(|e| format!("cannot bind loopback UDP: {e}"))?;
+        let udp_port = udp
+            .local_addr()
+            .map_err(|e| format!("cannot read the UDP port: {e}"))?
+            .port();
+        udp.set_read_timeout(Some(Duration::from_millis(5)))
+            .map_err(|e| format!("cannot time the UDP socket: {e}"))?;
+        let record = Record::default();
+        threads.push(Listening {
+            target: NetTarget::Udp,
+            record: record.clone(),
+            handle: {
+                let (stop, record) = (stop.clone(), record);
+                std::thread::spawn(move || {
+                    let mut buf = [0u8; 65536];
+                    while !stop.load(Ordering::Relaxed) {
+                        if let Ok((n, _)) = udp.recv_from(&mut buf) {
+                            record
+                                .lock()
+                                .unwrap_or_else(|p| p.into_inner())
+                                .push(buf[..n].to_vec());
+                        }
+                    }
+                })
+            },
+        });
+
+        let dir = tempfile::Builder::new()
+            .prefix("net-")
+            .tempdir_in("/var/tmp")
+            .map_err(|e| format!("cannot make the socket directory under /var/tmp: {e}"))?;
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
+            .map_err(|e| format!("cannot open up the socket directory: {e}"))?;
+        let unix_path = dir.path().join("listener.sock");
+        let unix = UnixListener::bind(&unix_path)
+            .map_err(|e| format!("cannot bind {}: {e}", unix_path.display()))?;
+        // Only the network knob may stand between the payload and the socket, not its mode.
+        std::fs::set_permissions(&unix_path, std::fs::Permissions::from_mode(0o777))
+            .map_err(|e| format!("cannot open up {}: {e}", unix_path.display()))?;
+        let abstract_name = format!(
+            "sandbox-conformance-net-{}-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed),
+            dir.path()
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        );
+        let addr = SocketAddr::from_abstract_name(abstract_name.as_bytes())
+            .map_err(|e| format!("cannot name the abstract socket: {e}"))?;
+        let abstract_listener = UnixListener::bind_addr(&addr)
+            .map_err(|e| format!("cannot bind the abstract socket: {e}"))?;
+        for (target, listener) in [
+            (NetTarget::Unix, unix),
+            (NetTarget::Abstract, abstract_listener),
+        ] {
+            listener
+                .set_nonblocking(true)
+                .map_err(|e| format!("cannot make the unix listener non-blocking: {e}"))?;
+            let record = Record::default();
+            threads.push(Listening {
+                target,
+                record: record.clone(),
+                handle: serve(
+                    move || listener.accept().map(|(s, _)| s),
+                    |s: &std::os::unix::net::UnixStream| {
+                        s.set_nonblocking(false)?;
+                        s.set_read_timeout(Some(READ_TIMEOUT))
+                    },
+                    stop.clone(),
+                    record,
+                ),
+            });
+        }
+        Ok(Listeners {
+            stop,
+            threads,
+            port,
+            udp_port,
+            unix_path,
+            abstract_name,
+            _dir: dir,
+        })
+    }
+
+    /// Stops every listener and returns what each recorded.
+    fn finish(self) -> Vec<(NetTarget, Vec<Vec<u8>>)> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.threads
+            .into_iter()
+            .map(|l| {
+                let _ = l.handle.join();
+                let record = l.record.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                (l.target, record)
+            })
+            .collect()
+    }
+}
+
+fn name(target: NetTarget) -> &'static str {
+    match target {
+        NetTarget::Tcp => "tcp",
+        NetTarget::Udp => "udp",
+        NetTarget::Unix => "unix",
+        NetTarget::Abstract => "abstract",
+    }
+}
+
+pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
+    let provider = backend
+        .provider
+        .as_ref()
+        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+    let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+    let workspace = world.dir.join("ws");
+    let before = world.snapshot();
+    let listeners = Listeners::start()?;
+    let msg = format!("net-step-{}", listeners.abstract_name);
+    let script = format!(
+        "echo {STARTED}\n{}\n",
+        step.run
+            .as_deref()
+            .unwrap_or_else(|| default_client(step.target))
+    );
+    let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script.into()];
+    let policy = ProviderPolicy::new(step.mode, workspace.clone())
+        .with_temp_dir(None)
+        .with_network(step.network);
+    let confined = provider.confine(&argv, &policy).map_err(|e| {
+        format!(
+            "confine refused under network {}: {e} (the knob must not make the backend unavailable)",
+            step.network
+        )
+    })?;
+    let report = confined.class_report(EnforcementClass::Network);
+    let reported = if report.ungoverned.is_empty() {
+        format!("reports network {}", report.enforcement)
+    } else {
+        format!(
+            "reports network {} (ungoverned: {})",
+            report.enforcement,
+            report.ungoverned.join(", ")
+        )
+    };
+    let mut options = LaunchOptions::in_dir(&workspace);
+    options.env = vec![
+        ("PORT".into(), listeners.port.to_string().into()),
+        ("UDP_PORT".into(), listeners.udp_port.to_string().into()),
+        (
+            "UNIX_PATH".into(),
+            listeners.unix_path.clone().into_os_string(),
+        ),
+        (
+            "ABSTRACT_NAME".into(),
+            listeners.abstract_name.clone().into(),
+        ),
+        ("MSG".into(), msg.clone().into()),
+    ];
+    options.env_remove.push("TMPDIR".into());
+    options.timeout = Some(CALL_TIMEOUT);
+    let done = launch::run(&confined, &options);
+    std::thread::sleep(GRACE);
+    let records = listeners.finish();
+    let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&done.stderr).into_owned();
+    if let Classification::RunnerFailure { detail, .. } = &done.classification {
+        return Err(format!(
+            "the runner failed under network {}: {detail}",
+            step.network
+        ));
+    }
+    if done.timed_out {
+        return Err(format!("the call timed out; stdout {stdout:?}"));
+    }
+    if !stdout.starts_with(STARTED) {
+        return Err(format!(
+            "the payload never ran (stdout {stdout:?}, stderr {stderr:?})"
+        ));
+    }
+    let changed = before.diff(&world.snapshot(), &[]);
+    if !changed.is_empty() {
+        return Err(format!(
+            "the payload changed the world: {}",
+            changed.join("; ")
+        ));
+    }
+    let seen = |t: NetTarget| {
+        records
+            .iter()
+            .find(|(target, _)| *target == t)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_default()
+    };
+    let summary = records
+        .iter()
+        .filter(|(_, r)| !r.is_empty())
+        .map(|(t, r)| {
+            let bytes: Vec<String> = r
+                .iter()
+                .map(|b| format!("{:?}", String::from_utf8_lossy(b)))
+                .collect();
+            format!("{} <- {}", name(*t), bytes.join(" "))
+        })
+        .collect::<Vec<_>>();
+    if step.expect.reached {
+        let want = format!("{msg}\n");
+        if seen(step.target).iter().any(|b| *b == want.as_bytes()) {
+            return Ok(());
+        }
+        return Err(format!(
+            "the {} listener recorded nothing from the payload under network {} ({reported}); \
+             the payload said {:?}, stderr {:?}",
+            name(step.target),
+            step.network,
+            stdout.trim(),
+            stderr.trim()
+        ));
+    }
+    if summary.is_empty() {
+        // A payload that never tried (a typo, a missing tool) must not pass for a refusal. A UDP
+        // datagram is not refused by its sender even where it can reach nothing (no connection,
+        // no answer), so for UDP having sent it is the attempt.
+        let tried = stdout.contains("refused")
+            || (step.target == NetTarget::Udp && stdout.lines().any(|l| l == "sent"));
+        if !tried {
+            return Err(format!(
+                "no listener was reached, but the payload did not report a refused attempt \
+                 (stdout {stdout:?}, stderr {stderr:?})"
+            ));
+        }
+        return Ok(());
+    }
+    let liar = if report.enforcement == ClassEnforcement::Full {
+        "; it claims full"
+    } else {
+        ""
+    };
+    Err(format!(
+        "a listener outside the sandbox recorded a connection under network {}: {}; the launch \
+         {reported}{liar}",
+        step.network,
+        summary.join("; ")
+    ))
+}
