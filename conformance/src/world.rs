@@ -365,6 +365,29 @@ fn populate(dir: &Path, suffix: &OsStr) -> io::Result<()> {
     std::fs::create_dir_all(dir.join(name("emptydir", suffix)))
 }
 
+/// `text` as one bash word, whatever bytes it holds, in UTF-8: single-quoted when it is UTF-8,
+/// else a `$'...'` word in which only the bytes that are not UTF-8 are octal escapes (so the
+/// payload builds a name that is not UTF-8 from an argv that is).
+pub fn shell_quote(text: &OsStr) -> String {
+    if let Some(s) = text.to_str() {
+        return format!("'{}'", s.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    for chunk in text.as_bytes().utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if matches!(c, '\'' | '\\') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\{b:03o}"));
+        }
+    }
+    out.push('\'');
+    out
+}
+
 /// `base` followed by `suffix`, as a file name.
 pub fn name(base: &str, suffix: &OsStr) -> OsString {
     let mut n = OsString::from(base);

@@ -148,6 +148,74 @@ impl Held {
     }
 }
 
+/// A FIFO the payload opens for reading first thing (its descriptor 9, inherited by every process
+/// it starts) and whose write end only the harness holds. The payload takes the one byte the
+/// harness left in it, which says it reached the pipe; once a write by the harness finds no
+/// reader (`EPIPE`), no process of the call holds it any more, so a check made `after_ms` later
+/// can be made now. Reading is allowed in every mode, so the read-only payload reaches it too.
+/// When the payload never reached it (a backend that hides the world's directory), the harness
+/// waits the whole `after_ms`.
+struct Release {
+    path: PathBuf,
+    write: OwnedFd,
+}
+
+impl Release {
+    fn open(path: &Path) -> Result<Release, String> {
+        use nix::fcntl::{OFlag, open};
+        use nix::sys::stat::Mode;
+        let fail = |what: &str, e: nix::Error| format!("cannot {what} the release pipe: {e}");
+        nix::unistd::mkfifo(path, Mode::from_bits_truncate(0o644)).map_err(|e| fail("make", e))?;
+        let flags = OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        // A write end opens without blocking only while a reader exists: hold one meanwhile.
+        let read =
+            open(path, OFlag::O_RDONLY | flags, Mode::empty()).map_err(|e| fail("open", e))?;
+        let write =
+            open(path, OFlag::O_WRONLY | flags, Mode::empty()).map_err(|e| fail("open", e))?;
+        nix::unistd::write(&write, b"g").map_err(|e| fail("fill", e))?;
+        drop(read);
+        Ok(Release {
+            path: path.to_path_buf(),
+            write,
+        })
+    }
+
+    /// The script line that opens the read end as descriptor 9 and takes the byte.
+    fn prologue(&self) -> String {
+        format!(
+            "{{ exec 9<{}; read -r -n 1 -u 9 _; }} 2>/dev/null\n",
+            crate::world::shell_quote(self.path.as_os_str())
+        )
+    }
+
+    /// Bytes waiting in the pipe.
+    fn pending(&self) -> Option<i32> {
+        let mut n: nix::libc::c_int = 0;
+        // SAFETY: FIONREAD writes one c_int through the pointer, which points at `n`, alive for
+        // the call; the descriptor is our own open FIFO. nix has no wrapper for this ioctl.
+        #[allow(unsafe_code)]
+        let rc =
+            unsafe { nix::libc::ioctl(self.write.as_raw_fd(), nix::libc::FIONREAD, &raw mut n) };
+        (rc == 0).then_some(n)
+    }
+
+    /// Waits until no process of the call holds the pipe, or `longest`, whichever comes first.
+    fn wait(&self, longest: Duration) {
+        let deadline = Instant::now() + longest;
+        if self.pending() != Some(0) {
+            // The payload never took the byte: nothing tells when its processes are gone.
+            std::thread::sleep(longest);
+            return;
+        }
+        while Instant::now() < deadline {
+            if let Err(nix::errno::Errno::EPIPE) = nix::unistd::write(&self.write, b"x") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 /// How the call came out.
 enum Came {
     /// `confine` refused.
@@ -170,10 +238,20 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
         ));
     }
     let stage = Stage::new(step)?;
+    // A call checked a while after it returned holds a pipe from its first line on, so every
+    // process it starts inherits it: the wait ends as soon as the last of them is gone.
+    let pipe = if after.is_zero() {
+        None
+    } else {
+        Some(Release::open(&stage.world.dir.join(".lock"))?)
+    };
     let before = stage.world.snapshot();
     let policy =
         ProviderPolicy::new(step.mode, stage.spelled.clone()).with_temp_dir(stage.temp_dir.clone());
     let mut script = String::from(PROLOGUE);
+    if let Some(pipe) = &pipe {
+        script.push_str(&pipe.prologue());
+    }
     script.push_str(&step.run);
     let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script.into()];
     let held = if step.hold_fd {
@@ -228,7 +306,9 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
     drop(held);
     // No process of the call may outlive it: look for the call's tag right after it returned.
     let survivors = survivors(&stage.tag);
-    std::thread::sleep(after);
+    if let Some(pipe) = &pipe {
+        pipe.wait(after);
+    }
     check(backend, step, &stage, &before, &came)?;
     if survivors.is_empty() {
         Ok(())
