@@ -149,6 +149,19 @@ pub struct Report {
     pub suite_problems: Vec<String>,
     /// Backends this host has no use of, with the reason (not certified here, not failing).
     pub excluded_backends: Vec<(String, String)>,
+    /// The seed of the run's draws (`certify --seed N` replays it).
+    pub seed: u64,
+    /// Where this host's worlds were drawn from, and the places left out with the reason.
+    pub world_places: WorldPlaces,
+}
+
+/// Where a run's worlds lie.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorldPlaces {
+    /// The bases worlds were drawn from.
+    pub bases: Vec<PathBuf>,
+    /// Candidate bases left out on this host, with the reason.
+    pub left_out: Vec<(PathBuf, String)>,
 }
 
 impl Report {
@@ -174,6 +187,8 @@ pub struct Options {
     pub case_timeout: Duration,
     /// Backends left out of this run because they cannot run here, with the reason.
     pub excluded: Vec<(String, String)>,
+    /// The seed every case draws its places and names from (the same seed replays the run).
+    pub seed: u64,
 }
 
 /// Runs the certification; `progress(done, total, result)` is called after every case.
@@ -215,7 +230,13 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         for _ in 0..options.jobs.max(1) {
             scope.spawn(|| {
                 while let Some(trial) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
-                    let result = run_trial(trial, &backends, &levels, options.case_timeout);
+                    let result = run_trial(
+                        trial,
+                        &backends,
+                        &levels,
+                        options.case_timeout,
+                        options.seed,
+                    );
                     let done = {
                         let Ok(mut all) = results.lock() else { break };
                         all.push(result.clone());
@@ -255,6 +276,14 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         cases,
         suite_problems,
         excluded_backends: options.excluded,
+        seed: options.seed,
+        world_places: {
+            let places = crate::world::places();
+            WorldPlaces {
+                bases: places.bases.iter().map(|(p, _)| p.clone()).collect(),
+                left_out: places.left_out.clone(),
+            }
+        },
     }
 }
 
@@ -263,6 +292,7 @@ fn run_trial(
     backends: &Arc<Vec<Backend>>,
     levels: &BTreeMap<String, Level>,
     timeout: Duration,
+    seed: u64,
 ) -> CaseResult {
     let family = trial.name.split("::").next().unwrap_or("").to_owned();
     let base = |backend: &str, scenario: &str, status, message: Option<String>| CaseResult {
@@ -304,8 +334,12 @@ fn run_trial(
     let start = Instant::now();
     let (tx, rx) = channel();
     let worker_backends = Arc::clone(backends);
+    let name = trial.name.clone();
     std::thread::spawn(move || {
-        let _ = tx.send(run_case(&worker_backends[backend], &case).map_err(|e| e.to_string()));
+        let result = crate::world::with_case(seed, &name, || {
+            run_case(&worker_backends[backend], &case).map_err(|e| e.to_string())
+        });
+        let _ = tx.send(result);
     });
     let outcome = rx.recv_timeout(timeout);
     let protocol = b.external().and_then(|e| e.failure());

@@ -73,6 +73,19 @@ pub fn required_backends() -> Vec<String> {
 /// process with the conclusion.
 pub fn main() -> ! {
     let args = Arguments::from_args();
+    let seed = match crate::world::run_seed() {
+        Ok(seed) => seed,
+        Err(e) => {
+            eprintln!("conformance: {e}");
+            std::process::exit(101);
+        }
+    };
+    if !args.list {
+        eprintln!(
+            "conformance: seed {seed} ({}={seed} replays these trials)",
+            crate::world::SEED_VAR
+        );
+    }
     let required = required_backends();
     let exact = args.filter.as_deref().filter(|_| args.exact && !args.list);
     let trials = exact
@@ -318,6 +331,7 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
         };
     }
     let backends = Arc::clone(backends);
+    let name_for_seed = name.clone();
     HarnessTrial::new(name, false, move || match kind {
         TrialKind::LoadError(e) => Err(e.to_string()),
         TrialKind::NoScenarios(root) => Err(format!(
@@ -331,8 +345,11 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
             case,
             expected_failure,
         } => {
-            let result = run_case(&backends[backend], &case)
-                .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str()));
+            let seed = crate::world::run_seed()?;
+            let result = crate::world::with_case(seed, &name_for_seed, || {
+                run_case(&backends[backend], &case)
+            })
+            .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str()));
             match Judgement::of(result, expected_failure.as_ref()) {
                 Judgement::Pass => Ok(()),
                 // XFAIL: the known, reasoned failure happened, showing what it pins.

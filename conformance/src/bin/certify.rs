@@ -58,6 +58,10 @@ struct Cli {
     /// A runner-failure signature of the operator runner (repeatable; at least one).
     #[arg(long = "runner-failure-signature")]
     runner_failure_signatures: Vec<String>,
+    /// Replay the run drawn from this seed (places and names of every case); default: the
+    /// `CONFORMANCE_SEED` environment variable, else a fresh seed, printed.
+    #[arg(long)]
+    seed: Option<u64>,
     /// An external backend command speaking the JSON-lines protocol.
     #[arg(last = true)]
     command: Vec<OsString>,
@@ -82,7 +86,24 @@ fn main() -> ExitCode {
     let jobs = cli
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() * 2));
+    let seed = match cli
+        .seed
+        .map(Ok)
+        .unwrap_or_else(conformance::world::run_seed)
+    {
+        Ok(seed) => seed,
+        Err(e) => {
+            eprintln!("certify: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    eprintln!("certify: seed {seed} (certify --seed {seed} replays this run)");
+    let places = conformance::world::places();
+    for (path, why) in &places.left_out {
+        eprintln!("certify: no worlds under {}: {why}", path.display());
+    }
     let options = Options {
+        seed,
         scenarios: cli.scenarios.clone().unwrap_or_else(scenario_root),
         backends,
         families: cli.families.clone(),

@@ -23,8 +23,10 @@ const MAX_AFTER: Duration = Duration::from_millis(5000);
 /// The lowest descriptor number the held descriptor gets.
 const HELD_FD_MIN: i32 = 64;
 
-/// The environment variable that tags every process of one call, so survivors can be found.
-const TAG_VAR: &str = "SANDBOX_CONFORMANCE_CALL";
+/// The environment variable that tags every process of one call, so survivors can be found. It is
+/// the one systemd gives every unit (32 hex digits), so a backend cannot tell a harness call
+/// from a service's.
+const TAG_VAR: &str = "INVOCATION_ID";
 
 /// How long processes of a finished call may take to disappear (killed, being reaped).
 const SURVIVOR_GRACE: Duration = Duration::from_millis(300);
@@ -63,21 +65,29 @@ impl Stage {
         let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
         let spelled = world.workspace(step.workspace);
         let cwd = match step.workspace {
-            WorkspaceSpelling::Missing | WorkspaceSpelling::File => world.dir.join("ws"),
+            WorkspaceSpelling::Missing | WorkspaceSpelling::File => world.ws.clone(),
             _ => spelled.clone(),
         };
         let temp_dir = step.temp_dir.map(|t| world.temp_dir(t));
-        let held_file = world.dir.join("outside/held");
+        let held_file = world.outside.join("held");
         std::fs::write(&held_file, "held")
             .map_err(|e| format!("cannot make the held file: {e}"))?;
-        let leaf = world
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let etc_probe = PathBuf::from(format!("/etc/sandbox-conformance-{leaf}"));
-        let canary = world.tmp.join("canary");
-        let tag = leaf.clone();
+        // Names an ordinary system could have: a backup of a file /etc has, a state file.
+        // Never a name the host already has (it is removed afterwards).
+        let etc_probe = std::iter::repeat_with(|| {
+            PathBuf::from(format!(
+                "/etc/{}.{}",
+                crate::world::draw_one(&["hosts", "motd", "environment", "profile", "issue"]),
+                crate::world::draw_hex(6)
+            ))
+        })
+        .take(16)
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .ok_or("16 drawn /etc probe names all exist")?;
+        let canary = world
+            .tmp
+            .join(crate::world::draw_one(&[".state", "last-run", ".done"]));
+        let tag = crate::world::draw_hex(32);
         Ok(Stage {
             world,
             spelled,
@@ -92,12 +102,8 @@ impl Stage {
 
     /// `%WS%` and friends replaced by this world's paths.
     fn expand(&self, text: &str) -> String {
-        let d = &self.world.dir;
-        text.replace("%WS%", &self.spelled.display().to_string())
-            .replace("%OUTSIDE%", &d.join("outside").display().to_string())
-            .replace("%TMPDIR%", &d.join("tmpdir").display().to_string())
-            .replace("%TMP%", &self.world.tmp.display().to_string())
-            .replace("%WORLD%", &d.display().to_string())
+        self.world
+            .expand(text, &self.spelled)
             .replace("%ETC_PROBE%", &self.etc_probe.display().to_string())
     }
 }
@@ -266,7 +272,10 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
             let d = &stage.world.dir;
             options.env = vec![
                 ("WS".into(), stage.spelled.clone().into_os_string()),
-                ("OUTSIDE".into(), d.join("outside").into_os_string()),
+                (
+                    "OUTSIDE".into(),
+                    stage.world.outside.clone().into_os_string(),
+                ),
                 ("TMP".into(), stage.world.tmp.clone().into_os_string()),
                 ("WORLD".into(), d.clone().into_os_string()),
                 ("ETC_PROBE".into(), stage.etc_probe.clone().into_os_string()),

@@ -67,7 +67,6 @@ fn script(op: Effect) -> &'static str {
 }
 
 fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
-    let w = &world.dir;
     let file = file_for(op);
     let plain = |root: PathBuf, ws: PathBuf, spelled: PathBuf, real: PathBuf, suffix: &OsStr| {
         let n = name(file, suffix);
@@ -82,8 +81,8 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
         }
     };
     let none = OsStr::new("");
-    let ws = w.join("ws");
-    let outside = w.join("outside");
+    let ws = world.ws.clone();
+    let outside = world.outside.clone();
     let only = |ops: &[Effect]| {
         if ops.contains(&op) {
             Ok(())
@@ -97,7 +96,8 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
         Shape::Dotdot => plain(
             ws.clone(),
             ws.clone(),
-            ws.join("dir/../../outside"),
+            ws.join("dir/../..")
+                .join(outside.file_name().unwrap_or_default()),
             outside,
             none,
         ),
@@ -131,7 +131,7 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
             none,
         ),
         Shape::Tmpdir => {
-            let tmpdir = w.join("tmpdir");
+            let tmpdir = world.tmpdir.clone();
             let mut p = plain(ws.clone(), ws.clone(), tmpdir.clone(), tmpdir.clone(), none);
             p.temp_dir = Some(tmpdir);
             p
@@ -166,7 +166,7 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
             )
         }
         Shape::RootViaSymlink => {
-            let alias = w.join("ws_alias");
+            let alias = world.alias.clone();
             let mut p = plain(
                 alias.clone(),
                 ws.clone(),
@@ -353,7 +353,7 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
             String::from_utf8_lossy(&done.stderr).trim()
         )
     };
-    if read(&world.dir.join("outside/sentinel")).as_deref() != Some(SENTINEL) {
+    if read(&world.outside.join("sentinel")).as_deref() != Some(SENTINEL) {
         return Err(format!(
             "the sentinel outside the workspace changed: {}",
             describe()

@@ -44,7 +44,7 @@ impl Rig {
         let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
         // The deployment's configured root is always the world's workspace; the session's cwd
         // (which wins) is the workspace the case names, spelled as it says.
-        let configured = world.dir.join("ws");
+        let configured = world.ws.clone();
         let ws = world.workspace(setup.workspace.unwrap_or_default());
         let temp_dir = setup.tmpdir.map(|t| world.temp_dir(t));
         let policy = PolicyService::new(setup.mode.unwrap_or(SandboxMode::ReadOnly), &configured)
@@ -98,12 +98,7 @@ impl Rig {
 
     /// `%WS%` and friends replaced by this world's paths.
     fn expand(&self, text: &str) -> String {
-        let d = &self.world.dir;
-        text.replace("%WS%", &self.ws.display().to_string())
-            .replace("%OUTSIDE%", &d.join("outside").display().to_string())
-            .replace("%TMPDIR%", &d.join("tmpdir").display().to_string())
-            .replace("%TMP%", &self.world.tmp.display().to_string())
-            .replace("%WORLD%", &d.display().to_string())
+        self.world.expand(text, &self.ws)
     }
 
     fn expand_value(&self, value: &Value) -> Value {
@@ -227,7 +222,7 @@ pub(super) fn run(
         super::check_file(std::path::Path::new(&rig.expand(path)), want)
             .map_err(|e| format!("{e}: {}", describe()))?;
     }
-    let sentinel = std::fs::read_to_string(rig.world.dir.join("outside/sentinel")).ok();
+    let sentinel = std::fs::read_to_string(rig.world.outside.join("sentinel")).ok();
     if sentinel.as_deref() != Some(SENTINEL) {
         return Err(format!(
             "the sentinel outside the workspace changed: {}",
