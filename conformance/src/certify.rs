@@ -36,11 +36,14 @@ pub enum Status {
     Error,
     /// The case or the backend did not finish in time.
     Timeout,
+    /// The backend answered the same request about two places differently (never excused by an
+    /// expectation file).
+    Inconsistent,
 }
 
 impl Status {
     /// Every status, in report order.
-    pub const ALL: [Status; 7] = [
+    pub const ALL: [Status; 8] = [
         Status::Pass,
         Status::Fail,
         Status::Skip,
@@ -48,13 +51,14 @@ impl Status {
         Status::Xpass,
         Status::Error,
         Status::Timeout,
+        Status::Inconsistent,
     ];
 
     /// True for the statuses that deny certification by themselves.
     pub fn is_bad(self) -> bool {
         matches!(
             self,
-            Status::Fail | Status::Xpass | Status::Error | Status::Timeout
+            Status::Fail | Status::Xpass | Status::Error | Status::Timeout | Status::Inconsistent
         )
     }
 
@@ -67,6 +71,7 @@ impl Status {
             Status::Xpass => "XPASS",
             Status::Error => "error",
             Status::Timeout => "timeout",
+            Status::Inconsistent => "INCONSISTENT",
         }
     }
 }
@@ -350,6 +355,9 @@ fn run_trial(
             Status::Timeout,
             Some(format!("the case did not finish within {timeout:?}")),
         ),
+        (Ok(Err(message)), None) if crate::metamorphic::is_inconsistent(&message) => {
+            (Status::Inconsistent, Some(message))
+        }
         (Ok(result), None) => match Judgement::of(result, expected_failure.as_ref()) {
             Judgement::Pass => (Status::Pass, None),
             Judgement::Fail(message) => (Status::Fail, Some(message)),
@@ -617,7 +625,7 @@ pub fn junit(report: &Report) -> Result<String, String> {
                 Status::Fail | Status::Xpass => {
                     TestCaseStatus::non_success(NonSuccessKind::Failure)
                 }
-                Status::Error | Status::Timeout => {
+                Status::Error | Status::Timeout | Status::Inconsistent => {
                     TestCaseStatus::non_success(NonSuccessKind::Error)
                 }
             };

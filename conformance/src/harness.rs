@@ -350,6 +350,12 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
                 run_case(&backends[backend], &case)
             })
             .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str()));
+            if let Err(message) = &result
+                && crate::metamorphic::is_inconsistent(message)
+            {
+                // Never excused by an expectation file.
+                return Err(message.clone());
+            }
             match Judgement::of(result, expected_failure.as_ref()) {
                 Judgement::Pass => Ok(()),
                 // XFAIL: the known, reasoned failure happened, showing what it pins.

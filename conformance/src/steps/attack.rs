@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sandbox::{Classification, ProviderPolicy};
+use sandbox::{Classification, ProviderPolicy, SandboxProvider};
 use sandbox_local::launch::{self, Finished, LaunchOptions};
 
 use crate::backends::Backend;
@@ -265,7 +265,10 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
     } else {
         None
     };
-    let came = match provider.confine(&argv, &policy) {
+    let twin = crate::metamorphic::Twin::new(provider.clone(), &stage.world, true)?;
+    let answer = twin.confine(&argv, &policy);
+    twin.verdict()?;
+    let came = match answer {
         Err(e) => Came::Refused(e.to_string()),
         Ok(confined) => {
             let mut options = LaunchOptions::in_dir(&stage.cwd);

@@ -6,7 +6,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sandbox::{Classification, ProviderPolicy};
+use sandbox::{Classification, ProviderPolicy, SandboxProvider};
 use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
@@ -309,7 +309,10 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
     let policy =
         ProviderPolicy::new(step.mode, place.root.clone()).with_temp_dir(place.temp_dir.clone());
     let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script(step.op).into()];
-    let confined = match provider.confine(&argv, &policy) {
+    let twin = crate::metamorphic::Twin::new(provider.clone(), &world, true)?;
+    let answer = twin.confine(&argv, &policy);
+    twin.verdict()?;
+    let confined = match answer {
         Ok(confined) => confined,
         Err(e) if step.expect == ExpectedEffect::Refused => {
             return match state(step.op, &place) {

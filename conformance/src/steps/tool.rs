@@ -28,6 +28,8 @@ pub(super) struct Rig {
     agent: bool,
     calls: usize,
     last_task: Option<u64>,
+    /// The provider the shell confines with, asking every request twice.
+    twin: Arc<crate::metamorphic::Twin>,
 }
 
 fn decision(answer: Answer) -> Decision {
@@ -61,10 +63,14 @@ impl Rig {
         }
         let decisions: Vec<Decision> = setup.approver.iter().copied().map(decision).collect();
         let approver = Arc::new(ScriptedApprover::new(decisions));
-        let provider = backend
+        let inner = backend
             .provider
             .clone()
             .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+        // The case changes its world between calls and its twin stays fresh: only two answers
+        // are compared, not an answer and a refusal.
+        let twin = crate::metamorphic::Twin::new(inner, &world, false)?;
+        let provider: Arc<dyn sandbox::SandboxProvider> = twin.clone();
         let as_service = |a: &Arc<ScriptedApprover>| -> Arc<dyn ApprovalService> { a.clone() };
         let (shell, fs, approval) = match setup.composition.unwrap_or(Composition::Confining) {
             Composition::Confining => (
@@ -93,6 +99,7 @@ impl Rig {
             agent: setup.agent.unwrap_or(true),
             calls: 0,
             last_task: None,
+            twin,
         })
     }
 
@@ -173,6 +180,7 @@ pub(super) fn run(
     let rig = self::rig(backend, setup, rig)?;
     let args = rig.expand_value(&step.args);
     let out = rig.call(&step.name, &args);
+    rig.twin.verdict()?;
     if let Some(task) = out.facts.get("task_id").and_then(Value::as_u64) {
         rig.last_task = Some(task);
     }
