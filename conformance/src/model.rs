@@ -399,6 +399,22 @@ pub struct EffectStep {
     pub shape: Shape,
     /// What must be true of the host afterwards.
     pub expect: ExpectedEffect,
+    /// How the paths reach the command (default `argv`).
+    #[serde(default)]
+    pub via: PathRoute,
+}
+
+/// How an effect's paths reach its command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathRoute {
+    /// Spelled in the command itself, as an ordinary command spells them; a name that is not
+    /// UTF-8 is built by bash from octal escapes (`$'...\377'`), so the argv is UTF-8.
+    #[default]
+    Argv,
+    /// In the environment (`$T`, the target, and `$W`, the workspace), byte for byte: a backend
+    /// must carry an environment that is not UTF-8.
+    Env,
 }
 
 /// A file effect.

@@ -564,17 +564,17 @@ impl Snapshot {
         for (path, old) in &self.entries {
             match after.entries.get(path) {
                 None if !allowed(path) => {
-                    lines.push(format!("- {} (was {old})", path.display()));
+                    lines.push(format!("- {} (was {old})", shown(path)));
                 }
                 Some(new) if new != old && (!allowed(path) || new.is_device()) => {
-                    lines.push(format!("~ {}: {old} => {new}", path.display()));
+                    lines.push(format!("~ {}: {old} => {new}", shown(path)));
                 }
                 _ => {}
             }
         }
         for (path, new) in &after.entries {
             if !self.entries.contains_key(path) && (!allowed(path) || new.is_device()) {
-                lines.push(format!("+ {} ({new})", path.display()));
+                lines.push(format!("+ {} ({new})", shown(path)));
             }
         }
         if after.truncated {
@@ -584,6 +584,19 @@ impl Snapshot {
         }
         lines
     }
+}
+
+/// A path for a person: UTF-8 as it is, every byte that is not UTF-8 as `\xHH`, so a name that
+/// differs only in such bytes (`new\xFF` and `new\u{FFFD}`) shows differently.
+pub fn shown(path: &Path) -> String {
+    let mut out = String::new();
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    out
 }
 
 fn walk(path: &Path, out: &mut BTreeMap<PathBuf, Entry>, budget: &mut usize) {
