@@ -194,14 +194,7 @@ impl Backend {
             unusable: None,
             enforcement: Some(SandboxEnforcement::Full),
             provider: Some(provider),
-            version: Some(
-                runner
-                    .argv()
-                    .iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
+            version: Some(runner_version(runner.argv())),
             kind: Kind::Operator(config),
         }
     }
@@ -275,6 +268,55 @@ impl Backend {
             },
         }
     }
+}
+
+/// What an operator runner says `--version` is (its first line), or, when it says nothing, that
+/// it did not and what it is.
+fn runner_version(argv: &[std::ffi::OsString]) -> String {
+    let shown = || {
+        argv.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let Some(program) = argv.first() else {
+        return "unknown".into();
+    };
+    // Bounded: a runner that hangs on `--version` (or ignores it) must not hang the run.
+    let said = std::process::Command::new(program)
+        .args(&argv[1..])
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()
+        .and_then(|mut child| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let status = loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => break Some(status),
+                    Ok(None) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    _ => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break None;
+                    }
+                }
+            };
+            let mut text = String::new();
+            if let Some(mut out) = child.stdout.take() {
+                use std::io::Read;
+                let _ = out.read_to_string(&mut text);
+            }
+            status
+                .filter(|s| s.success())
+                .and_then(|_| text.lines().next().map(|l| l.trim().to_owned()))
+        })
+        .filter(|line| !line.is_empty());
+    said.unwrap_or_else(|| format!("unknown ({} --version said nothing)", shown()))
 }
 
 /// True when this process can simulate hostile hosts for the local chain: it runs as root (so

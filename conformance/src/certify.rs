@@ -62,6 +62,20 @@ impl Status {
         )
     }
 
+    /// Its name in reports, as `report.json` spells it (`PASS`, `FAIL`, ..., `INCONSISTENT`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::Skip => "SKIP",
+            Status::Xfail => "XFAIL",
+            Status::Xpass => "XPASS",
+            Status::Error => "ERROR",
+            Status::Timeout => "TIMEOUT",
+            Status::Inconsistent => "INCONSISTENT",
+        }
+    }
+
     fn word(self) -> &'static str {
         match self {
             Status::Pass => "passed",
@@ -156,6 +170,10 @@ pub struct Report {
     pub excluded_backends: Vec<(String, String)>,
     /// The seed of the run's draws (`certify --seed N` replays it).
     pub seed: u64,
+    /// The suite's families this run did not run (`--family`): such a run is `PARTIAL`.
+    pub left_out_families: Vec<String>,
+    /// `CERTIFIED`, `PARTIAL` or `NOT CERTIFIED` (see [`Report::verdict`]).
+    pub verdict: &'static str,
     /// Where this host's worlds were drawn from, and the places left out with the reason.
     pub world_places: WorldPlaces,
 }
@@ -170,11 +188,30 @@ pub struct WorldPlaces {
 }
 
 impl Report {
-    /// Certified: every backend in the run is certified and the suite itself loaded cleanly.
+    /// Certified: every backend in the run is certified, the suite itself loaded cleanly and no
+    /// family was left out.
     pub fn certified(&self) -> bool {
+        self.passed() && self.left_out_families.is_empty()
+    }
+
+    /// Every backend passed what the run ran and the suite loaded cleanly (a run that left
+    /// families out may pass, but it is no certificate).
+    pub fn passed(&self) -> bool {
         self.suite_problems.is_empty()
             && !self.backends.is_empty()
             && self.backends.iter().all(|b| b.certified)
+    }
+
+    /// `CERTIFIED`, `PARTIAL` (everything it ran passed, but it left families out) or
+    /// `NOT CERTIFIED`.
+    pub fn verdict(&self) -> &'static str {
+        if self.certified() {
+            "CERTIFIED"
+        } else if self.passed() {
+            "PARTIAL"
+        } else {
+            "NOT CERTIFIED"
+        }
     }
 }
 
@@ -217,6 +254,14 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         .map(|s| (s.id.clone(), s.level))
         .collect();
     let families = &options.families;
+    let mut left_out_families: Vec<String> = suite
+        .scenarios
+        .iter()
+        .map(|s| s.family.clone())
+        .filter(|f| !families.is_empty() && !families.contains(f))
+        .collect();
+    left_out_families.sort();
+    left_out_families.dedup();
     let planned: Vec<Trial> = planned
         .into_iter()
         .filter(|t| {
@@ -270,10 +315,10 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     }
     let mut family_seconds: Vec<(String, f64)> = family_seconds.into_iter().collect();
     family_seconds.sort_by(|a, b| b.1.total_cmp(&a.1));
-    Report {
+    let mut report = Report {
         suite_version: env!("CARGO_PKG_VERSION"),
         commit: commit(),
-        host: host_facts(&backends),
+        host: host_facts(),
         started_at,
         wall_seconds: started.elapsed().as_secs_f64(),
         family_seconds,
@@ -282,6 +327,8 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         suite_problems,
         excluded_backends: options.excluded,
         seed: options.seed,
+        left_out_families,
+        verdict: "",
         world_places: {
             let places = crate::world::places();
             WorldPlaces {
@@ -289,7 +336,9 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
                 left_out: places.left_out.clone(),
             }
         },
-    }
+    };
+    report.verdict = report.verdict();
+    report
 }
 
 fn run_trial(
@@ -456,20 +505,48 @@ fn commit() -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-fn host_facts(backends: &[Backend]) -> HostFacts {
-    let facts = |name: &str| {
-        backends
-            .iter()
-            .find(|b| b.name == name)
-            .and_then(|b| b.facts().cloned())
-    };
+/// The host's facts, measured here whatever backends run (an external backend alone still gets
+/// the kernel's Landlock ABI and the installed bwrap's version).
+fn host_facts() -> HostFacts {
     HostFacts {
         os: std::env::consts::OS,
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .ok()
             .map(|k| k.trim().to_owned()),
-        landlock_abi: facts("landlock").and_then(|f| f.kernel_abi),
-        bwrap_version: facts("bwrap").and_then(|f| f.version),
+        landlock_abi: landlock_abi(),
+        bwrap_version: which::which("bwrap").ok().and_then(|bwrap| {
+            let out = std::process::Command::new(bwrap)
+                .arg("--version")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .ok()?;
+            let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            (out.status.success() && !text.is_empty()).then_some(text)
+        }),
+    }
+}
+
+/// The kernel's Landlock ABI version, or `None` when it has no Landlock (or is not Linux).
+fn landlock_abi() -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        const LANDLOCK_CREATE_RULESET_VERSION: nix::libc::c_uint = 1;
+        // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) reads no
+        // memory and returns the ABI version (or -1); nix has no wrapper for it.
+        #[allow(unsafe_code)]
+        let abi = unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<nix::libc::c_void>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        u32::try_from(abi).ok().filter(|abi| *abi > 0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
     }
 }
 
@@ -511,6 +588,28 @@ pub fn markdown(report: &Report) -> String {
         report.host.bwrap_version.as_deref().unwrap_or("no bwrap"),
         report.wall_seconds
     ));
+    out.push_str(&format!(
+        "**{}**. Seed {} (`certify --seed {}` replays this run); worlds drawn under {}.\n\n",
+        report.verdict,
+        report.seed,
+        report.seed,
+        report
+            .world_places
+            .bases
+            .iter()
+            .map(|p| format!("`{}`", p.display()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if !report.left_out_families.is_empty() {
+        out.push_str(&format!(
+            "PARTIAL: this run left out the families {}; it is no certificate.\n\n",
+            report.left_out_families.join(", ")
+        ));
+    }
+    for (path, why) in &report.world_places.left_out {
+        out.push_str(&format!("No worlds under `{}`: {why}.\n\n", path.display()));
+    }
     out.push_str("| family |");
     for b in &report.backends {
         out.push_str(&format!(" {} |", b.name));
@@ -572,9 +671,15 @@ pub fn markdown(report: &Report) -> String {
     if !bad.is_empty() {
         out.push_str(&format!("## Failed cases ({})\n\n", bad.len()));
         for c in bad.iter().take(100) {
-            let message = c.message.as_deref().unwrap_or("").replace('\n', " ");
-            let short: String = message.chars().take(300).collect();
-            out.push_str(&format!("- `{}` {:?}: {short}\n", c.trial, c.status));
+            out.push_str(&format!(
+                "- `{}` {}:\n\n  ```text\n",
+                c.trial,
+                c.status.code()
+            ));
+            for line in wrap(c.message.as_deref().unwrap_or(""), 100) {
+                out.push_str(&format!("  {line}\n"));
+            }
+            out.push_str("  ```\n\n");
         }
         if bad.len() > 100 {
             out.push_str(&format!(
@@ -609,6 +714,34 @@ pub fn markdown(report: &Report) -> String {
     out
 }
 
+/// `text` in lines of at most `width` characters, broken at spaces where it can be (a longer
+/// word is cut), its own line breaks kept. Nothing is dropped.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for source in text.lines() {
+        let mut line = String::new();
+        for word in source.split(' ') {
+            let mut word: Vec<char> = word.chars().collect();
+            let used = line.chars().count();
+            if used > 0 && used + 1 + word.len() > width {
+                lines.push(std::mem::take(&mut line));
+            }
+            while word.len() > width {
+                if !line.is_empty() {
+                    lines.push(std::mem::take(&mut line));
+                }
+                lines.push(word.drain(..width).collect());
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.extend(word);
+        }
+        lines.push(line);
+    }
+    lines
+}
+
 /// The run as JUnit XML: one test suite per backend.
 pub fn junit(report: &Report) -> Result<String, String> {
     use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
@@ -630,7 +763,7 @@ pub fn junit(report: &Report) -> Result<String, String> {
                 }
             };
             if let Some(m) = &c.message {
-                status.set_message(format!("{:?}: {m}", c.status));
+                status.set_message(format!("{}: {m}", c.status.code()));
             }
             let mut case = TestCase::new(c.trial.as_str(), status);
             case.set_classname(c.family.as_str());
@@ -655,4 +788,19 @@ pub fn write(report: &Report, dir: &Path) -> std::io::Result<()> {
         junit(report).map_err(std::io::Error::other)?,
     )?;
     std::fs::write(dir.join("matrix.md"), markdown(report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_keeps_every_character_and_bounds_each_line() {
+        let text = format!("short words here\n{} tail", "x".repeat(250));
+        let lines = wrap(&text, 100);
+        assert!(lines.iter().all(|l| l.chars().count() <= 100), "{lines:?}");
+        let joined: String = lines.concat();
+        let kept: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        assert_eq!(joined.replace(' ', ""), kept);
+    }
 }

@@ -5,7 +5,9 @@
 //! - `certify [--expectations FILE] -- COMMAND ARGS...` certifies an external backend that speaks
 //!   the JSON-lines protocol (`conformance/protocol/README.md`).
 //!
-//! Exit code 0 only when every backend in the run is certified; 1 when not; 2 on bad usage.
+//! Exit code 0 only when every backend in the run is certified on the whole suite; 1 when not;
+//! 2 on bad usage; 3 for `PARTIAL`: everything the run ran passed, but `--family` left families
+//! out, so it is no certificate.
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -115,7 +117,7 @@ fn main() -> ExitCode {
     let tty = std::io::stderr().is_terminal();
     let progress = move |done: usize, total: usize, result: &CaseResult| {
         if result.status.is_bad() && !tty {
-            eprintln!("certify: {:?} {}", result.status, result.trial);
+            eprintln!("certify: {} {}", result.status.code(), result.trial);
         }
         let Ok(mut last) = last_shown.lock() else {
             return;
@@ -148,6 +150,13 @@ fn main() -> ExitCode {
     if report.certified() {
         println!("CERTIFIED in {:.1} s", report.wall_seconds);
         ExitCode::SUCCESS
+    } else if report.passed() {
+        println!(
+            "PARTIAL ({:.1} s): everything run passed, but the families {} were left out; no certificate",
+            report.wall_seconds,
+            report.left_out_families.join(", ")
+        );
+        ExitCode::from(3)
     } else {
         println!("NOT CERTIFIED ({:.1} s)", report.wall_seconds);
         ExitCode::from(1)
@@ -261,12 +270,12 @@ fn summarize(report: &Report) {
     }
     let bad: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status.is_bad()).collect();
     for c in bad.iter().take(20) {
-        let m = c.message.as_deref().unwrap_or("").replace('\n', " ");
+        // The whole message: a backend's own words (a panic's reason) are often at its end.
         println!(
-            "{:?} {}: {}",
-            c.status,
+            "{} {}: {}",
+            c.status.code(),
             c.trial,
-            m.chars().take(200).collect::<String>()
+            c.message.as_deref().unwrap_or("")
         );
     }
     if bad.len() > 20 {
