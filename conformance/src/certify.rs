@@ -170,6 +170,8 @@ pub struct Report {
     pub excluded_backends: Vec<(String, String)>,
     /// The seed of the run's draws (`certify --seed N` replays it).
     pub seed: u64,
+    /// Host-dependent cases not planned on this host, with the reason (what the host has).
+    pub not_planned: Vec<(String, String)>,
     /// The suite's families this run did not run (`--family`): such a run is `PARTIAL`.
     pub left_out_families: Vec<String>,
     /// `CERTIFIED`, `PARTIAL` or `NOT CERTIFIED` (see [`Report::verdict`]).
@@ -272,6 +274,16 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
                 || !matches!(t.kind, TrialKind::Case { .. })
         })
         .collect();
+    let (not_planned, planned): (Vec<Trial>, Vec<Trial>) = planned
+        .into_iter()
+        .partition(|t| matches!(t.kind, TrialKind::NotPlanned(_)));
+    let not_planned: Vec<(String, String)> = not_planned
+        .into_iter()
+        .filter_map(|t| match t.kind {
+            TrialKind::NotPlanned(why) => Some((t.name, why)),
+            _ => None,
+        })
+        .collect();
     let total = planned.len();
     let backends = Arc::new(backends);
     let queue = Mutex::new(planned.into_iter().collect::<VecDeque<Trial>>());
@@ -307,7 +319,10 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     let backend_reports = backends
         .iter()
         .zip(&expectations)
-        .map(|(b, e)| verdict(b, e.as_ref().ok().and_then(Option::as_ref), &cases, &levels))
+        .map(|(b, e)| {
+            let expected = e.as_ref().ok().and_then(Option::as_ref);
+            verdict(b, expected, &cases, &levels, !left_out_families.is_empty())
+        })
         .collect();
     let mut family_seconds: BTreeMap<String, f64> = BTreeMap::new();
     for c in &cases {
@@ -328,6 +343,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         excluded_backends: options.excluded,
         seed: options.seed,
         left_out_families,
+        not_planned,
         verdict: "",
         world_places: {
             let places = crate::world::places();
@@ -373,6 +389,8 @@ fn run_trial(
             let name = trial.name.split("::").nth(1).unwrap_or("-").to_owned();
             return base(&name, "", Status::Error, Some(problem));
         }
+        // Partitioned out before the run; never a result.
+        TrialKind::NotPlanned(why) => return base("-", "", Status::Error, Some(why)),
         TrialKind::Case {
             backend,
             scenario_id,
@@ -430,6 +448,7 @@ fn verdict(
     expected: Option<&ExpectationFile>,
     cases: &[CaseResult],
     levels: &BTreeMap<String, Level>,
+    partial: bool,
 ) -> BackendReport {
     let mine: Vec<&CaseResult> = cases.iter().filter(|c| c.backend == backend.name).collect();
     let mut counts: BTreeMap<Status, usize> = BTreeMap::new();
@@ -454,9 +473,11 @@ fn verdict(
     if must_skipped > 0 {
         problems.push(format!("{must_skipped} must case(s) skipped"));
     }
-    if mine
-        .iter()
-        .all(|c| c.status != Status::Pass && c.status != Status::Xfail)
+    // A run that left families out may hold none of a backend's cases (it is PARTIAL anyway).
+    if !partial
+        && mine
+            .iter()
+            .all(|c| c.status != Status::Pass && c.status != Status::Xfail)
     {
         problems.push("no case ran".into());
     }
@@ -606,6 +627,13 @@ pub fn markdown(report: &Report) -> String {
             "PARTIAL: this run left out the families {}; it is no certificate.\n\n",
             report.left_out_families.join(", ")
         ));
+    }
+    if !report.not_planned.is_empty() {
+        out.push_str("## Planned by what this host has\n\n");
+        for (trial, why) in &report.not_planned {
+            out.push_str(&format!("- `{trial}` not planned: {why}\n"));
+        }
+        out.push('\n');
     }
     for (path, why) in &report.world_places.left_out {
         out.push_str(&format!("No worlds under `{}`: {why}.\n\n", path.display()));

@@ -210,6 +210,20 @@ pub struct Case {
     pub setup: Option<ToolSetup>,
     /// Steps run in order; the first failing expectation fails the case.
     pub steps: Vec<Step>,
+    /// Planned only on a host that has (or lacks) this: a case about what the host has is
+    /// planned by what it has, and the report says why a case was not.
+    #[serde(default)]
+    pub when_host: Option<HostFact>,
+}
+
+/// Something a host has or lacks, that decides which host-dependent cases are planned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostFact {
+    /// bwrap is installed and confines here (its functional probe passes).
+    Bwrap,
+    /// bwrap is not installed or does not confine here.
+    NoBwrap,
 }
 
 /// One step. Each kind carries its own `expect`.
