@@ -189,6 +189,30 @@ fn a_backend_confining_every_other_request_is_inconsistent_with_both_argvs_named
 }
 
 #[test]
+fn a_seed_replays_a_run_exactly() {
+    let messages = |seed: &str| {
+        let run = certify(
+            &["--family", "containment", "--seed", seed],
+            &backend("cheat_on_paths_backend.py"),
+        );
+        assert_eq!(run.report["seed"].as_u64(), seed.parse().ok());
+        let mut failed: Vec<String> = run.report["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .filter(|c| c["status"] == "FAIL")
+            .filter_map(|c| c["message"].as_str().map(str::to_owned))
+            .collect();
+        failed.sort();
+        failed
+    };
+    let first = messages("4242");
+    assert!(!first.is_empty());
+    // The escapes name the same drawn places, byte for byte.
+    assert_eq!(first, messages("4242"));
+}
+
+#[test]
 fn a_bwrap_backend_without_the_hardening_is_rejected_by_name() {
     let run = certify(
         &["--family", "hardening"],
