@@ -9,13 +9,13 @@
 //! the run's seed and the trial's name ([`with_case`]), so a seed replays a run exactly.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use crate::model::{TempDirSpelling, WorkspaceSpelling};
 
@@ -123,12 +123,6 @@ fn usable_base(path: &Path) -> Result<PathBuf, String> {
     nix::unistd::access(&canonical, nix::unistd::AccessFlags::W_OK)
         .map_err(|e| format!("this user cannot write it ({e})"))?;
     Ok(canonical)
-}
-
-/// Directories this process created on the way to a world (removed when empty again).
-fn created_parents() -> &'static Mutex<BTreeSet<PathBuf>> {
-    static CREATED: OnceLock<Mutex<BTreeSet<PathBuf>>> = OnceLock::new();
-    CREATED.get_or_init(|| Mutex::new(BTreeSet::new()))
 }
 
 /// Project names as people spell them.
@@ -240,8 +234,6 @@ pub struct World {
     /// A scratch directory under `/dev/shm`, made only when the host has `/dev/shm` (on a host
     /// without it the path still names where a write must not appear).
     pub shm: PathBuf,
-    /// Directories made on the way to `dir`, deepest first (removed when empty).
-    parents: Vec<PathBuf>,
 }
 
 impl World {
@@ -292,18 +284,18 @@ impl World {
                     scratch(rng),
                 )
             });
-            let dir = base.join(&folder).join(&project);
-            if std::fs::symlink_metadata(&dir).is_ok()
-                || std::fs::symlink_metadata(Path::new("/tmp").join(&tmp)).is_ok()
-            {
+            if std::fs::symlink_metadata(Path::new("/tmp").join(&tmp)).is_ok() {
                 continue;
             }
-            // Held until the world's directory exists, so no other world removes a folder on
-            // the way meanwhile.
-            let Ok(mut created) = created_parents().lock() else {
-                return Err(io::Error::other("the created-folders lock is poisoned"));
+            // A project lies in the drawn folder when this host has it (`~/src`), else right in
+            // the base: the harness makes no folder on the way, so it leaves none behind (another
+            // process may be using one when this one is done).
+            let parent = base.join(&folder);
+            let dir = if parent.is_dir() {
+                parent.join(&project)
+            } else {
+                base.join(&project)
             };
-            let parents = make_parents(&mut created, &base, &folder)?;
             let world = World {
                 ws: dir.join(pick_ws_name(&project)),
                 outside: dir.join(&neighbour),
@@ -312,14 +304,12 @@ impl World {
                 tmp: Path::new("/tmp").join(&tmp),
                 shm: Path::new("/dev/shm").join(&shm),
                 dir,
-                parents,
             };
             match std::fs::create_dir(&world.dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
-            drop(created);
             if full {
                 world.lay_out()?;
             } else {
@@ -707,32 +697,6 @@ fn pick_ws_name(project: &str) -> String {
     })
 }
 
-/// Makes `base/folder` (one or two components) as needed; returns the directories it made,
-/// deepest first, each recorded as made by this process.
-fn make_parents(
-    created: &mut BTreeSet<PathBuf>,
-    base: &Path,
-    folder: &str,
-) -> io::Result<Vec<PathBuf>> {
-    let mut made = Vec::new();
-    let mut at = base.to_path_buf();
-    for part in Path::new(folder).components() {
-        at.push(part);
-        match std::fs::create_dir(&at) {
-            Ok(()) => {
-                created.insert(at.clone());
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
-        }
-        if created.contains(&at) {
-            made.push(at.clone());
-        }
-    }
-    made.reverse();
-    Ok(made)
-}
-
 /// `text` as one bash word, whatever bytes it holds, in UTF-8: single-quoted when it is UTF-8,
 /// else a `$'...'` word in which only the bytes that are not UTF-8 are octal escapes (so the
 /// payload builds a name that is not UTF-8 from an argv that is).
@@ -778,14 +742,6 @@ impl Drop for World {
         for root in self.roots() {
             let _ = std::fs::remove_dir_all(root);
         }
-        // The folders made on the way, once no other world of this process uses them.
-        if let Ok(created) = created_parents().lock() {
-            for parent in &self.parents {
-                if created.contains(parent) {
-                    let _ = std::fs::remove_dir(parent);
-                }
-            }
-        }
     }
 }
 
@@ -827,7 +783,7 @@ mod tests {
         };
         let first = dirs(7, "containment::bwrap::effects::a");
         assert_eq!(first, dirs(7, "containment::bwrap::effects::a"));
-        let others: BTreeSet<_> = (0..8u64).map(|n| dirs(n, "x").0).collect();
+        let others: std::collections::BTreeSet<_> = (0..8u64).map(|n| dirs(n, "x").0).collect();
         assert!(others.len() > 1, "{others:?}");
     }
 
@@ -842,12 +798,15 @@ mod tests {
                 "{shown}"
             );
         }
-        let (dir, parents) = (world.dir.clone(), world.parents.clone());
+        let roots: Vec<PathBuf> = world.roots().iter().map(|r| r.to_path_buf()).collect();
+        let parent = world.dir.parent().map(Path::to_path_buf);
+        let parent_existed = parent.as_ref().is_some_and(|p| p.is_dir());
         drop(world);
-        assert!(!dir.exists(), "{dir:?}");
-        for p in parents {
-            assert!(!p.exists() || std::fs::read_dir(&p).is_ok_and(|mut d| d.next().is_some()));
+        for root in roots {
+            assert!(!root.exists(), "{root:?}");
         }
+        // Nothing made on the way: the world's parent is a folder that was there before.
+        assert!(parent_existed);
     }
 
     #[test]
