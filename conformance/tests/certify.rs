@@ -189,6 +189,40 @@ fn a_backend_confining_every_other_request_is_inconsistent_with_both_argvs_named
 }
 
 #[test]
+fn a_backend_that_writes_another_name_than_asked_is_caught_by_the_world_diff() {
+    // Only the environment-route scenario: the lossy launcher turns `new\xFF` into `new\u{FFFD}`.
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(root.path().join("containment")).expect("mkdir");
+    std::fs::copy(
+        repo().join("scenarios/containment/names_via_env.yaml"),
+        root.path().join("containment/names_via_env.yaml"),
+    )
+    .expect("copy");
+    let run = certify(
+        &["--scenarios", root.path().to_str().expect("utf8")],
+        &backend("lossy_env_backend.py"),
+    );
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let case = run.report["cases"]
+        .as_array()
+        .and_then(|cases| {
+            cases.iter().find(|c| {
+                c["trial"]
+                    == "containment::lossy-env::names_via_env::create_non_utf8_workspace-write"
+            })
+        })
+        .expect("the case ran");
+    assert_eq!(case["status"], "FAIL");
+    let message = case["message"].as_str().unwrap_or("");
+    // The stray name that was written, and the name that was asked.
+    assert!(message.contains("/dir/new\u{FFFD} (file"), "{message}");
+    assert!(
+        message.contains("asked on ") && message.contains("/dir/new\\xFF"),
+        "{message}"
+    );
+}
+
+#[test]
 fn a_seed_replays_a_run_exactly() {
     let messages = |seed: &str| {
         let run = certify(

@@ -424,7 +424,8 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         String::new()
     } else {
         format!(
-            "; the world changed where the case expects nothing:\n  {}",
+            "; the world changed where the case expects no change (the effect was asked on {}):\n  {}",
+            crate::world::shown(&place.entry),
             diff.join("\n  ")
         )
     };
