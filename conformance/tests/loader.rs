@@ -85,6 +85,15 @@ fn case_names_must_vary_with_the_matrix() {
 }
 
 #[test]
+fn a_case_that_expands_to_the_same_trial_twice_is_a_load_error() {
+    let e = error_for("duplicate_trial");
+    assert!(
+        e.starts_with("malformed-scenarios/broken/duplicate_trial.yaml:8:11: case \"same_check_2\" (with code=2) expands to the same trial as \"same_check_1\" (with code=1)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn unknown_level_is_a_load_error() {
     let e = error_for("unknown_mode_level");
     assert!(
