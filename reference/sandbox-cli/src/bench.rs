@@ -415,6 +415,7 @@ fn unconfined_launch(ws: &Path) -> Runner {
             denial_signatures: Vec::new(),
             runner_failure_rules: Vec::new(),
             status_channel: None,
+            classes: sandbox::ClassEnforcements::from_overall(sandbox::SandboxEnforcement::Full),
         },
         LaunchOptions::in_dir(ws),
     )))
@@ -577,7 +578,7 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
     };
     let bare = |hardened: bool| match (&bwrap, &set) {
         (Ok(b), Ok(set)) => {
-            let args = profile::bwrap_args(set, None);
+            let args = profile::bwrap_args(set, sandbox::NetworkMode::Enabled, None);
             let args = if hardened { args } else { plain_bwrap(&args) };
             let mut argv = vec![os(b)];
             argv.extend(args);
