@@ -197,7 +197,7 @@ impl Listeners {
         });
 
         let dir = tempfile::Builder::new()
-            .prefix("net-")
+            .prefix(&format!("app-{}-", crate::world::draw_hex(6)))
             .tempdir_in("/var/tmp")
             .map_err(|e| format!("cannot make the socket directory under /var/tmp: {e}"))?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
@@ -208,8 +208,10 @@ impl Listeners {
         // Only the network knob may stand between the payload and the socket, not its mode.
         std::fs::set_permissions(&unix_path, std::fs::Permissions::from_mode(0o777))
             .map_err(|e| format!("cannot open up {}: {e}", unix_path.display()))?;
+        // Drawn like every other name the backend sees: no fixed marker to key on.
         let abstract_name = format!(
-            "sandbox-conformance-net-{}-{}-{}",
+            "session-{}-{}-{}-{}",
+            crate::world::draw_hex(8),
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed),
             dir.path()
@@ -283,10 +285,10 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
         .as_ref()
         .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
     let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
-    let workspace = world.dir.join("ws");
+    let workspace = world.ws.clone();
     let before = world.snapshot();
     let listeners = Listeners::start()?;
-    let msg = format!("net-step-{}", listeners.abstract_name);
+    let msg = format!("hello-{}", crate::world::draw_hex(12));
     let script = format!(
         "echo {STARTED}\n{}\n",
         step.run
