@@ -88,6 +88,9 @@ pub struct Places {
     pub bases: Vec<(PathBuf, &'static str)>,
     /// Candidates left out, with the reason.
     pub left_out: Vec<(PathBuf, String)>,
+    /// The project folders each base already had when the run began (`~/src`): a world lies in
+    /// one of them when drawn, else right in the base. Fixed for the run, so a seed replays it.
+    folders: Vec<PathBuf>,
 }
 
 /// This host's [`Places`], decided once per process: `/var/tmp`, the home directory and `/srv`,
@@ -107,10 +110,19 @@ pub fn places() -> &'static Places {
         let mut places = Places {
             bases: Vec::new(),
             left_out: Vec::new(),
+            folders: Vec::new(),
         };
         for (path, kind) in candidates {
             match usable_base(&path) {
-                Ok(canonical) => places.bases.push((canonical, kind)),
+                Ok(canonical) => {
+                    places.folders.extend(
+                        folders(kind)
+                            .iter()
+                            .map(|f| canonical.join(f))
+                            .filter(|f| f.is_dir()),
+                    );
+                    places.bases.push((canonical, kind));
+                }
                 Err(why) => places.left_out.push((path, why)),
             }
         }
@@ -309,7 +321,7 @@ impl World {
             // the base: the harness makes no folder on the way, so it leaves none behind (another
             // process may be using one when this one is done).
             let parent = base.join(&folder);
-            let dir = if parent.is_dir() {
+            let dir = if places.folders.contains(&parent) {
                 parent.join(&project)
             } else {
                 base.join(&project)
