@@ -17,7 +17,18 @@ use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use crate::model::{TempDirSpelling, WorkspaceSpelling};
+use crate::model::{Shape, TempDirSpelling, WorkspaceSpelling};
+
+/// How much of the layout a world gets.
+#[derive(Clone, Copy)]
+enum Layout {
+    /// Everything every shape and step relies on.
+    Full,
+    /// A twin's: the directories, the symlink and the file a policy can name.
+    Twin,
+    /// An effect's: the twin's, the sentinel, `src`, and what the one shape works on.
+    Effect(Shape),
+}
 
 /// The environment variable that fixes the run's seed (`certify --seed N` sets it too).
 pub const SEED_VAR: &str = "CONFORMANCE_SEED";
@@ -77,6 +88,9 @@ pub struct Places {
     pub bases: Vec<(PathBuf, &'static str)>,
     /// Candidates left out, with the reason.
     pub left_out: Vec<(PathBuf, String)>,
+    /// The project folders each base already had when the run began (`~/src`): a world lies in
+    /// one of them when drawn, else right in the base. Fixed for the run, so a seed replays it.
+    folders: Vec<PathBuf>,
 }
 
 /// This host's [`Places`], decided once per process: `/var/tmp`, the home directory and `/srv`,
@@ -96,10 +110,19 @@ pub fn places() -> &'static Places {
         let mut places = Places {
             bases: Vec::new(),
             left_out: Vec::new(),
+            folders: Vec::new(),
         };
         for (path, kind) in candidates {
             match usable_base(&path) {
-                Ok(canonical) => places.bases.push((canonical, kind)),
+                Ok(canonical) => {
+                    places.folders.extend(
+                        folders(kind)
+                            .iter()
+                            .map(|f| canonical.join(f))
+                            .filter(|f| f.is_dir()),
+                    );
+                    places.bases.push((canonical, kind));
+                }
                 Err(why) => places.left_out.push((path, why)),
             }
         }
@@ -240,17 +263,24 @@ impl World {
     /// Makes a fresh world, drawn from this case's generator, with the fixed layout every shape
     /// relies on.
     pub fn new() -> io::Result<World> {
-        World::drawn(true)
+        World::drawn(Layout::Full)
+    }
+
+    /// Makes a fresh world for one effect on `shape`: the directories, the sentinel, `src`, and
+    /// only the files and links that shape works on (a third of the full layout's disk work;
+    /// the world diff still covers every tree).
+    pub fn for_effect(shape: Shape) -> io::Result<World> {
+        World::drawn(Layout::Effect(shape))
     }
 
     /// Makes a fresh twin: another drawn place with only the directories, the symlink and the
     /// file a policy can name (what a backend may resolve), none of the files the effects work on
     /// (a request only names those). A quarter of a world's disk work.
     pub fn twin() -> io::Result<World> {
-        World::drawn(false)
+        World::drawn(Layout::Twin)
     }
 
-    fn drawn(full: bool) -> io::Result<World> {
+    fn drawn(layout: Layout) -> io::Result<World> {
         let places = places();
         if places.bases.is_empty() {
             return Err(io::Error::other(format!(
@@ -291,7 +321,7 @@ impl World {
             // the base: the harness makes no folder on the way, so it leaves none behind (another
             // process may be using one when this one is done).
             let parent = base.join(&folder);
-            let dir = if parent.is_dir() {
+            let dir = if places.folders.contains(&parent) {
                 parent.join(&project)
             } else {
                 base.join(&project)
@@ -310,10 +340,10 @@ impl World {
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
-            if full {
-                world.lay_out()?;
-            } else {
-                world.lay_out_skeleton()?;
+            match layout {
+                Layout::Full => world.lay_out()?,
+                Layout::Twin => world.lay_out_skeleton()?,
+                Layout::Effect(shape) => world.lay_out_for(shape)?,
             }
             return Ok(world);
         }
@@ -334,6 +364,49 @@ impl World {
         }
         symlink(&self.ws, &self.alias)?;
         std::fs::write(self.dir.join("afile"), "afile")
+    }
+
+    fn lay_out_for(&self, shape: Shape) -> io::Result<()> {
+        self.lay_out_skeleton()?;
+        std::fs::write(self.outside.join("sentinel"), SENTINEL)?;
+        std::fs::write(self.ws.join("src"), "src")?;
+        let plain = OsStr::new("");
+        match shape {
+            Shape::Inside | Shape::RootViaSymlink | Shape::RootTrailingSlash => {
+                populate(&self.ws.join("dir"), plain)?;
+            }
+            Shape::Root => populate(&self.ws, plain)?,
+            Shape::Dotdot | Shape::AbsoluteOutside | Shape::FsRootWorkspace => {
+                populate(&self.outside, plain)?;
+            }
+            Shape::SymlinkDir => {
+                populate(&self.outside, plain)?;
+                symlink(&self.outside, self.ws.join("link_out"))?;
+            }
+            Shape::SymlinkFile => {
+                populate(&self.outside, plain)?;
+                symlink(self.outside.join("existing"), self.ws.join("file_link"))?;
+                symlink(self.outside.join("new"), self.ws.join("dangling"))?;
+            }
+            Shape::Tmp => populate(&self.tmp, plain)?,
+            Shape::Tmpdir => populate(&self.tmpdir, plain)?,
+            Shape::DevNull | Shape::DevShm => {}
+            Shape::WsUnderTmp => {
+                populate(&self.tmp.join("ws/dir"), plain)?;
+                std::fs::write(self.tmp.join("ws/src"), "src")?;
+            }
+            Shape::NonUtf8 => populate(&self.ws.join("dir"), OsStr::from_bytes(b"\xff"))?,
+            Shape::NonUtf8Outside => populate(&self.outside, OsStr::from_bytes(b"\xff"))?,
+            Shape::Space => populate(&self.ws.join("with space"), OsStr::new(" x"))?,
+            Shape::Prelinked => {
+                std::fs::write(self.outside.join("linked_target"), "old")?;
+                std::fs::hard_link(
+                    self.outside.join("linked_target"),
+                    self.ws.join("prelinked"),
+                )?;
+            }
+        }
+        Ok(())
     }
 
     fn lay_out(&self) -> io::Result<()> {

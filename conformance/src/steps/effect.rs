@@ -314,7 +314,8 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         .provider
         .as_ref()
         .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
-    let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+    let world =
+        World::for_effect(step.shape).map_err(|e| format!("cannot build the world: {e}"))?;
     let place = place(&world, step.shape, step.op)?;
     let policy =
         ProviderPolicy::new(step.mode, place.root.clone()).with_temp_dir(place.temp_dir.clone());
