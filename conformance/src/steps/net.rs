@@ -26,7 +26,7 @@ use sandbox::{ClassEnforcement, Classification, EnforcementClass, ProviderPolicy
 use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
-use crate::model::{NetStep, NetTarget};
+use crate::model::{NetStep, NetTarget, WorkspaceSpelling};
 use crate::world::World;
 
 /// The call's timeout.
@@ -285,7 +285,7 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
         .as_ref()
         .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
     let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
-    let workspace = world.ws.clone();
+    let workspace = world.workspace(WorkspaceSpelling::Ws);
     let before = world.snapshot();
     let listeners = Listeners::start()?;
     let msg = format!("hello-{}", crate::world::draw_hex(12));

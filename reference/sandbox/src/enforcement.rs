@@ -7,14 +7,14 @@
 //! [`SandboxEnforcement`] stays (a seed wire string): it is the weakest report among the classes
 //! the policy actually restricts ([`ClassEnforcements::overall`]).
 //!
-//! Adding a class (for example protected paths) is adding a variant to [`EnforcementClass`]: the
-//! map, its wire form and the overall fold take it as they are.
+//! Adding a class (for example protected paths) is adding a variant to [`EnforcementClass`] (and
+//! its name to its schema in `mode.rs`, where every wire word's serde and schema live): the map,
+//! its wire form and the overall fold take it as they are.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 use crate::mode::{ModeParseError, NetworkMode, SandboxEnforcement};
 
@@ -119,49 +119,6 @@ impl FromStr for ClassEnforcement {
                 expected: "full, partial, not-governed",
             }),
         }
-    }
-}
-
-macro_rules! wire_string_serde {
-    ($ty:ty) => {
-        impl fmt::Display for $ty {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-        impl Serialize for $ty {
-            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-        impl<'de> Deserialize<'de> for $ty {
-            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
-                s.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    };
-}
-wire_string_serde!(EnforcementClass);
-wire_string_serde!(ClassEnforcement);
-
-#[cfg(feature = "schema")]
-impl schemars::JsonSchema for EnforcementClass {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "EnforcementClass".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "string", "enum": ["files", "network"] })
-    }
-}
-
-#[cfg(feature = "schema")]
-impl schemars::JsonSchema for ClassEnforcement {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "ClassEnforcement".into()
-    }
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "string", "enum": ["full", "partial", "not-governed"] })
     }
 }
 

@@ -5,6 +5,8 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use crate::enforcement::{ClassEnforcement, EnforcementClass};
+
 /// What a confined command may do to files. File effects only: network and process visibility are
 /// not claimed by any mode.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -142,6 +144,8 @@ wire_string_serde!(SandboxMode);
 wire_string_serde!(ConfinedMode);
 wire_string_serde!(SandboxEnforcement);
 wire_string_serde!(NetworkMode);
+wire_string_serde!(EnforcementClass);
+wire_string_serde!(ClassEnforcement);
 
 /// JSON Schema of a wire-string enum: a string from a closed list.
 #[cfg(feature = "schema")]
@@ -168,6 +172,10 @@ wire_string_schema!(ConfinedMode, ["read-only", "workspace-write"]);
 wire_string_schema!(SandboxEnforcement, ["full", "partial"]);
 #[cfg(feature = "schema")]
 wire_string_schema!(NetworkMode, ["restricted", "enabled"]);
+#[cfg(feature = "schema")]
+wire_string_schema!(EnforcementClass, ["files", "network"]);
+#[cfg(feature = "schema")]
+wire_string_schema!(ClassEnforcement, ["full", "partial", "not-governed"]);
 
 /// What network a confined command may reach: a knob of its own next to the sandbox mode (the
 /// modes claim file effects only). `enabled`, the default, keeps the seeds' behaviour.
