@@ -274,7 +274,7 @@ fn guard(
     let file = expected.as_ref().map_err(Clone::clone)?.as_ref();
     if let Some(committed) = file.and_then(|f| f.capabilities.clone()) {
         let mut committed = committed;
-        committed.retain(|c| *c != crate::model::Capability::Classifier);
+        committed.retain(|c| !c.is_derived());
         committed.sort();
         let actual: Vec<_> = backend.capabilities.iter().copied().collect();
         if committed != actual {

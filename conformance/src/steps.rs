@@ -2,7 +2,9 @@
 
 mod attack;
 mod classify;
+mod declared;
 mod effect;
+mod forge;
 mod race;
 mod select;
 mod tool;
@@ -40,6 +42,8 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailur
             Step::Attack(s) => attack::run(backend, s),
             Step::FenceRace(s) => race::fence_race(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::World(s) => race::world(backend, case.case.setup.as_ref(), s, &mut rig),
+            Step::Forge(s) => forge::run(backend, s),
+            Step::Declared(s) => declared::run(backend, s),
         };
         result.map_err(|message| CaseFailure {
             step: index + 1,
@@ -81,5 +85,7 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Attack(_) => "attack",
         Step::FenceRace(_) => "fence-race",
         Step::World(_) => "world",
+        Step::Forge(_) => "forge",
+        Step::Declared(_) => "declared",
     }
 }

@@ -384,3 +384,123 @@ fn an_expected_failure_excuses_only_the_observation_it_pins() {
         );
     }
 }
+
+fn backend_report<'a>(run: &'a Run, name: &str) -> &'a Value {
+    run.report["backends"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == name))
+        .unwrap_or_else(|| panic!("no backend {name}: {}", run.matrix))
+}
+
+#[test]
+fn the_harness_offers_protocol_2_and_the_example_takes_it() {
+    let run = certify(
+        &["--family", "runner-failure"],
+        &backend("example_bwrap_backend.py"),
+    );
+    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert_eq!(backend_report(&run, "example-bwrap-py")["protocol"], 2);
+    assert!(
+        run.matrix.contains("- example-bwrap-py: protocol 2"),
+        "{}",
+        run.matrix
+    );
+}
+
+#[test]
+fn a_strict_version_1_backend_keeps_working_and_is_reported_as_version_1() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("v1-strict".into());
+    let run = certify(&["--family", "parity"], &cmd);
+    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert_eq!(backend_report(&run, "misbehaving")["protocol"], 1);
+    assert!(
+        run.matrix.contains("- misbehaving: protocol 1"),
+        "{}",
+        run.matrix
+    );
+}
+
+#[test]
+fn differences_declared_on_version_1_are_refused() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("v1-declares".into());
+    let run = certify(&["--family", "parity"], &cmd);
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.matrix.contains("declared differences need protocol 2"),
+        "{}",
+        run.matrix
+    );
+}
+
+#[test]
+fn every_confine_carries_the_directory_the_harness_runs_it_in() {
+    // The backend errors on a confine without an existing absolute cwd and runs the payload
+    // there (bwrap --chdir): a wrong cwd would send the parity files elsewhere and fail.
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("needs-cwd".into());
+    let run = certify(&["--family", "parity", "--family", "runner-failure"], &cmd);
+    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert!(count(&run.report, "PASS") >= 20, "{}", run.matrix);
+}
+
+#[test]
+fn a_declared_protected_path_that_is_writable_is_caught_on_the_disk() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("lies-protected".into());
+    let run = certify(&["--family", "declared"], &cmd);
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let failed: Vec<String> = statuses(&run.report)
+        .into_iter()
+        .filter(|(_, s)| s == "FAIL")
+        .map(|(t, _)| t)
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "declared::misbehaving::protected_paths::protected_path_absent_before_the_payload",
+            "declared::misbehaving::protected_paths::protected_path_present_before_the_payload",
+        ],
+        "{}",
+        run.matrix
+    );
+    assert!(run.matrix.contains(".git was created"), "{}", run.matrix);
+    assert!(
+        run.report["backends"][0]["declared"]["protected"][0]["path"] == ".git",
+        "{}",
+        run.report
+    );
+}
+
+#[test]
+fn a_stderr_only_backend_is_fooled_by_a_forged_signature_and_the_report_says_so() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("stderr-only".into());
+    let run = certify(&["--family", "runner-failure"], &cmd);
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let status = |trial: &str| {
+        statuses(&run.report)
+            .into_iter()
+            .find(|(t, _)| t == trial)
+            .map(|(_, s)| s)
+    };
+    assert_eq!(
+        status(
+            "runner-failure::misbehaving::forged_signatures_stderr_only::every_declared_signature_read_from_stderr"
+        )
+        .as_deref(),
+        Some("FAIL")
+    );
+    assert!(
+        run.matrix
+            .contains("## Can be fooled by a forged runner-failure signature"),
+        "{}",
+        run.matrix
+    );
+    assert!(
+        run.matrix.contains("\"bwrap: \" with exit 1 read as"),
+        "{}",
+        run.matrix
+    );
+}

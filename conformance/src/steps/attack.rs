@@ -171,8 +171,9 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
     }
     let stage = Stage::new(step)?;
     let before = stage.world.snapshot();
-    let policy =
-        ProviderPolicy::new(step.mode, stage.spelled.clone()).with_temp_dir(stage.temp_dir.clone());
+    let policy = ProviderPolicy::new(step.mode, stage.spelled.clone())
+        .with_temp_dir(stage.temp_dir.clone())
+        .with_cwd(&stage.cwd);
     let mut script = String::from(PROLOGUE);
     script.push_str(&step.run);
     let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script.into()];

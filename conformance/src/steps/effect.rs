@@ -306,8 +306,9 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
     let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
     let place = place(&world, step.shape, step.op)?;
-    let policy =
-        ProviderPolicy::new(step.mode, place.root.clone()).with_temp_dir(place.temp_dir.clone());
+    let policy = ProviderPolicy::new(step.mode, place.root.clone())
+        .with_temp_dir(place.temp_dir.clone())
+        .with_cwd(&place.cwd);
     let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script(step.op).into()];
     let confined = match provider.confine(&argv, &policy) {
         Ok(confined) => confined,

@@ -77,6 +77,7 @@ impl ExecutionPolicy {
             temp_dir: self.temp_dir.clone(),
             workspace_pin: self.workspace_pin.clone(),
             temp_dir_pin: self.temp_dir_pin.clone(),
+            cwd: None,
         })
     }
 }
@@ -97,6 +98,10 @@ pub struct ProviderPolicy {
     /// The directory the temp dir must still be.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temp_dir_pin: Option<PinnedDir>,
+    /// The directory the confined command will run in, when the caller knows it. Only carried
+    /// (an external backend receives it as the protocol's `cwd`); it widens nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
 }
 
 impl ProviderPolicy {
@@ -109,7 +114,14 @@ impl ProviderPolicy {
             temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
             workspace_pin: None,
             temp_dir_pin: None,
+            cwd: None,
         }
+    }
+
+    /// The same policy, saying the command will run in `cwd`.
+    pub fn with_cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
     }
 
     /// The same policy with another temp dir (`None`: the command sees no `$TMPDIR`).
