@@ -363,6 +363,15 @@ fn verdict(
     {
         problems.push(format!("not usable on this host: {reason}"));
     }
+    let must_defects = mine
+        .iter()
+        .filter(|c| c.status == Status::Xfail && levels.get(&c.scenario) == Some(&Level::Must))
+        .count();
+    if must_defects > 0 {
+        problems.push(format!(
+            "{must_defects} must case(s) fail as known defects (its expectation file's known_defects)"
+        ));
+    }
     let must_skipped = mine
         .iter()
         .filter(|c| c.status == Status::Skip && levels.get(&c.scenario) == Some(&Level::Must))
