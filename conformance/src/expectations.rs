@@ -43,6 +43,9 @@ pub struct ExpectedFailure {
     /// Variable (matrix or derived) to accepted value(s); empty matches every case.
     #[serde(default)]
     pub when: BTreeMap<String, OneOrMany>,
+    /// Only the cases whose name starts with this (for cases no variable tells apart).
+    #[serde(default)]
+    pub case: Option<String>,
     /// Why the backend cannot keep this promise.
     pub reason: String,
     /// What the failure must show for it to be this known failure: a piece of the case's own
@@ -110,6 +113,9 @@ impl ExpectationFile {
             .chain(&self.known_defects)
             .find(|e| {
                 e.scenario == scenario.id
+                    && e.case
+                        .as_ref()
+                        .is_none_or(|c| case.name.starts_with(c.as_str()))
                     && e.when
                         .iter()
                         .all(|(k, v)| case.vars.get(k).is_some_and(|val| v.accepts(val)))
