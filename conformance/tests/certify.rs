@@ -504,3 +504,69 @@ fn a_stderr_only_backend_is_fooled_by_a_forged_signature_and_the_report_says_so(
         run.matrix
     );
 }
+
+fn lies_protected_with(yaml: &str) -> Run {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("misbehaving.yaml");
+    std::fs::write(&file, yaml).expect("write");
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("lies-protected".into());
+    certify(
+        &[
+            "--family",
+            "declared",
+            "--expectations",
+            file.to_str().expect("utf8"),
+        ],
+        &cmd,
+    )
+}
+
+#[test]
+fn a_known_defect_on_a_must_case_is_xfail_and_never_certifies() {
+    let run = lies_protected_with(
+        "backend: misbehaving\nknown_defects:\n  - scenario: DCL-001\n    reason: \"it declares .git protected and protects nothing\"\n    observed: \".git\"\n",
+    );
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    assert_eq!(count(&run.report, "XFAIL"), 2, "{}", run.matrix);
+    assert_eq!(count(&run.report, "FAIL"), 0, "{}", run.matrix);
+    assert!(
+        run.matrix.contains("2 must case(s) fail as known defects"),
+        "{}",
+        run.matrix
+    );
+}
+
+#[test]
+fn a_must_case_is_still_never_an_expected_failure() {
+    let run = lies_protected_with(
+        "backend: misbehaving\nexpected_failures:\n  - scenario: DCL-001\n    reason: \"no\"\n    observed: \".git\"\n",
+    );
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    assert!(run.matrix.contains("is a must"), "{}", run.matrix);
+}
+
+#[test]
+fn an_expectation_can_name_the_cases_it_covers_by_prefix() {
+    let run = lies_protected_with(
+        "backend: misbehaving\nknown_defects:\n  - scenario: DCL-001\n    case: protected_path_absent\n    reason: \"it declares .git protected and protects nothing\"\n    observed: \".git was created\"\n",
+    );
+    assert_eq!(
+        statuses(&run.report)
+            .into_iter()
+            .map(|(t, s)| (t.rsplit("::").next().unwrap_or("").to_owned(), s))
+            .collect::<Vec<_>>(),
+        [
+            (
+                "protected_path_absent_before_the_payload".to_owned(),
+                "XFAIL".to_owned()
+            ),
+            (
+                "protected_path_present_before_the_payload".to_owned(),
+                "FAIL".to_owned()
+            ),
+        ],
+        "{}",
+        run.matrix
+    );
+}
