@@ -118,6 +118,11 @@ pub struct BackendReport {
     /// is verified by the `declared` scenarios, each extra writable path is a widening.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub declared: Option<crate::protocol::Differences>,
+    /// Whether a payload printing the backend's own runner-failure signature passes for a broken
+    /// sandbox (scenario [`FORGED_SIGNATURE_SCENARIO`] failed, expected or not); absent when the
+    /// scenario did not run for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fooled_by_forged_runner_failure: Option<bool>,
 }
 
 /// Facts about the host the run happened on.
@@ -416,6 +421,12 @@ fn verdict(
         certified: !bad && problems.is_empty(),
         counts,
         problems,
+        fooled_by_forged_runner_failure: mine
+            .iter()
+            .filter(|c| c.scenario == FORGED_SIGNATURE_SCENARIO)
+            .filter(|c| matches!(c.status, Status::Pass | Status::Fail | Status::Xfail))
+            .map(|c| c.status != Status::Pass)
+            .reduce(|a, b| a || b),
         protocol: backend.external().map(|e| e.protocol),
         declared: backend
             .external()

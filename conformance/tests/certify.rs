@@ -400,6 +400,10 @@ fn the_harness_offers_protocol_2_and_the_example_takes_it() {
     );
     assert_eq!(run.code, Some(0), "{}", run.matrix);
     assert_eq!(backend_report(&run, "example-bwrap-py")["protocol"], 2);
+    assert_eq!(
+        backend_report(&run, "example-bwrap-py")["fooled_by_forged_runner_failure"],
+        false
+    );
     assert!(
         run.matrix.contains("- example-bwrap-py: protocol 2"),
         "{}",
@@ -502,6 +506,10 @@ fn a_stderr_only_backend_is_fooled_by_a_forged_signature_and_the_report_says_so(
         run.matrix.contains("\"bwrap: \" with exit 1 read as"),
         "{}",
         run.matrix
+    );
+    assert_eq!(
+        backend_report(&run, "misbehaving")["fooled_by_forged_runner_failure"],
+        true
     );
 }
 
