@@ -198,14 +198,7 @@ impl Backend {
             unusable: None,
             enforcement: Some(SandboxEnforcement::Full),
             provider: Some(provider),
-            version: Some(
-                runner
-                    .argv()
-                    .iter()
-                    .map(|a| a.to_string_lossy().into_owned())
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            ),
+            version: Some(runner_version(runner.argv())),
             kind: Kind::Operator(config),
         }
     }
@@ -281,6 +274,78 @@ impl Backend {
     }
 }
 
+/// What an operator runner says `--version` is (its first line), or, when it says nothing, that
+/// it did not and what it is.
+fn runner_version(argv: &[std::ffi::OsString]) -> String {
+    let shown = || {
+        argv.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    let Some(program) = argv.first() else {
+        return "unknown".into();
+    };
+    // Bounded: a runner that hangs on `--version` (or ignores it) must not hang the run.
+    let said = std::process::Command::new(program)
+        .args(&argv[1..])
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .ok()
+        .and_then(|mut child| {
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+            let status = loop {
+                match child.try_wait() {
+                    Ok(Some(status)) => break Some(status),
+                    Ok(None) if std::time::Instant::now() < deadline => {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                    _ => {
+                        let _ = child.kill();
+                        let _ = child.wait();
+                        break None;
+                    }
+                }
+            };
+            let mut text = String::new();
+            if let Some(mut out) = child.stdout.take() {
+                use std::io::Read;
+                let _ = out.read_to_string(&mut text);
+            }
+            status
+                .filter(|s| s.success())
+                .and_then(|_| text.lines().next().map(|l| l.trim().to_owned()))
+        })
+        .filter(|line| !line.is_empty());
+    said.unwrap_or_else(|| format!("unknown ({} --version said nothing)", shown()))
+}
+
+/// Whether this host has `fact`: `Ok` with what it has, or `Err` with why the cases that need
+/// it are not planned here. Decided once per process.
+pub fn host_has(fact: crate::model::HostFact) -> Result<String, String> {
+    use crate::model::HostFact;
+    static BWRAP: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    let bwrap = BWRAP.get_or_init(|| {
+        let verdict = probe(LocalBackend::Bwrap, &LocalConfig::only(LocalBackend::Bwrap));
+        match verdict.result {
+            Ok(facts) => Ok(format!(
+                "this host has a bwrap that confines ({})",
+                facts.version.unwrap_or_else(|| "version unknown".into())
+            )),
+            Err(e) => Err(format!("this host has no bwrap that confines: {e}")),
+        }
+    });
+    match (fact, bwrap) {
+        (HostFact::Bwrap, Ok(has)) => Ok(has.clone()),
+        (HostFact::Bwrap, Err(lacks)) => Err(format!("needs bwrap, and {lacks}")),
+        (HostFact::NoBwrap, Err(lacks)) => Ok(lacks.clone()),
+        (HostFact::NoBwrap, Ok(has)) => Err(format!("is for a host without bwrap, and {has}")),
+    }
+}
+
 /// True when this process can simulate hostile hosts for the local chain: it runs as root (so
 /// dropping capabilities takes bwrap's namespaces away), `setpriv` exists, and the launcher is
 /// there to use up Landlock's layers.
@@ -316,12 +381,17 @@ pub const REFERENCE_BACKENDS: [&str; 7] = [
     "policy",
 ];
 
-/// The reference backends a run on this platform requires unless told otherwise: on Linux bwrap,
-/// landlock, landlock-abi2 and the policy bridge, plus the local chain when running as root (its
+/// The reference backends a run on this platform requires unless told otherwise: on Linux bwrap
+/// (when installed), landlock, landlock-abi2 and the policy bridge, plus the local chain when running as root (its
 /// hostile-host simulations need root); on macOS seatbelt and the policy bridge.
 pub fn default_required() -> Vec<&'static str> {
     if cfg!(target_os = "linux") {
-        let mut names = vec!["bwrap", "landlock", "landlock-abi2", "policy"];
+        let mut names = vec!["landlock", "landlock-abi2", "policy"];
+        // An installed bwrap must work (a broken one fails the run); a host without one is
+        // certified for what it has, bwrap named as left out with the reason.
+        if which::which("bwrap").is_ok() {
+            names.insert(0, "bwrap");
+        }
         if nix_is_root() {
             names.push("local");
         }

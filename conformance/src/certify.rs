@@ -36,11 +36,14 @@ pub enum Status {
     Error,
     /// The case or the backend did not finish in time.
     Timeout,
+    /// The backend answered the same request about two places differently (never excused by an
+    /// expectation file).
+    Inconsistent,
 }
 
 impl Status {
     /// Every status, in report order.
-    pub const ALL: [Status; 7] = [
+    pub const ALL: [Status; 8] = [
         Status::Pass,
         Status::Fail,
         Status::Skip,
@@ -48,14 +51,29 @@ impl Status {
         Status::Xpass,
         Status::Error,
         Status::Timeout,
+        Status::Inconsistent,
     ];
 
     /// True for the statuses that deny certification by themselves.
     pub fn is_bad(self) -> bool {
         matches!(
             self,
-            Status::Fail | Status::Xpass | Status::Error | Status::Timeout
+            Status::Fail | Status::Xpass | Status::Error | Status::Timeout | Status::Inconsistent
         )
+    }
+
+    /// Its name in reports, as `report.json` spells it (`PASS`, `FAIL`, ..., `INCONSISTENT`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::Skip => "SKIP",
+            Status::Xfail => "XFAIL",
+            Status::Xpass => "XPASS",
+            Status::Error => "ERROR",
+            Status::Timeout => "TIMEOUT",
+            Status::Inconsistent => "INCONSISTENT",
+        }
     }
 
     fn word(self) -> &'static str {
@@ -67,6 +85,7 @@ impl Status {
             Status::Xpass => "XPASS",
             Status::Error => "error",
             Status::Timeout => "timeout",
+            Status::Inconsistent => "INCONSISTENT",
         }
     }
 }
@@ -161,14 +180,52 @@ pub struct Report {
     pub suite_problems: Vec<String>,
     /// Backends this host has no use of, with the reason (not certified here, not failing).
     pub excluded_backends: Vec<(String, String)>,
+    /// The seed of the run's draws (`certify --seed N` replays it).
+    pub seed: u64,
+    /// Host-dependent cases not planned on this host, with the reason (what the host has).
+    pub not_planned: Vec<(String, String)>,
+    /// The suite's families this run did not run (`--family`): such a run is `PARTIAL`.
+    pub left_out_families: Vec<String>,
+    /// `CERTIFIED`, `PARTIAL` or `NOT CERTIFIED` (see [`Report::verdict`]).
+    pub verdict: &'static str,
+    /// Where this host's worlds were drawn from, and the places left out with the reason.
+    pub world_places: WorldPlaces,
+}
+
+/// Where a run's worlds lie.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorldPlaces {
+    /// The bases worlds were drawn from.
+    pub bases: Vec<PathBuf>,
+    /// Candidate bases left out on this host, with the reason.
+    pub left_out: Vec<(PathBuf, String)>,
 }
 
 impl Report {
-    /// Certified: every backend in the run is certified and the suite itself loaded cleanly.
+    /// Certified: every backend in the run is certified, the suite itself loaded cleanly and no
+    /// family was left out.
     pub fn certified(&self) -> bool {
+        self.passed() && self.left_out_families.is_empty()
+    }
+
+    /// Every backend passed what the run ran and the suite loaded cleanly (a run that left
+    /// families out may pass, but it is no certificate).
+    pub fn passed(&self) -> bool {
         self.suite_problems.is_empty()
             && !self.backends.is_empty()
             && self.backends.iter().all(|b| b.certified)
+    }
+
+    /// `CERTIFIED`, `PARTIAL` (everything it ran passed, but it left families out) or
+    /// `NOT CERTIFIED`.
+    pub fn verdict(&self) -> &'static str {
+        if self.certified() {
+            "CERTIFIED"
+        } else if self.passed() {
+            "PARTIAL"
+        } else {
+            "NOT CERTIFIED"
+        }
     }
 }
 
@@ -186,6 +243,8 @@ pub struct Options {
     pub case_timeout: Duration,
     /// Backends left out of this run because they cannot run here, with the reason.
     pub excluded: Vec<(String, String)>,
+    /// The seed every case draws its places and names from (the same seed replays the run).
+    pub seed: u64,
 }
 
 /// Runs the certification; `progress(done, total, result)` is called after every case.
@@ -209,6 +268,14 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         .map(|s| (s.id.clone(), s.level))
         .collect();
     let families = &options.families;
+    let mut left_out_families: Vec<String> = suite
+        .scenarios
+        .iter()
+        .map(|s| s.family.clone())
+        .filter(|f| !families.is_empty() && !families.contains(f))
+        .collect();
+    left_out_families.sort();
+    left_out_families.dedup();
     let planned: Vec<Trial> = planned
         .into_iter()
         .filter(|t| {
@@ -219,6 +286,16 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
                 || !matches!(t.kind, TrialKind::Case { .. })
         })
         .collect();
+    let (not_planned, planned): (Vec<Trial>, Vec<Trial>) = planned
+        .into_iter()
+        .partition(|t| matches!(t.kind, TrialKind::NotPlanned(_)));
+    let not_planned: Vec<(String, String)> = not_planned
+        .into_iter()
+        .filter_map(|t| match t.kind {
+            TrialKind::NotPlanned(why) => Some((t.name, why)),
+            _ => None,
+        })
+        .collect();
     let total = planned.len();
     let backends = Arc::new(backends);
     let queue = Mutex::new(planned.into_iter().collect::<VecDeque<Trial>>());
@@ -227,7 +304,13 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         for _ in 0..options.jobs.max(1) {
             scope.spawn(|| {
                 while let Some(trial) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
-                    let result = run_trial(trial, &backends, &levels, options.case_timeout);
+                    let result = run_trial(
+                        trial,
+                        &backends,
+                        &levels,
+                        options.case_timeout,
+                        options.seed,
+                    );
                     let done = {
                         let Ok(mut all) = results.lock() else { break };
                         all.push(result.clone());
@@ -248,7 +331,10 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     let backend_reports = backends
         .iter()
         .zip(&expectations)
-        .map(|(b, e)| verdict(b, e.as_ref().ok().and_then(Option::as_ref), &cases, &levels))
+        .map(|(b, e)| {
+            let expected = e.as_ref().ok().and_then(Option::as_ref);
+            verdict(b, expected, &cases, &levels, !left_out_families.is_empty())
+        })
         .collect();
     let mut family_seconds: BTreeMap<String, f64> = BTreeMap::new();
     for c in &cases {
@@ -256,10 +342,10 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     }
     let mut family_seconds: Vec<(String, f64)> = family_seconds.into_iter().collect();
     family_seconds.sort_by(|a, b| b.1.total_cmp(&a.1));
-    Report {
+    let mut report = Report {
         suite_version: env!("CARGO_PKG_VERSION"),
         commit: commit(),
-        host: host_facts(&backends),
+        host: host_facts(),
         started_at,
         wall_seconds: started.elapsed().as_secs_f64(),
         family_seconds,
@@ -267,7 +353,20 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         cases,
         suite_problems,
         excluded_backends: options.excluded,
-    }
+        seed: options.seed,
+        left_out_families,
+        not_planned,
+        verdict: "",
+        world_places: {
+            let places = crate::world::places();
+            WorldPlaces {
+                bases: places.bases.iter().map(|(p, _)| p.clone()).collect(),
+                left_out: places.left_out.clone(),
+            }
+        },
+    };
+    report.verdict = report.verdict();
+    report
 }
 
 fn run_trial(
@@ -275,6 +374,7 @@ fn run_trial(
     backends: &Arc<Vec<Backend>>,
     levels: &BTreeMap<String, Level>,
     timeout: Duration,
+    seed: u64,
 ) -> CaseResult {
     let family = trial.name.split("::").next().unwrap_or("").to_owned();
     let base = |backend: &str, scenario: &str, status, message: Option<String>| CaseResult {
@@ -301,6 +401,8 @@ fn run_trial(
             let name = trial.name.split("::").nth(1).unwrap_or("-").to_owned();
             return base(&name, "", Status::Error, Some(problem));
         }
+        // Partitioned out before the run; never a result.
+        TrialKind::NotPlanned(why) => return base("-", "", Status::Error, Some(why)),
         TrialKind::Case {
             backend,
             scenario_id,
@@ -316,8 +418,12 @@ fn run_trial(
     let start = Instant::now();
     let (tx, rx) = channel();
     let worker_backends = Arc::clone(backends);
+    let name = trial.name.clone();
     std::thread::spawn(move || {
-        let _ = tx.send(run_case(&worker_backends[backend], &case).map_err(|e| e.to_string()));
+        let result = crate::world::with_case(seed, &name, || {
+            run_case(&worker_backends[backend], &case).map_err(|e| e.to_string())
+        });
+        let _ = tx.send(result);
     });
     let outcome = rx.recv_timeout(timeout);
     let protocol = b.external().and_then(|e| e.failure());
@@ -328,6 +434,9 @@ fn run_trial(
             Status::Timeout,
             Some(format!("the case did not finish within {timeout:?}")),
         ),
+        (Ok(Err(message)), None) if crate::metamorphic::is_inconsistent(&message) => {
+            (Status::Inconsistent, Some(message))
+        }
         (Ok(result), None) => match Judgement::of(result, expected_failure.as_ref()) {
             Judgement::Pass => (Status::Pass, None),
             Judgement::Fail(message) => (Status::Fail, Some(message)),
@@ -351,6 +460,7 @@ fn verdict(
     expected: Option<&ExpectationFile>,
     cases: &[CaseResult],
     levels: &BTreeMap<String, Level>,
+    partial: bool,
 ) -> BackendReport {
     let mine: Vec<&CaseResult> = cases.iter().filter(|c| c.backend == backend.name).collect();
     let mut counts: BTreeMap<Status, usize> = BTreeMap::new();
@@ -384,9 +494,11 @@ fn verdict(
     if must_skipped > 0 {
         problems.push(format!("{must_skipped} must case(s) skipped"));
     }
-    if mine
-        .iter()
-        .all(|c| c.status != Status::Pass && c.status != Status::Xfail)
+    // A run that left families out may hold none of a backend's cases (it is PARTIAL anyway).
+    if !partial
+        && mine
+            .iter()
+            .all(|c| c.status != Status::Pass && c.status != Status::Xfail)
     {
         problems.push("no case ran".into());
     }
@@ -446,20 +558,48 @@ fn commit() -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
 }
 
-fn host_facts(backends: &[Backend]) -> HostFacts {
-    let facts = |name: &str| {
-        backends
-            .iter()
-            .find(|b| b.name == name)
-            .and_then(|b| b.facts().cloned())
-    };
+/// The host's facts, measured here whatever backends run (an external backend alone still gets
+/// the kernel's Landlock ABI and the installed bwrap's version).
+fn host_facts() -> HostFacts {
     HostFacts {
         os: std::env::consts::OS,
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .ok()
             .map(|k| k.trim().to_owned()),
-        landlock_abi: facts("landlock").and_then(|f| f.kernel_abi),
-        bwrap_version: facts("bwrap").and_then(|f| f.version),
+        landlock_abi: landlock_abi(),
+        bwrap_version: which::which("bwrap").ok().and_then(|bwrap| {
+            let out = std::process::Command::new(bwrap)
+                .arg("--version")
+                .stdin(std::process::Stdio::null())
+                .output()
+                .ok()?;
+            let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            (out.status.success() && !text.is_empty()).then_some(text)
+        }),
+    }
+}
+
+/// The kernel's Landlock ABI version, or `None` when it has no Landlock (or is not Linux).
+fn landlock_abi() -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    {
+        const LANDLOCK_CREATE_RULESET_VERSION: nix::libc::c_uint = 1;
+        // SAFETY: landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION) reads no
+        // memory and returns the ABI version (or -1); nix has no wrapper for it.
+        #[allow(unsafe_code)]
+        let abi = unsafe {
+            nix::libc::syscall(
+                nix::libc::SYS_landlock_create_ruleset,
+                std::ptr::null::<nix::libc::c_void>(),
+                0usize,
+                LANDLOCK_CREATE_RULESET_VERSION,
+            )
+        };
+        u32::try_from(abi).ok().filter(|abi| *abi > 0)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        None
     }
 }
 
@@ -505,6 +645,35 @@ pub fn markdown(report: &Report) -> String {
         report.host.bwrap_version.as_deref().unwrap_or("no bwrap"),
         report.wall_seconds
     ));
+    out.push_str(&format!(
+        "**{}**. Seed {} (`certify --seed {}` replays this run); worlds drawn under {}.\n\n",
+        report.verdict,
+        report.seed,
+        report.seed,
+        report
+            .world_places
+            .bases
+            .iter()
+            .map(|p| format!("`{}`", p.display()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    if !report.left_out_families.is_empty() {
+        out.push_str(&format!(
+            "PARTIAL: this run left out the families {}; it is no certificate.\n\n",
+            report.left_out_families.join(", ")
+        ));
+    }
+    if !report.not_planned.is_empty() {
+        out.push_str("## Planned by what this host has\n\n");
+        for (trial, why) in &report.not_planned {
+            out.push_str(&format!("- `{trial}` not planned: {why}\n"));
+        }
+        out.push('\n');
+    }
+    for (path, why) in &report.world_places.left_out {
+        out.push_str(&format!("No worlds under `{}`: {why}.\n\n", path.display()));
+    }
     out.push_str("| family |");
     for b in &report.backends {
         out.push_str(&format!(" {} |", b.name));
@@ -643,9 +812,15 @@ pub fn markdown(report: &Report) -> String {
     if !bad.is_empty() {
         out.push_str(&format!("## Failed cases ({})\n\n", bad.len()));
         for c in bad.iter().take(100) {
-            let message = c.message.as_deref().unwrap_or("").replace('\n', " ");
-            let short: String = message.chars().take(300).collect();
-            out.push_str(&format!("- `{}` {:?}: {short}\n", c.trial, c.status));
+            out.push_str(&format!(
+                "- `{}` {}:\n\n  ```text\n",
+                c.trial,
+                c.status.code()
+            ));
+            for line in wrap(c.message.as_deref().unwrap_or(""), 100) {
+                out.push_str(&format!("  {line}\n"));
+            }
+            out.push_str("  ```\n\n");
         }
         if bad.len() > 100 {
             out.push_str(&format!(
@@ -680,6 +855,34 @@ pub fn markdown(report: &Report) -> String {
     out
 }
 
+/// `text` in lines of at most `width` characters, broken at spaces where it can be (a longer
+/// word is cut), its own line breaks kept. Nothing is dropped.
+pub fn wrap(text: &str, width: usize) -> Vec<String> {
+    let mut lines = Vec::new();
+    for source in text.lines() {
+        let mut line = String::new();
+        for word in source.split(' ') {
+            let mut word: Vec<char> = word.chars().collect();
+            let used = line.chars().count();
+            if used > 0 && used + 1 + word.len() > width {
+                lines.push(std::mem::take(&mut line));
+            }
+            while word.len() > width {
+                if !line.is_empty() {
+                    lines.push(std::mem::take(&mut line));
+                }
+                lines.push(word.drain(..width).collect());
+            }
+            if !line.is_empty() {
+                line.push(' ');
+            }
+            line.extend(word);
+        }
+        lines.push(line);
+    }
+    lines
+}
+
 /// The run as JUnit XML: one test suite per backend.
 pub fn junit(report: &Report) -> Result<String, String> {
     use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
@@ -696,12 +899,12 @@ pub fn junit(report: &Report) -> Result<String, String> {
                 Status::Fail | Status::Xpass => {
                     TestCaseStatus::non_success(NonSuccessKind::Failure)
                 }
-                Status::Error | Status::Timeout => {
+                Status::Error | Status::Timeout | Status::Inconsistent => {
                     TestCaseStatus::non_success(NonSuccessKind::Error)
                 }
             };
             if let Some(m) = &c.message {
-                status.set_message(format!("{:?}: {m}", c.status));
+                status.set_message(format!("{}: {m}", c.status.code()));
             }
             let mut case = TestCase::new(c.trial.as_str(), status);
             case.set_classname(c.family.as_str());
@@ -726,4 +929,19 @@ pub fn write(report: &Report, dir: &Path) -> std::io::Result<()> {
         junit(report).map_err(std::io::Error::other)?,
     )?;
     std::fs::write(dir.join("matrix.md"), markdown(report))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wrapping_keeps_every_character_and_bounds_each_line() {
+        let text = format!("short words here\n{} tail", "x".repeat(250));
+        let lines = wrap(&text, 100);
+        assert!(lines.iter().all(|l| l.chars().count() <= 100), "{lines:?}");
+        let joined: String = lines.concat();
+        let kept: String = text.chars().filter(|c| !c.is_whitespace()).collect();
+        assert_eq!(joined.replace(' ', ""), kept);
+    }
 }

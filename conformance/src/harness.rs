@@ -73,6 +73,19 @@ pub fn required_backends() -> Vec<String> {
 /// process with the conclusion.
 pub fn main() -> ! {
     let args = Arguments::from_args();
+    let seed = match crate::world::run_seed() {
+        Ok(seed) => seed,
+        Err(e) => {
+            eprintln!("conformance: {e}");
+            std::process::exit(101);
+        }
+    };
+    if !args.list {
+        eprintln!(
+            "conformance: seed {seed} ({}={seed} replays these trials)",
+            crate::world::SEED_VAR
+        );
+    }
     let required = required_backends();
     let exact = args.filter.as_deref().filter(|_| args.exact && !args.list);
     let trials = exact
@@ -144,7 +157,7 @@ fn targeted(name: &str, required: &[String]) -> Option<Vec<HarnessTrial>> {
     let backends = Arc::new(vec![backend]);
     let mut matching: Vec<HarnessTrial> = planned
         .into_iter()
-        .filter(|t| t.name == name)
+        .filter(|t| t.name == name && !matches!(t.kind, TrialKind::NotPlanned(_)))
         .map(|t| harness_trial(t, &backends, required))
         .collect();
     (matching.len() == 1).then(|| vec![matching.remove(0)])
@@ -238,6 +251,13 @@ pub fn trials(
     }
     let backends = Arc::new(backends);
     for trial in planned {
+        if let TrialKind::NotPlanned(why) = &trial.kind {
+            // Not a test at all on this host (a test that checks nothing would pass): said here.
+            if !std::env::args().any(|a| a == "--list") {
+                eprintln!("conformance: {} not planned here: {why}", trial.name);
+            }
+            continue;
+        }
         out.push(harness_trial(trial, &backends, required));
     }
     out
@@ -329,12 +349,14 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
         };
     }
     let backends = Arc::clone(backends);
+    let name_for_seed = name.clone();
     HarnessTrial::new(name, false, move || match kind {
         TrialKind::LoadError(e) => Err(e.to_string()),
         TrialKind::NoScenarios(root) => Err(format!(
             "no scenario files found under {root}; an empty suite certifies nothing"
         )),
         TrialKind::BadExpectations(problem) => Err(problem),
+        TrialKind::NotPlanned(why) => Err(format!("not planned on this host: {why}")),
         TrialKind::Case {
             backend,
             scenario_id,
@@ -342,8 +364,17 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
             case,
             expected_failure,
         } => {
-            let result = run_case(&backends[backend], &case)
-                .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str()));
+            let seed = crate::world::run_seed()?;
+            let result = crate::world::with_case(seed, &name_for_seed, || {
+                run_case(&backends[backend], &case)
+            })
+            .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str()));
+            if let Err(message) = &result
+                && crate::metamorphic::is_inconsistent(message)
+            {
+                // Never excused by an expectation file.
+                return Err(message.clone());
+            }
             match Judgement::of(result, expected_failure.as_ref()) {
                 Judgement::Pass => Ok(()),
                 // XFAIL: the known, reasoned failure happened, showing what it pins.

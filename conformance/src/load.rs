@@ -259,11 +259,43 @@ pub fn load_file(
                         ))
                     });
                 }
-                None => cases.push(ExpandedCase {
-                    name: case.name.clone(),
-                    vars: vars.clone(),
-                    case,
-                }),
+                None => {
+                    // The same trial under another name: a case named after an axis it ignores
+                    // would count one check several times.
+                    let same = cases.iter().find(|c| {
+                        let mut renamed = c.case.clone();
+                        renamed.name.clone_from(&case.name);
+                        renamed == case
+                    });
+                    if let Some(twin) = same {
+                        // Where the name is written: the part both expansions share.
+                        let shared: String = case
+                            .name
+                            .chars()
+                            .zip(twin.name.chars())
+                            .take_while(|(a, b)| a == b)
+                            .map(|(a, _)| a)
+                            .collect();
+                        let (line, column) = locate(&text, &format!("name: {shared}"));
+                        let column = column + 6;
+                        return Err(LoadError {
+                            line,
+                            column,
+                            ..whole_file(format!(
+                                "case {:?}{} expands to the same trial as {:?}{}; it ignores an axis its name varies with (name it without that axis, or use it)",
+                                case.name,
+                                describe(vars),
+                                twin.name,
+                                describe(&twin.vars)
+                            ))
+                        });
+                    }
+                    cases.push(ExpandedCase {
+                        name: case.name.clone(),
+                        vars: vars.clone(),
+                        case,
+                    });
+                }
             }
         }
     }

@@ -227,6 +227,20 @@ pub struct Case {
     pub setup: Option<ToolSetup>,
     /// Steps run in order; the first failing expectation fails the case.
     pub steps: Vec<Step>,
+    /// Planned only on a host that has (or lacks) this: a case about what the host has is
+    /// planned by what it has, and the report says why a case was not.
+    #[serde(default)]
+    pub when_host: Option<HostFact>,
+}
+
+/// Something a host has or lacks, that decides which host-dependent cases are planned.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostFact {
+    /// bwrap is installed and confines here (its functional probe passes).
+    Bwrap,
+    /// bwrap is not installed or does not confine here.
+    NoBwrap,
 }
 
 /// One step. Each kind carries its own `expect`.
@@ -423,6 +437,22 @@ pub struct EffectStep {
     pub shape: Shape,
     /// What must be true of the host afterwards.
     pub expect: ExpectedEffect,
+    /// How the paths reach the command (default `argv`).
+    #[serde(default)]
+    pub via: PathRoute,
+}
+
+/// How an effect's paths reach its command.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PathRoute {
+    /// Spelled in the command itself, as an ordinary command spells them; a name that is not
+    /// UTF-8 is built by bash from octal escapes (`$'...\377'`), so the argv is UTF-8.
+    #[default]
+    Argv,
+    /// In the environment (`$T`, the target, and `$W`, the workspace), byte for byte: a backend
+    /// must carry an environment that is not UTF-8.
+    Env,
 }
 
 /// A file effect.

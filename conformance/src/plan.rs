@@ -38,6 +38,9 @@ pub enum TrialKind {
     NoScenarios(String),
     /// A backend's expectation file is broken: always fails.
     BadExpectations(String),
+    /// A host-dependent case this host does not call for (see [`crate::model::Case::when_host`]):
+    /// never run, listed in the report with the reason.
+    NotPlanned(String),
 }
 
 /// Plans the trials for `suite` against `backends`, each with its expectation file (if any).
@@ -113,16 +116,27 @@ pub fn plan(
                 if !backend.applies(&needs) {
                     continue;
                 }
+                let name = format!(
+                    "{}::{}::{}::{}",
+                    scenario.family, backend.name, scenario.slug, case.name
+                );
+                if let Some(fact) = case.case.when_host
+                    && let Err(why) = crate::backends::host_has(fact)
+                {
+                    trials.push(Trial {
+                        name,
+                        kind: TrialKind::NotPlanned(why),
+                        skip: None,
+                    });
+                    continue;
+                }
                 let expected_failure = valid
                     .get(index)
                     .copied()
                     .flatten()
                     .and_then(|file| file.expected_for(scenario, case));
                 trials.push(Trial {
-                    name: format!(
-                        "{}::{}::{}::{}",
-                        scenario.family, backend.name, scenario.slug, case.name
-                    ),
+                    name,
                     kind: TrialKind::Case {
                         backend: index,
                         scenario_id: scenario.id.clone(),

@@ -51,6 +51,34 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailur
             message,
         })?;
     }
+    // A tool case without a `world` step of its own still diffs its world at the end: only the
+    // files its expectations name may have changed.
+    if let Some(rig) = &rig
+        && !case.case.steps.iter().any(|s| matches!(s, Step::World(_)))
+    {
+        let named: Vec<std::path::PathBuf> = case
+            .case
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Tool(t) => Some(t.expect.files.keys()),
+                _ => None,
+            })
+            .flatten()
+            .map(|p| std::path::PathBuf::from(rig.expanded(p)))
+            .collect();
+        let diff = rig.diff(&named);
+        if !diff.is_empty() {
+            return Err(CaseFailure {
+                step: case.case.steps.len(),
+                kind: "world",
+                message: format!(
+                    "the world changed where the case's expectations name nothing:\n  {}",
+                    diff.join("\n  ")
+                ),
+            });
+        }
+    }
     Ok(())
 }
 

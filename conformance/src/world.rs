@@ -1,29 +1,223 @@
-//! A scratch world for one containment case: a workspace, an outside tree with a sentinel, the
-//! symlinks and names the path shapes need, and scratch areas under `/tmp` and `/dev/shm`. The
-//! world lives under `/var/tmp`, outside every writable root, and is removed on drop.
+//! A scratch world for one case: a workspace, an outside tree with a sentinel, the symlinks and
+//! names the path shapes need, a `$TMPDIR` area, and scratch areas under `/tmp` and `/dev/shm`.
+//! The world lives outside every writable root and is removed on drop (also when the case
+//! panics), with every directory it had to create on the way.
+//!
+//! Where a world lies and what its parts are called is drawn at random from the shapes real
+//! projects have (under `/var/tmp`, the home directory or `/srv`, with spaces and non-ASCII
+//! characters), so no request carries a fixed marker a backend could key on. The draws come from
+//! the run's seed and the trial's name ([`with_case`]), so a seed replays a run exactly.
 
-use std::collections::BTreeMap;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{OsStr, OsString};
 use std::io;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Mutex, OnceLock};
 
 use crate::model::{TempDirSpelling, WorkspaceSpelling};
 
-/// Where worlds are made. Must not be under `/tmp` (which `workspace-write` may write). A user
-/// other than root gets `<WORLD_BASE>-<uid>`, so root's and a user's runs never share a folder.
-pub const WORLD_BASE: &str = "/var/tmp/sandbox-conformance";
+/// The environment variable that fixes the run's seed (`certify --seed N` sets it too).
+pub const SEED_VAR: &str = "CONFORMANCE_SEED";
 
-/// The world base for this process's user.
-fn world_base() -> PathBuf {
-    let uid = nix::unistd::geteuid();
-    if uid.is_root() {
-        PathBuf::from(WORLD_BASE)
-    } else {
-        PathBuf::from(format!("{WORLD_BASE}-{uid}"))
+/// The run's seed: [`SEED_VAR`] when set (a bad value is an error), else drawn once per process.
+pub fn run_seed() -> Result<u64, String> {
+    static SEED: OnceLock<Result<u64, String>> = OnceLock::new();
+    SEED.get_or_init(|| match std::env::var(SEED_VAR) {
+        Ok(text) => text
+            .trim()
+            .parse()
+            .map_err(|e| format!("{SEED_VAR}={text:?} is not a seed (a number): {e}")),
+        Err(_) => Ok(fastrand::u64(..)),
+    })
+    .clone()
+}
+
+thread_local! {
+    /// The draws of the case running on this thread.
+    static CASE_RNG: RefCell<Option<fastrand::Rng>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` (one case) with the draws of trial `trial` in the run seeded `seed`: the same seed and
+/// trial draw the same places and names, whatever else runs at the same time.
+pub fn with_case<R>(seed: u64, trial: &str, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<fastrand::Rng>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            CASE_RNG.set(self.0.take());
+        }
     }
+    // FNV-1a: stable across builds and platforms, unlike the standard library's hasher.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ seed;
+    for b in trial.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    let _restore = Restore(CASE_RNG.replace(Some(fastrand::Rng::with_seed(h))));
+    f()
+}
+
+/// One draw from the case's generator (outside a case, from a fresh random one).
+fn draw<R>(f: impl FnOnce(&mut fastrand::Rng) -> R) -> R {
+    CASE_RNG.with_borrow_mut(|slot| match slot {
+        Some(rng) => f(rng),
+        None => f(&mut fastrand::Rng::new()),
+    })
+}
+
+fn pick<'a>(rng: &mut fastrand::Rng, from: &[&'a str]) -> &'a str {
+    from[rng.usize(..from.len())]
+}
+
+/// Where worlds may lie on this host, and why the other candidates were left out.
+#[derive(Clone, Debug)]
+pub struct Places {
+    /// The usable bases (canonical), each with the kind of place it is.
+    pub bases: Vec<(PathBuf, &'static str)>,
+    /// Candidates left out, with the reason.
+    pub left_out: Vec<(PathBuf, String)>,
+}
+
+/// This host's [`Places`], decided once per process: `/var/tmp`, the home directory and `/srv`,
+/// each kept only when it is a directory this user can write that does not resolve into a
+/// writable root (`/tmp`, `/dev/shm`) and is not `/`.
+pub fn places() -> &'static Places {
+    static PLACES: OnceLock<Places> = OnceLock::new();
+    PLACES.get_or_init(|| {
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        let mut candidates: Vec<(PathBuf, &'static str)> =
+            vec![(PathBuf::from("/var/tmp"), "var-tmp")];
+        match home {
+            Some(h) if h.is_absolute() => candidates.push((h, "home")),
+            _ => {}
+        }
+        candidates.push((PathBuf::from("/srv"), "srv"));
+        let mut places = Places {
+            bases: Vec::new(),
+            left_out: Vec::new(),
+        };
+        for (path, kind) in candidates {
+            match usable_base(&path) {
+                Ok(canonical) => places.bases.push((canonical, kind)),
+                Err(why) => places.left_out.push((path, why)),
+            }
+        }
+        places
+    })
+}
+
+fn usable_base(path: &Path) -> Result<PathBuf, String> {
+    let canonical = std::fs::canonicalize(path).map_err(|e| format!("{e}"))?;
+    if !canonical.is_dir() {
+        return Err("not a directory".into());
+    }
+    if canonical == Path::new("/") {
+        return Err("it is /".into());
+    }
+    for root in ["/tmp", "/dev/shm"] {
+        if std::fs::canonicalize(root).is_ok_and(|r| canonical.starts_with(r)) {
+            return Err(format!("it resolves under {root}, a writable root"));
+        }
+    }
+    nix::unistd::access(&canonical, nix::unistd::AccessFlags::W_OK)
+        .map_err(|e| format!("this user cannot write it ({e})"))?;
+    Ok(canonical)
+}
+
+/// Directories this process created on the way to a world (removed when empty again).
+fn created_parents() -> &'static Mutex<BTreeSet<PathBuf>> {
+    static CREATED: OnceLock<Mutex<BTreeSet<PathBuf>>> = OnceLock::new();
+    CREATED.get_or_init(|| Mutex::new(BTreeSet::new()))
+}
+
+/// Project names as people spell them.
+const PROJECTS: &[&str] = &[
+    "api-server",
+    "my project",
+    "données",
+    "café-app",
+    "Übersicht",
+    "résumé site",
+    "naïve-bayes",
+    "日本語メモ",
+    "webshop",
+    "infra",
+    "thesis",
+    "Ærø tools",
+    "Projekt Alpha",
+    "client portal",
+    "scripts",
+    "dotfiles-neu",
+    "été 2024",
+    "notebook",
+    "backend",
+    "ποίημα",
+];
+
+/// Folders projects are kept in, per kind of base.
+fn folders(kind: &str) -> &'static [&'static str] {
+    match kind {
+        "home" => &[
+            "src",
+            "code",
+            "work",
+            "Projets",
+            "dev/repos",
+            "Documents/Code",
+            "git",
+        ],
+        "srv" => &["git", "www", "data", "builds", "repos"],
+        _ => &["build", "ci-runs", "checkouts", "jobs", "cache/work"],
+    }
+}
+
+/// Other things that live next to a project.
+const NEIGHBOURS: &[&str] = &[
+    "notes",
+    "Documents",
+    "backup",
+    "other project",
+    "Fotos 2023",
+    "archive",
+    "résumés",
+    "shared",
+];
+
+/// Names of scratch directories under `/tmp` and `/dev/shm`, as tools make them.
+const SCRATCH: &[&str] = &[
+    "tmp.",
+    "npm-",
+    "go-build",
+    "pip-req-build-",
+    "cargo-install",
+    "pytest-of-",
+    "vscode-",
+    "sess_",
+];
+
+/// A run of `n` lowercase hex digits drawn from the case's generator.
+pub fn draw_hex(n: usize) -> String {
+    draw(|rng| {
+        (0..n)
+            .map(|_| char::from_digit(rng.u32(..16), 16).unwrap_or('0'))
+            .collect()
+    })
+}
+
+/// One of `from`, drawn from the case's generator.
+pub fn draw_one<'a>(from: &[&'a str]) -> &'a str {
+    draw(|rng| pick(rng, from))
+}
+
+/// A run of `n` lowercase letters and digits.
+fn token(rng: &mut fastrand::Rng, n: usize) -> String {
+    (0..n)
+        .map(|_| {
+            let c = rng.usize(..36);
+            char::from_digit(c as u32, 36).unwrap_or('x')
+        })
+        .collect()
 }
 
 /// The sentinel's content; no case may ever change it.
@@ -31,86 +225,211 @@ pub const SENTINEL: &str = "sentinel";
 
 /// One case's world.
 pub struct World {
-    /// The world directory (canonical).
+    /// The world directory (canonical): the workspace's parent folder.
     pub dir: PathBuf,
+    /// The real workspace (canonical), in `dir`.
+    pub ws: PathBuf,
+    /// A tree outside the workspace holding the sentinel, in `dir`.
+    pub outside: PathBuf,
+    /// A symlink to the workspace, in `dir`.
+    pub alias: PathBuf,
+    /// A `$TMPDIR` area strictly below `/var/tmp` (a temp area, so the policy may honour it).
+    pub tmpdir: PathBuf,
     /// A scratch directory under `/tmp`.
     pub tmp: PathBuf,
     /// A scratch directory under `/dev/shm`, made only when the host has `/dev/shm` (on a host
     /// without it the path still names where a write must not appear).
     pub shm: PathBuf,
+    /// Directories made on the way to `dir`, deepest first (removed when empty).
+    parents: Vec<PathBuf>,
 }
 
 impl World {
-    /// Makes a fresh world with the fixed layout every shape relies on.
+    /// Makes a fresh world, drawn from this case's generator, with the fixed layout every shape
+    /// relies on.
     pub fn new() -> io::Result<World> {
-        static N: AtomicU32 = AtomicU32::new(0);
-        let id = format!(
-            "{}-{}",
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        let spelled = world_base();
-        std::fs::create_dir_all(&spelled)?;
-        let base = std::fs::canonicalize(&spelled)?;
-        if base.starts_with(std::fs::canonicalize("/tmp")?) {
+        World::drawn(true)
+    }
+
+    /// Makes a fresh twin: another drawn place with only the directories, the symlink and the
+    /// file a policy can name (what a backend may resolve), none of the files the effects work on
+    /// (a request only names those). A quarter of a world's disk work.
+    pub fn twin() -> io::Result<World> {
+        World::drawn(false)
+    }
+
+    fn drawn(full: bool) -> io::Result<World> {
+        let places = places();
+        if places.bases.is_empty() {
             return Err(io::Error::other(format!(
-                "{} resolves under /tmp ({}); containment worlds must be outside every writable root",
-                spelled.display(),
-                base.display()
+                "no place for a world on this host: {:?}",
+                places.left_out
             )));
         }
-        let dir = base.join(format!("w-{id}"));
-        let tmp = PathBuf::from(format!("/tmp/sandbox-conformance-{id}"));
-        let shm = PathBuf::from(format!("/dev/shm/sandbox-conformance-{id}"));
-        let world = World { dir, tmp, shm };
-        world.lay_out()?;
-        Ok(world)
+        for _ in 0..16 {
+            let (base, kind) = draw(|rng| places.bases[rng.usize(..places.bases.len())].clone());
+            let (folder, project, neighbour, alias, tmpdir, tmp, shm) = draw(|rng| {
+                let project = pick(rng, PROJECTS);
+                let folder = pick(rng, folders(kind));
+                let suffix = match rng.u8(..3) {
+                    0 => format!(" ({})", rng.u16(2..999)),
+                    1 => format!("-{}", token(rng, 6)),
+                    _ => format!("_{}", rng.u32(1000..99999)),
+                };
+                let scratch =
+                    |rng: &mut fastrand::Rng| format!("{}{}", pick(rng, SCRATCH), token(rng, 10));
+                (
+                    folder.to_owned(),
+                    format!("{project}{suffix}"),
+                    pick(rng, NEIGHBOURS).to_owned(),
+                    format!("{} link", pick(rng, PROJECTS)),
+                    format!(
+                        "{}{}",
+                        pick(rng, &["tmp-", "build-tmp.", "scratch ", "tmp."]),
+                        token(rng, 8)
+                    ),
+                    scratch(rng),
+                    scratch(rng),
+                )
+            });
+            let dir = base.join(&folder).join(&project);
+            if std::fs::symlink_metadata(&dir).is_ok()
+                || std::fs::symlink_metadata(Path::new("/tmp").join(&tmp)).is_ok()
+            {
+                continue;
+            }
+            // Held until the world's directory exists, so no other world removes a folder on
+            // the way meanwhile.
+            let Ok(mut created) = created_parents().lock() else {
+                return Err(io::Error::other("the created-folders lock is poisoned"));
+            };
+            let parents = make_parents(&mut created, &base, &folder)?;
+            let world = World {
+                ws: dir.join(pick_ws_name(&project)),
+                outside: dir.join(&neighbour),
+                alias: dir.join(&alias),
+                tmpdir: PathBuf::from("/var/tmp").join(&tmpdir),
+                tmp: Path::new("/tmp").join(&tmp),
+                shm: Path::new("/dev/shm").join(&shm),
+                dir,
+                parents,
+            };
+            match std::fs::create_dir(&world.dir) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+            drop(created);
+            if full {
+                world.lay_out()?;
+            } else {
+                world.lay_out_skeleton()?;
+            }
+            return Ok(world);
+        }
+        Err(io::Error::other("16 drawn world places were all taken"))
+    }
+
+    fn lay_out_skeleton(&self) -> io::Result<()> {
+        for dir in [
+            self.ws.join("dir"),
+            self.outside.clone(),
+            self.tmp.join("ws/dir"),
+        ] {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::create_dir(&self.tmpdir)?;
+        if Path::new("/dev/shm").is_dir() {
+            std::fs::create_dir(&self.shm)?;
+        }
+        symlink(&self.ws, &self.alias)?;
+        std::fs::write(self.dir.join("afile"), "afile")
     }
 
     fn lay_out(&self) -> io::Result<()> {
         let d = &self.dir;
-        for sub in ["ws/dir", "outside", "tmpdir"] {
-            std::fs::create_dir_all(d.join(sub))?;
+        for dir in [self.ws.join("dir"), self.outside.clone()] {
+            std::fs::create_dir_all(dir)?;
         }
+        std::fs::create_dir(&self.tmpdir)?;
         std::fs::create_dir_all(self.tmp.join("ws/dir"))?;
         if Path::new("/dev/shm").is_dir() {
             std::fs::create_dir_all(&self.shm)?;
         }
-        std::fs::write(d.join("outside/sentinel"), SENTINEL)?;
-        for ws in [d.join("ws"), self.tmp.join("ws")] {
+        std::fs::write(self.outside.join("sentinel"), SENTINEL)?;
+        for ws in [self.ws.clone(), self.tmp.join("ws")] {
             std::fs::write(ws.join("src"), "src")?;
         }
         for (dir, suffix) in [
-            (d.join("ws/dir"), OsStr::new("")),
-            (d.join("ws"), OsStr::new("")),
-            (d.join("outside"), OsStr::new("")),
-            (d.join("tmpdir"), OsStr::new("")),
+            (self.ws.join("dir"), OsStr::new("")),
+            (self.ws.clone(), OsStr::new("")),
+            (self.outside.clone(), OsStr::new("")),
+            (self.tmpdir.clone(), OsStr::new("")),
             (self.tmp.clone(), OsStr::new("")),
             (self.tmp.join("ws/dir"), OsStr::new("")),
-            (d.join("ws/dir"), OsStr::from_bytes(b"\xff")),
-            (d.join("outside"), OsStr::from_bytes(b"\xff")),
-            (d.join("ws/with space"), OsStr::new(" x")),
+            (self.ws.join("dir"), OsStr::from_bytes(b"\xff")),
+            (self.outside.clone(), OsStr::from_bytes(b"\xff")),
+            (self.ws.join("with space"), OsStr::new(" x")),
         ] {
             populate(&dir, suffix)?;
         }
-        symlink(d.join("outside"), d.join("ws/link_out"))?;
-        symlink(d.join("outside/existing"), d.join("ws/file_link"))?;
-        symlink(d.join("outside/new"), d.join("ws/dangling"))?;
-        symlink(d.join("ws"), d.join("ws_alias"))?;
-        std::fs::write(d.join("outside/linked_target"), "old")?;
-        std::fs::hard_link(d.join("outside/linked_target"), d.join("ws/prelinked"))?;
+        symlink(&self.outside, self.ws.join("link_out"))?;
+        symlink(self.outside.join("existing"), self.ws.join("file_link"))?;
+        symlink(self.outside.join("new"), self.ws.join("dangling"))?;
+        symlink(&self.ws, &self.alias)?;
+        std::fs::write(self.outside.join("linked_target"), "old")?;
+        std::fs::hard_link(
+            self.outside.join("linked_target"),
+            self.ws.join("prelinked"),
+        )?;
         std::fs::write(d.join("afile"), "afile")?;
         Ok(())
+    }
+
+    /// `%WS%` (the workspace as `spelled`), `%WSDIR%` (the real workspace), `%ALIAS%`,
+    /// `%OUTSIDE%` (and `%OUTSIDE_NAME%`, its name), `%TMPDIR%`, `%TMP%` and `%WORLD%` replaced
+    /// by this world's paths.
+    pub fn expand(&self, text: &str, spelled: &Path) -> String {
+        let shown = |p: &Path| p.display().to_string();
+        let outside_name = self
+            .outside
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy();
+        text.replace("%WSDIR%", &shown(&self.ws))
+            .replace("%OUTSIDE_NAME%", &outside_name)
+            .replace("%WS%", &shown(spelled))
+            .replace("%ALIAS%", &shown(&self.alias))
+            .replace("%OUTSIDE%", &shown(&self.outside))
+            .replace("%TMPDIR%", &shown(&self.tmpdir))
+            .replace("%TMP%", &shown(&self.tmp))
+            .replace("%WORLD%", &shown(&self.dir))
+    }
+
+    /// Pairs of (this world's path, the twin's path) for every tree a request may name, longest
+    /// first: what renames a request about this world into the same request about `twin`.
+    pub fn renaming(&self, twin: &World) -> Vec<(PathBuf, PathBuf)> {
+        let mut pairs = vec![
+            (self.ws.clone(), twin.ws.clone()),
+            (self.outside.clone(), twin.outside.clone()),
+            (self.alias.clone(), twin.alias.clone()),
+            (self.dir.clone(), twin.dir.clone()),
+            (self.tmpdir.clone(), twin.tmpdir.clone()),
+            (self.tmp.clone(), twin.tmp.clone()),
+            (self.shm.clone(), twin.shm.clone()),
+        ];
+        pairs.sort_by_key(|(p, _)| std::cmp::Reverse(p.as_os_str().len()));
+        pairs
     }
 
     /// The workspace as a policy spells it.
     pub fn workspace(&self, spelling: WorkspaceSpelling) -> PathBuf {
         let d = &self.dir;
         match spelling {
-            WorkspaceSpelling::Ws => d.join("ws"),
-            WorkspaceSpelling::Alias => d.join("ws_alias"),
+            WorkspaceSpelling::Ws => self.ws.clone(),
+            WorkspaceSpelling::Alias => self.alias.clone(),
             WorkspaceSpelling::TrailingSlash => {
-                let mut spelled = d.join("ws").into_os_string();
+                let mut spelled = self.ws.clone().into_os_string();
                 spelled.push("/");
                 PathBuf::from(spelled)
             }
@@ -126,7 +445,7 @@ impl World {
     /// A temp dir as a policy spells it.
     pub fn temp_dir(&self, spelling: TempDirSpelling) -> PathBuf {
         match spelling {
-            TempDirSpelling::Outside => self.dir.join("tmpdir"),
+            TempDirSpelling::Outside => self.tmpdir.clone(),
             TempDirSpelling::FsRoot => PathBuf::from("/"),
             TempDirSpelling::Etc => PathBuf::from("/etc"),
             TempDirSpelling::World => self.dir.clone(),
@@ -135,9 +454,10 @@ impl World {
         }
     }
 
-    /// The roots a world diff covers: the world directory, its `/tmp` and `/dev/shm` scratch.
-    fn roots(&self) -> [&Path; 3] {
-        [&self.dir, &self.tmp, &self.shm]
+    /// The roots a world diff covers: the world directory, its `$TMPDIR` area, its `/tmp` and
+    /// `/dev/shm` scratch.
+    fn roots(&self) -> [&Path; 4] {
+        [&self.dir, &self.tmpdir, &self.tmp, &self.shm]
     }
 
     /// Everything in the world now: paths, types, sizes, modes, content hashes, link targets.
@@ -244,17 +564,17 @@ impl Snapshot {
         for (path, old) in &self.entries {
             match after.entries.get(path) {
                 None if !allowed(path) => {
-                    lines.push(format!("- {} (was {old})", path.display()));
+                    lines.push(format!("- {} (was {old})", shown(path)));
                 }
                 Some(new) if new != old && (!allowed(path) || new.is_device()) => {
-                    lines.push(format!("~ {}: {old} => {new}", path.display()));
+                    lines.push(format!("~ {}: {old} => {new}", shown(path)));
                 }
                 _ => {}
             }
         }
         for (path, new) in &after.entries {
             if !self.entries.contains_key(path) && (!allowed(path) || new.is_device()) {
-                lines.push(format!("+ {} ({new})", path.display()));
+                lines.push(format!("+ {} ({new})", shown(path)));
             }
         }
         if after.truncated {
@@ -264,6 +584,19 @@ impl Snapshot {
         }
         lines
     }
+}
+
+/// A path for a person: UTF-8 as it is, every byte that is not UTF-8 as `\xHH`, so a name that
+/// differs only in such bytes (`new\xFF` and `new\u{FFFD}`) shows differently.
+pub fn shown(path: &Path) -> String {
+    let mut out = String::new();
+    for chunk in path.as_os_str().as_bytes().utf8_chunks() {
+        out.push_str(chunk.valid());
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    out
 }
 
 fn walk(path: &Path, out: &mut BTreeMap<PathBuf, Entry>, budget: &mut usize) {
@@ -365,6 +698,64 @@ fn populate(dir: &Path, suffix: &OsStr) -> io::Result<()> {
     std::fs::create_dir_all(dir.join(name("emptydir", suffix)))
 }
 
+/// The workspace's name: the project's own name, or a conventional checkout folder.
+fn pick_ws_name(project: &str) -> String {
+    draw(|rng| match rng.u8(..3) {
+        0 => "repo".to_owned(),
+        1 => "trunk".to_owned(),
+        _ => project.to_owned(),
+    })
+}
+
+/// Makes `base/folder` (one or two components) as needed; returns the directories it made,
+/// deepest first, each recorded as made by this process.
+fn make_parents(
+    created: &mut BTreeSet<PathBuf>,
+    base: &Path,
+    folder: &str,
+) -> io::Result<Vec<PathBuf>> {
+    let mut made = Vec::new();
+    let mut at = base.to_path_buf();
+    for part in Path::new(folder).components() {
+        at.push(part);
+        match std::fs::create_dir(&at) {
+            Ok(()) => {
+                created.insert(at.clone());
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        if created.contains(&at) {
+            made.push(at.clone());
+        }
+    }
+    made.reverse();
+    Ok(made)
+}
+
+/// `text` as one bash word, whatever bytes it holds, in UTF-8: single-quoted when it is UTF-8,
+/// else a `$'...'` word in which only the bytes that are not UTF-8 are octal escapes (so the
+/// payload builds a name that is not UTF-8 from an argv that is).
+pub fn shell_quote(text: &OsStr) -> String {
+    if let Some(s) = text.to_str() {
+        return format!("'{}'", s.replace('\'', r"'\''"));
+    }
+    let mut out = String::from("$'");
+    for chunk in text.as_bytes().utf8_chunks() {
+        for c in chunk.valid().chars() {
+            if matches!(c, '\'' | '\\') {
+                out.push('\\');
+            }
+            out.push(c);
+        }
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\{b:03o}"));
+        }
+    }
+    out.push('\'');
+    out
+}
+
 /// `base` followed by `suffix`, as a file name.
 pub fn name(base: &str, suffix: &OsStr) -> OsString {
     let mut n = OsString::from(base);
@@ -384,9 +775,17 @@ impl Drop for World {
             );
             return;
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
-        let _ = std::fs::remove_dir_all(&self.tmp);
-        let _ = std::fs::remove_dir_all(&self.shm);
+        for root in self.roots() {
+            let _ = std::fs::remove_dir_all(root);
+        }
+        // The folders made on the way, once no other world of this process uses them.
+        if let Ok(created) = created_parents().lock() {
+            for parent in &self.parents {
+                if created.contains(parent) {
+                    let _ = std::fs::remove_dir(parent);
+                }
+            }
+        }
     }
 }
 
@@ -398,13 +797,13 @@ mod tests {
     fn the_diff_names_every_change_outside_what_may_change() {
         let world = World::new().expect("world");
         let before = world.snapshot();
-        let outside = world.dir.join("outside");
+        let outside = world.outside.clone();
         std::fs::write(outside.join("sentinel"), "changed").expect("write");
         std::fs::write(outside.join("new"), "x").expect("write");
         std::fs::remove_file(outside.join("existing")).expect("rm");
-        std::fs::write(world.dir.join("ws/allowed"), "x").expect("write");
+        std::fs::write(world.ws.join("allowed"), "x").expect("write");
         symlink("/etc", world.tmp.join("link")).expect("symlink");
-        let may = [world.dir.join("ws")];
+        let may = [world.ws.clone()];
         let diff = before.diff(&world.snapshot(), &may);
         let text = diff.join("\n");
         assert_eq!(diff.len(), 4, "{text}");
@@ -419,10 +818,55 @@ mod tests {
     }
 
     #[test]
+    fn a_seed_and_a_trial_replay_the_same_places_and_others_differ() {
+        let dirs = |seed: u64, trial: &str| {
+            with_case(seed, trial, || {
+                let world = World::new().expect("world");
+                (world.dir.clone(), world.ws.clone(), world.tmp.clone())
+            })
+        };
+        let first = dirs(7, "containment::bwrap::effects::a");
+        assert_eq!(first, dirs(7, "containment::bwrap::effects::a"));
+        let others: BTreeSet<_> = (0..8u64).map(|n| dirs(n, "x").0).collect();
+        assert!(others.len() > 1, "{others:?}");
+    }
+
+    #[test]
+    fn worlds_carry_no_marker_and_leave_nothing_behind() {
+        let world = World::new().expect("world");
+        let paths = [&world.dir, &world.ws, &world.tmp, &world.shm, &world.tmpdir];
+        for p in paths {
+            let shown = p.display().to_string().to_lowercase();
+            assert!(
+                !shown.contains("conformance") && !shown.contains("sandbox"),
+                "{shown}"
+            );
+        }
+        let (dir, parents) = (world.dir.clone(), world.parents.clone());
+        drop(world);
+        assert!(!dir.exists(), "{dir:?}");
+        for p in parents {
+            assert!(!p.exists() || std::fs::read_dir(&p).is_ok_and(|mut d| d.next().is_some()));
+        }
+    }
+
+    #[test]
+    fn a_quoted_name_that_is_not_utf8_reaches_bash_byte_for_byte() {
+        let name = OsStr::from_bytes(b"caf\xc3\xa9 it's \\ new\xff");
+        let quoted = shell_quote(name);
+        assert!(quoted.is_ascii() || std::str::from_utf8(quoted.as_bytes()).is_ok());
+        let out = std::process::Command::new("bash")
+            .args(["-c", &format!("printf '%s' {quoted}")])
+            .output()
+            .expect("bash");
+        assert_eq!(out.stdout, name.as_bytes(), "{quoted}");
+    }
+
+    #[test]
     fn a_mode_change_is_a_change() {
         let world = World::new().expect("world");
         let before = world.snapshot();
-        let f = world.dir.join("outside/existing");
+        let f = world.outside.join("existing");
         std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o600)).expect("chmod");
         let diff = before.diff(&world.snapshot(), &[]);
         assert_eq!(diff.len(), 1, "{diff:?}");

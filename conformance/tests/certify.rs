@@ -142,6 +142,76 @@ fn a_backend_that_passes_argv_through_unconfined_is_rejected_by_name() {
     assert!(run.matrix.contains("**no**"));
 }
 
+/// Certifies a dishonest fixture on the containment family: NOT CERTIFIED, and the trials with
+/// `status` it names.
+fn rejected(script: &str, status: &str) -> (Vec<(String, String)>, Run) {
+    let run = certify(&["--family", "containment"], &backend(script));
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    assert!(run.matrix.contains("**no**"), "{}", run.matrix);
+    let named = statuses(&run.report)
+        .into_iter()
+        .filter(|(_, s)| s == status)
+        .collect();
+    (named, run)
+}
+
+#[test]
+fn a_backend_keyed_on_the_harness_paths_is_rejected_with_the_escapes_named() {
+    let (failed, run) = rejected("cheat_on_paths_backend.py", "FAIL");
+    let escape = "containment::cheat-on-paths::effects::create_absolute_outside_workspace-write";
+    assert!(failed.iter().any(|(t, _)| t == escape), "{failed:?}");
+    assert!(run.matrix.contains(escape), "{}", run.matrix);
+}
+
+#[test]
+fn a_backend_keyed_on_the_harness_markers_is_rejected_with_the_escapes_named() {
+    let (failed, run) = rejected("cheat_on_markers_backend.py", "FAIL");
+    let escape = "containment::cheat-on-markers::effects::create_absolute_outside_workspace-write";
+    assert!(failed.iter().any(|(t, _)| t == escape), "{failed:?}");
+    assert!(run.matrix.contains(escape), "{}", run.matrix);
+}
+
+#[test]
+fn a_backend_confining_every_other_request_is_inconsistent_with_both_argvs_named() {
+    let (inconsistent, run) = rejected("cheat_every_other_backend.py", "INCONSISTENT");
+    assert!(inconsistent.len() > 100, "{}", inconsistent.len());
+    let case = run.report["cases"]
+        .as_array()
+        .and_then(|cases| cases.iter().find(|c| c["status"] == "INCONSISTENT"))
+        .expect("an inconsistent case");
+    let message = case["message"].as_str().unwrap_or("");
+    // Both answers: the confined one and the payload handed back as it was.
+    assert!(
+        message.contains("bwrap") && message.matches("argv [").count() == 2,
+        "{message}"
+    );
+    assert!(run.matrix.contains("INCONSISTENT"), "{}", run.matrix);
+}
+
+#[test]
+fn a_seed_replays_a_run_exactly() {
+    let messages = |seed: &str| {
+        let run = certify(
+            &["--family", "containment", "--seed", seed],
+            &backend("cheat_on_paths_backend.py"),
+        );
+        assert_eq!(run.report["seed"].as_u64(), seed.parse().ok());
+        let mut failed: Vec<String> = run.report["cases"]
+            .as_array()
+            .expect("cases")
+            .iter()
+            .filter(|c| c["status"] == "FAIL")
+            .filter_map(|c| c["message"].as_str().map(str::to_owned))
+            .collect();
+        failed.sort();
+        failed
+    };
+    let first = messages("4242");
+    assert!(!first.is_empty());
+    // The escapes name the same drawn places, byte for byte.
+    assert_eq!(first, messages("4242"));
+}
+
 #[test]
 fn a_bwrap_backend_without_the_hardening_is_rejected_by_name() {
     let run = certify(

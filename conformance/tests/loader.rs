@@ -85,6 +85,15 @@ fn case_names_must_vary_with_the_matrix() {
 }
 
 #[test]
+fn a_case_that_expands_to_the_same_trial_twice_is_a_load_error() {
+    let e = error_for("duplicate_trial");
+    assert!(
+        e.starts_with("malformed-scenarios/broken/duplicate_trial.yaml:8:11: case \"same_check_2\" (with code=2) expands to the same trial as \"same_check_1\" (with code=1)"),
+        "{e}"
+    );
+}
+
+#[test]
 fn unknown_level_is_a_load_error() {
     let e = error_for("unknown_mode_level");
     assert!(
@@ -100,7 +109,7 @@ fn only_the_first_user_of_a_duplicate_id_loads() {
     let suite = load_suite(&fixtures());
     let loaded: Vec<&str> = suite.scenarios.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(loaded, vec!["BAD-DUP"]);
-    assert_eq!(suite.errors.len(), 8, "{:#?}", suite.errors);
+    assert_eq!(suite.errors.len(), 9, "{:#?}", suite.errors);
 }
 
 #[test]
@@ -147,7 +156,7 @@ fn every_load_error_is_a_failing_trial_not_a_skip() {
         names.contains(&"broken::load-error::unknown_key".to_owned()),
         "{names:#?}"
     );
-    assert_eq!(outcomes(all), (8, 0));
+    assert_eq!(outcomes(all), (9, 0));
 }
 
 #[test]

@@ -5,7 +5,9 @@
 //! - `certify [--expectations FILE] -- COMMAND ARGS...` certifies an external backend that speaks
 //!   the JSON-lines protocol (`conformance/protocol/README.md`).
 //!
-//! Exit code 0 only when every backend in the run is certified; 1 when not; 2 on bad usage.
+//! Exit code 0 only when every backend in the run is certified on the whole suite; 1 when not;
+//! 2 on bad usage; 3 for `PARTIAL`: everything the run ran passed, but `--family` left families
+//! out, so it is no certificate.
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -58,6 +60,10 @@ struct Cli {
     /// A runner-failure signature of the operator runner (repeatable; at least one).
     #[arg(long = "runner-failure-signature")]
     runner_failure_signatures: Vec<String>,
+    /// Replay the run drawn from this seed (places and names of every case); default: the
+    /// `CONFORMANCE_SEED` environment variable, else a fresh seed, printed.
+    #[arg(long)]
+    seed: Option<u64>,
     /// An external backend command speaking the JSON-lines protocol.
     #[arg(last = true)]
     command: Vec<OsString>,
@@ -82,7 +88,24 @@ fn main() -> ExitCode {
     let jobs = cli
         .jobs
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() * 2));
+    let seed = match cli
+        .seed
+        .map(Ok)
+        .unwrap_or_else(conformance::world::run_seed)
+    {
+        Ok(seed) => seed,
+        Err(e) => {
+            eprintln!("certify: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    eprintln!("certify: seed {seed} (certify --seed {seed} replays this run)");
+    let places = conformance::world::places();
+    for (path, why) in &places.left_out {
+        eprintln!("certify: no worlds under {}: {why}", path.display());
+    }
     let options = Options {
+        seed,
         scenarios: cli.scenarios.clone().unwrap_or_else(scenario_root),
         backends,
         families: cli.families.clone(),
@@ -94,7 +117,7 @@ fn main() -> ExitCode {
     let tty = std::io::stderr().is_terminal();
     let progress = move |done: usize, total: usize, result: &CaseResult| {
         if result.status.is_bad() && !tty {
-            eprintln!("certify: {:?} {}", result.status, result.trial);
+            eprintln!("certify: {} {}", result.status.code(), result.trial);
         }
         let Ok(mut last) = last_shown.lock() else {
             return;
@@ -127,6 +150,13 @@ fn main() -> ExitCode {
     if report.certified() {
         println!("CERTIFIED in {:.1} s", report.wall_seconds);
         ExitCode::SUCCESS
+    } else if report.passed() {
+        println!(
+            "PARTIAL ({:.1} s): everything run passed, but the families {} were left out; no certificate",
+            report.wall_seconds,
+            report.left_out_families.join(", ")
+        );
+        ExitCode::from(3)
     } else {
         println!("NOT CERTIFIED ({:.1} s)", report.wall_seconds);
         ExitCode::from(1)
@@ -240,12 +270,12 @@ fn summarize(report: &Report) {
     }
     let bad: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status.is_bad()).collect();
     for c in bad.iter().take(20) {
-        let m = c.message.as_deref().unwrap_or("").replace('\n', " ");
+        // The whole message: a backend's own words (a panic's reason) are often at its end.
         println!(
-            "{:?} {}: {}",
-            c.status,
+            "{} {}: {}",
+            c.status.code(),
             c.trial,
-            m.chars().take(200).collect::<String>()
+            c.message.as_deref().unwrap_or("")
         );
     }
     if bad.len() > 20 {

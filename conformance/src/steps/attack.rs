@@ -10,7 +10,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sandbox::{Classification, ProviderPolicy};
+use sandbox::{Classification, ProviderPolicy, SandboxProvider};
 use sandbox_local::launch::{self, Finished, LaunchOptions};
 
 use crate::backends::Backend;
@@ -23,8 +23,10 @@ const MAX_AFTER: Duration = Duration::from_millis(5000);
 /// The lowest descriptor number the held descriptor gets.
 const HELD_FD_MIN: i32 = 64;
 
-/// The environment variable that tags every process of one call, so survivors can be found.
-const TAG_VAR: &str = "SANDBOX_CONFORMANCE_CALL";
+/// The environment variable that tags every process of one call, so survivors can be found. It is
+/// the one systemd gives every unit (32 hex digits), so a backend cannot tell a harness call
+/// from a service's.
+const TAG_VAR: &str = "INVOCATION_ID";
 
 /// How long processes of a finished call may take to disappear (killed, being reaped).
 const SURVIVOR_GRACE: Duration = Duration::from_millis(300);
@@ -63,21 +65,29 @@ impl Stage {
         let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
         let spelled = world.workspace(step.workspace);
         let cwd = match step.workspace {
-            WorkspaceSpelling::Missing | WorkspaceSpelling::File => world.dir.join("ws"),
+            WorkspaceSpelling::Missing | WorkspaceSpelling::File => world.ws.clone(),
             _ => spelled.clone(),
         };
         let temp_dir = step.temp_dir.map(|t| world.temp_dir(t));
-        let held_file = world.dir.join("outside/held");
+        let held_file = world.outside.join("held");
         std::fs::write(&held_file, "held")
             .map_err(|e| format!("cannot make the held file: {e}"))?;
-        let leaf = world
-            .dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let etc_probe = PathBuf::from(format!("/etc/sandbox-conformance-{leaf}"));
-        let canary = world.tmp.join("canary");
-        let tag = leaf.clone();
+        // Names an ordinary system could have: a backup of a file /etc has, a state file.
+        // Never a name the host already has (it is removed afterwards).
+        let etc_probe = std::iter::repeat_with(|| {
+            PathBuf::from(format!(
+                "/etc/{}.{}",
+                crate::world::draw_one(&["hosts", "motd", "environment", "profile", "issue"]),
+                crate::world::draw_hex(6)
+            ))
+        })
+        .take(16)
+        .find(|p| std::fs::symlink_metadata(p).is_err())
+        .ok_or("16 drawn /etc probe names all exist")?;
+        let canary = world
+            .tmp
+            .join(crate::world::draw_one(&[".state", "last-run", ".done"]));
+        let tag = crate::world::draw_hex(32);
         Ok(Stage {
             world,
             spelled,
@@ -92,12 +102,8 @@ impl Stage {
 
     /// `%WS%` and friends replaced by this world's paths.
     fn expand(&self, text: &str) -> String {
-        let d = &self.world.dir;
-        text.replace("%WS%", &self.spelled.display().to_string())
-            .replace("%OUTSIDE%", &d.join("outside").display().to_string())
-            .replace("%TMPDIR%", &d.join("tmpdir").display().to_string())
-            .replace("%TMP%", &self.world.tmp.display().to_string())
-            .replace("%WORLD%", &d.display().to_string())
+        self.world
+            .expand(text, &self.spelled)
             .replace("%ETC_PROBE%", &self.etc_probe.display().to_string())
     }
 }
@@ -148,6 +154,74 @@ impl Held {
     }
 }
 
+/// A FIFO the payload opens for reading first thing (its descriptor 9, inherited by every process
+/// it starts) and whose write end only the harness holds. The payload takes the one byte the
+/// harness left in it, which says it reached the pipe; once a write by the harness finds no
+/// reader (`EPIPE`), no process of the call holds it any more, so a check made `after_ms` later
+/// can be made now. Reading is allowed in every mode, so the read-only payload reaches it too.
+/// When the payload never reached it (a backend that hides the world's directory), the harness
+/// waits the whole `after_ms`.
+struct Release {
+    path: PathBuf,
+    write: OwnedFd,
+}
+
+impl Release {
+    fn open(path: &Path) -> Result<Release, String> {
+        use nix::fcntl::{OFlag, open};
+        use nix::sys::stat::Mode;
+        let fail = |what: &str, e: nix::Error| format!("cannot {what} the release pipe: {e}");
+        nix::unistd::mkfifo(path, Mode::from_bits_truncate(0o644)).map_err(|e| fail("make", e))?;
+        let flags = OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
+        // A write end opens without blocking only while a reader exists: hold one meanwhile.
+        let read =
+            open(path, OFlag::O_RDONLY | flags, Mode::empty()).map_err(|e| fail("open", e))?;
+        let write =
+            open(path, OFlag::O_WRONLY | flags, Mode::empty()).map_err(|e| fail("open", e))?;
+        nix::unistd::write(&write, b"g").map_err(|e| fail("fill", e))?;
+        drop(read);
+        Ok(Release {
+            path: path.to_path_buf(),
+            write,
+        })
+    }
+
+    /// The script line that opens the read end as descriptor 9 and takes the byte.
+    fn prologue(&self) -> String {
+        format!(
+            "{{ exec 9<{}; read -r -n 1 -u 9 _; }} 2>/dev/null\n",
+            crate::world::shell_quote(self.path.as_os_str())
+        )
+    }
+
+    /// Bytes waiting in the pipe.
+    fn pending(&self) -> Option<i32> {
+        let mut n: nix::libc::c_int = 0;
+        // SAFETY: FIONREAD writes one c_int through the pointer, which points at `n`, alive for
+        // the call; the descriptor is our own open FIFO. nix has no wrapper for this ioctl.
+        #[allow(unsafe_code)]
+        let rc =
+            unsafe { nix::libc::ioctl(self.write.as_raw_fd(), nix::libc::FIONREAD, &raw mut n) };
+        (rc == 0).then_some(n)
+    }
+
+    /// Waits until no process of the call holds the pipe, or `longest`, whichever comes first.
+    fn wait(&self, longest: Duration) {
+        let deadline = Instant::now() + longest;
+        if self.pending() != Some(0) {
+            // The payload never took the byte: nothing tells when its processes are gone.
+            std::thread::sleep(longest);
+            return;
+        }
+        while Instant::now() < deadline {
+            if let Err(nix::errno::Errno::EPIPE) = nix::unistd::write(&self.write, b"x") {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
 /// How the call came out.
 enum Came {
     /// `confine` refused.
@@ -170,11 +244,21 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
         ));
     }
     let stage = Stage::new(step)?;
+    // A call checked a while after it returned holds a pipe from its first line on, so every
+    // process it starts inherits it: the wait ends as soon as the last of them is gone.
+    let pipe = if after.is_zero() {
+        None
+    } else {
+        Some(Release::open(&stage.world.dir.join(".lock"))?)
+    };
     let before = stage.world.snapshot();
     let policy = ProviderPolicy::new(step.mode, stage.spelled.clone())
         .with_temp_dir(stage.temp_dir.clone())
         .with_cwd(&stage.cwd);
     let mut script = String::from(PROLOGUE);
+    if let Some(pipe) = &pipe {
+        script.push_str(&pipe.prologue());
+    }
     script.push_str(&step.run);
     let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script.into()];
     let held = if step.hold_fd {
@@ -182,14 +266,20 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
     } else {
         None
     };
-    let came = match provider.confine(&argv, &policy) {
+    let twin = crate::metamorphic::Twin::new(provider.clone(), &stage.world, true)?;
+    let answer = twin.confine(&argv, &policy);
+    twin.verdict()?;
+    let came = match answer {
         Err(e) => Came::Refused(e.to_string()),
         Ok(confined) => {
             let mut options = LaunchOptions::in_dir(&stage.cwd);
             let d = &stage.world.dir;
             options.env = vec![
                 ("WS".into(), stage.spelled.clone().into_os_string()),
-                ("OUTSIDE".into(), d.join("outside").into_os_string()),
+                (
+                    "OUTSIDE".into(),
+                    stage.world.outside.clone().into_os_string(),
+                ),
                 ("TMP".into(), stage.world.tmp.clone().into_os_string()),
                 ("WORLD".into(), d.clone().into_os_string()),
                 ("ETC_PROBE".into(), stage.etc_probe.clone().into_os_string()),
@@ -229,7 +319,9 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
     drop(held);
     // No process of the call may outlive it: look for the call's tag right after it returned.
     let survivors = survivors(&stage.tag);
-    std::thread::sleep(after);
+    if let Some(pipe) = &pipe {
+        pipe.wait(after);
+    }
     check(backend, step, &stage, &before, &came)?;
     if survivors.is_empty() {
         Ok(())

@@ -127,7 +127,7 @@ pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), String> 
         ));
     }
     let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
-    let ws = world.dir.join("ws");
+    let ws = world.ws.clone();
     let mut script = String::new();
     let mut env: Vec<(OsString, OsString)> = vec![("W".into(), ws.clone().into_os_string())];
     for (i, p) in declared.iter().enumerate() {

@@ -6,12 +6,12 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use sandbox::{Classification, ProviderPolicy};
+use sandbox::{Classification, ProviderPolicy, SandboxProvider};
 use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
-use crate::model::{Effect, EffectStep, ExpectedEffect, Shape};
-use crate::world::{SENTINEL, World, name};
+use crate::model::{Effect, EffectStep, ExpectedEffect, PathRoute, Shape};
+use crate::world::{SENTINEL, World, name, shell_quote};
 
 /// Where one effect lands.
 struct Place {
@@ -66,8 +66,17 @@ fn script(op: Effect) -> &'static str {
     }
 }
 
+/// The script with its paths spelled in it, as an ordinary command spells them (a name that is
+/// not UTF-8 as bash octal escapes).
+fn spelled_script(op: Effect, place: &Place) -> String {
+    let q = |p: &Path| shell_quote(p.as_os_str());
+    script(op)
+        .replace(r#""$W/src""#, &q(&place.ws.join("src")))
+        .replace(r#""$W/moved""#, &q(&place.ws.join("moved")))
+        .replace(r#""$T""#, &q(&place.target))
+}
+
 fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
-    let w = &world.dir;
     let file = file_for(op);
     let plain = |root: PathBuf, ws: PathBuf, spelled: PathBuf, real: PathBuf, suffix: &OsStr| {
         let n = name(file, suffix);
@@ -82,8 +91,8 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
         }
     };
     let none = OsStr::new("");
-    let ws = w.join("ws");
-    let outside = w.join("outside");
+    let ws = world.ws.clone();
+    let outside = world.outside.clone();
     let only = |ops: &[Effect]| {
         if ops.contains(&op) {
             Ok(())
@@ -97,7 +106,8 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
         Shape::Dotdot => plain(
             ws.clone(),
             ws.clone(),
-            ws.join("dir/../../outside"),
+            ws.join("dir/../..")
+                .join(outside.file_name().unwrap_or_default()),
             outside,
             none,
         ),
@@ -131,7 +141,7 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
             none,
         ),
         Shape::Tmpdir => {
-            let tmpdir = w.join("tmpdir");
+            let tmpdir = world.tmpdir.clone();
             let mut p = plain(ws.clone(), ws.clone(), tmpdir.clone(), tmpdir.clone(), none);
             p.temp_dir = Some(tmpdir);
             p
@@ -166,7 +176,7 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
             )
         }
         Shape::RootViaSymlink => {
-            let alias = w.join("ws_alias");
+            let alias = world.alias.clone();
             let mut p = plain(
                 alias.clone(),
                 ws.clone(),
@@ -309,12 +319,25 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
     let policy = ProviderPolicy::new(step.mode, place.root.clone())
         .with_temp_dir(place.temp_dir.clone())
         .with_cwd(&place.cwd);
-    let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script(step.op).into()];
-    let confined = match provider.confine(&argv, &policy) {
+    let command = match step.via {
+        PathRoute::Argv => spelled_script(step.op, &place),
+        PathRoute::Env => script(step.op).to_owned(),
+    };
+    let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), command.into()];
+    let before = world.snapshot();
+    let twin = crate::metamorphic::Twin::new(provider.clone(), &world, true)?;
+    let answer = twin.confine(&argv, &policy);
+    twin.verdict()?;
+    let confined = match answer {
         Ok(confined) => confined,
         Err(e) if step.expect == ExpectedEffect::Refused => {
+            let diff = before.diff(&world.snapshot(), &[]);
             return match state(step.op, &place) {
-                State::Unchanged => Ok(()),
+                State::Unchanged if diff.is_empty() => Ok(()),
+                State::Unchanged => Err(format!(
+                    "confine refused ({e}) but the world changed:\n  {}",
+                    diff.join("\n  ")
+                )),
                 other => Err(format!(
                     "confine refused ({e}) but the host shows {other:?}"
                 )),
@@ -323,10 +346,12 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         Err(e) => return Err(format!("confine refused: {e}")),
     };
     let mut options = LaunchOptions::in_dir(&place.cwd);
-    options.env = vec![
-        ("T".into(), place.target.clone().into_os_string()),
-        ("W".into(), place.ws.clone().into_os_string()),
-    ];
+    if step.via == PathRoute::Env {
+        options.env = vec![
+            ("T".into(), place.target.clone().into_os_string()),
+            ("W".into(), place.ws.clone().into_os_string()),
+        ];
+    }
     match &place.temp_dir {
         Some(t) => options
             .env
@@ -354,7 +379,7 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
             String::from_utf8_lossy(&done.stderr).trim()
         )
     };
-    if read(&world.dir.join("outside/sentinel")).as_deref() != Some(SENTINEL) {
+    if read(&world.outside.join("sentinel")).as_deref() != Some(SENTINEL) {
         return Err(format!(
             "the sentinel outside the workspace changed: {}",
             describe()
@@ -383,9 +408,51 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         // It ran although the policy should have been refused.
         ExpectedEffect::Refused => false,
     };
-    if ok {
-        Ok(())
+    // Everything else in the world must be as it was: a write under another name than the one
+    // asked (a backend that rewrites bytes it cannot carry) is named here.
+    let may_change: Vec<PathBuf> = if step.expect == ExpectedEffect::Allowed {
+        changes(step.op, &place)
+    } else if step.op == Effect::RenameOut && step.mode == sandbox::ConfinedMode::WorkspaceWrite {
+        // A rename the kernel refuses across mounts (EXDEV) makes `mv` copy the file into the
+        // workspace before it fails to remove the source: a read outside and a write inside,
+        // both allowed.
+        vec![place.ws.join("moved")]
     } else {
-        Err(format!("expected {:?}; got {}", step.expect, describe()))
+        Vec::new()
+    };
+    let diff = before.diff(&world.snapshot(), &may_change);
+    let stray = if diff.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; the world changed where the case expects nothing:\n  {}",
+            diff.join("\n  ")
+        )
+    };
+    if ok && diff.is_empty() {
+        Ok(())
+    } else if ok {
+        Err(format!(
+            "{}; {}",
+            stray.trim_start_matches("; "),
+            describe()
+        ))
+    } else {
+        Err(format!(
+            "expected {:?}; got {}{stray}",
+            step.expect,
+            describe()
+        ))
     }
+}
+
+/// The paths an allowed effect changes.
+fn changes(op: Effect, p: &Place) -> Vec<PathBuf> {
+    let mut paths = vec![p.entry.clone(), p.content.clone()];
+    match op {
+        Effect::RenameIn => paths.push(p.ws.join("src")),
+        Effect::RenameOut => paths.push(p.ws.join("moved")),
+        _ => {}
+    }
+    paths
 }

@@ -45,7 +45,7 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), String> {
         .as_ref()
         .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
     let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
-    let ws = world.dir.join("ws");
+    let ws = world.ws.clone();
     let policy = ProviderPolicy::new(step.mode, ws.clone())
         .with_temp_dir(None)
         .with_cwd(&ws);

@@ -44,7 +44,7 @@ pub(super) fn fence_race(
         ));
     }
     let rig = rig(backend, setup, slot)?;
-    let outside = rig.world().dir.join("outside");
+    let outside = rig.world().outside.clone();
     let swap = PathBuf::from(rig.expanded(&step.swap));
     let partner = swap_partner(&swap);
     let target = rig.expanded(&step.path);

@@ -23,8 +23,8 @@ fn fakes_dir() -> PathBuf {
 pub(super) fn run(step: &SelectStep) -> Result<(), String> {
     let sandboxctl = sandbox_local::probe::locate_sibling("sandboxctl", "sandbox-cli")?;
     let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
-    let ws = world.dir.join("ws");
-    let outside = world.dir.join("outside");
+    let ws = world.ws.clone();
+    let outside = world.outside.clone();
 
     let mut argv: Vec<OsString> = Vec::new();
     if step.host != Host::Normal {

@@ -28,6 +28,8 @@ pub(super) struct Rig {
     agent: bool,
     calls: usize,
     last_task: Option<u64>,
+    /// The provider the shell confines with, asking every request twice.
+    twin: Arc<crate::metamorphic::Twin>,
 }
 
 fn decision(answer: Answer) -> Decision {
@@ -44,7 +46,7 @@ impl Rig {
         let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
         // The deployment's configured root is always the world's workspace; the session's cwd
         // (which wins) is the workspace the case names, spelled as it says.
-        let configured = world.dir.join("ws");
+        let configured = world.ws.clone();
         let ws = world.workspace(setup.workspace.unwrap_or_default());
         let temp_dir = setup.tmpdir.map(|t| world.temp_dir(t));
         let policy = PolicyService::new(setup.mode.unwrap_or(SandboxMode::ReadOnly), &configured)
@@ -61,10 +63,14 @@ impl Rig {
         }
         let decisions: Vec<Decision> = setup.approver.iter().copied().map(decision).collect();
         let approver = Arc::new(ScriptedApprover::new(decisions));
-        let provider = backend
+        let inner = backend
             .provider
             .clone()
             .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+        // The case changes its world between calls and its twin stays fresh: only two answers
+        // are compared, not an answer and a refusal.
+        let twin = crate::metamorphic::Twin::new(inner, &world, false)?;
+        let provider: Arc<dyn sandbox::SandboxProvider> = twin.clone();
         let as_service = |a: &Arc<ScriptedApprover>| -> Arc<dyn ApprovalService> { a.clone() };
         let (shell, fs, approval) = match setup.composition.unwrap_or(Composition::Confining) {
             Composition::Confining => (
@@ -93,17 +99,13 @@ impl Rig {
             agent: setup.agent.unwrap_or(true),
             calls: 0,
             last_task: None,
+            twin,
         })
     }
 
     /// `%WS%` and friends replaced by this world's paths.
     fn expand(&self, text: &str) -> String {
-        let d = &self.world.dir;
-        text.replace("%WS%", &self.ws.display().to_string())
-            .replace("%OUTSIDE%", &d.join("outside").display().to_string())
-            .replace("%TMPDIR%", &d.join("tmpdir").display().to_string())
-            .replace("%TMP%", &self.world.tmp.display().to_string())
-            .replace("%WORLD%", &d.display().to_string())
+        self.world.expand(text, &self.ws)
     }
 
     fn expand_value(&self, value: &Value) -> Value {
@@ -178,6 +180,7 @@ pub(super) fn run(
     let rig = self::rig(backend, setup, rig)?;
     let args = rig.expand_value(&step.args);
     let out = rig.call(&step.name, &args);
+    rig.twin.verdict()?;
     if let Some(task) = out.facts.get("task_id").and_then(Value::as_u64) {
         rig.last_task = Some(task);
     }
@@ -227,7 +230,7 @@ pub(super) fn run(
         super::check_file(std::path::Path::new(&rig.expand(path)), want)
             .map_err(|e| format!("{e}: {}", describe()))?;
     }
-    let sentinel = std::fs::read_to_string(rig.world.dir.join("outside/sentinel")).ok();
+    let sentinel = std::fs::read_to_string(rig.world.outside.join("sentinel")).ok();
     if sentinel.as_deref() != Some(SENTINEL) {
         return Err(format!(
             "the sentinel outside the workspace changed: {}",

@@ -1,0 +1,191 @@
+//! The metamorphic check: every `confine` request a case makes is asked a second time about a twin
+//! world (the same layout at another random place, every path renamed). A backend that confines
+//! by what a request looks like (the harness's paths, every other request) answers the two
+//! differently; the answers must be the same argv up to the renaming, or the case is
+//! `INCONSISTENT`, with both argvs in its message.
+
+use std::ffi::{OsStr, OsString};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use sandbox::{ConfinedArgv, PinnedDir, ProviderPolicy, SandboxProvider, SandboxUnavailable};
+
+use crate::world::World;
+
+/// The word that starts the message of a case whose backend answered a renamed request
+/// differently (the certify report's status `INCONSISTENT`).
+pub const INCONSISTENT: &str = "INCONSISTENT";
+
+/// True when a case's failure message is an inconsistency (a step failed with [`INCONSISTENT`]).
+pub fn is_inconsistent(message: &str) -> bool {
+    message.contains(&format!("): {INCONSISTENT}: "))
+}
+
+/// A provider that asks its backend every request twice, about the world and about its twin.
+pub struct Twin {
+    inner: Arc<dyn SandboxProvider>,
+    /// (the world's path, the twin's path), longest first.
+    renaming: Vec<(PathBuf, PathBuf)>,
+    /// The twin world (kept alive as long as requests may name it).
+    _twin: World,
+    /// Whether an answer and a refusal count as different (a fresh world and its twin are the
+    /// same; a world a case has changed since is not).
+    strict: bool,
+    findings: Mutex<Vec<String>>,
+}
+
+impl Twin {
+    /// Wraps `inner` for requests about `world`, with a fresh twin drawn from the case's draws.
+    /// `strict`: the world is as fresh as its twin, so one answer and one refusal are different.
+    pub fn new(
+        inner: Arc<dyn SandboxProvider>,
+        world: &World,
+        strict: bool,
+    ) -> Result<Arc<Twin>, String> {
+        let twin = World::twin().map_err(|e| format!("cannot build the twin world: {e}"))?;
+        Ok(Arc::new(Twin {
+            inner,
+            renaming: world.renaming(&twin),
+            _twin: twin,
+            strict,
+            findings: Mutex::new(Vec::new()),
+        }))
+    }
+
+    /// `Err` with every inconsistency found so far, starting with [`INCONSISTENT`].
+    pub fn verdict(&self) -> Result<(), String> {
+        let findings = self.findings.lock().map(|f| f.clone()).unwrap_or_default();
+        if findings.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{INCONSISTENT}: {}", findings.join("; ")))
+        }
+    }
+
+    fn record(&self, finding: String) {
+        if let Ok(mut f) = self.findings.lock() {
+            f.push(finding);
+        }
+    }
+
+    fn forth(&self, text: &OsStr) -> OsString {
+        rename(text, self.renaming.iter().map(|(a, b)| (a, b)))
+    }
+
+    fn back(&self, text: &OsStr) -> OsString {
+        let mut pairs: Vec<(&PathBuf, &PathBuf)> =
+            self.renaming.iter().map(|(a, b)| (b, a)).collect();
+        pairs.sort_by_key(|(from, _)| std::cmp::Reverse(from.as_os_str().len()));
+        rename(text, pairs.into_iter())
+    }
+}
+
+/// `text` with every occurrence of a `from` replaced by its `to`, in one pass (a replacement is
+/// never replaced again), the first matching pair winning at each position.
+fn rename<'a>(text: &OsStr, pairs: impl Iterator<Item = (&'a PathBuf, &'a PathBuf)>) -> OsString {
+    let pairs: Vec<(&[u8], &[u8])> = pairs
+        .map(|(a, b)| (a.as_os_str().as_bytes(), b.as_os_str().as_bytes()))
+        .filter(|(a, _)| !a.is_empty())
+        .collect();
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    'scan: while i < bytes.len() {
+        for (from, to) in &pairs {
+            if bytes[i..].starts_with(from) {
+                out.extend_from_slice(to);
+                i += from.len();
+                continue 'scan;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    OsString::from_vec(out)
+}
+
+fn shown(argv: &[OsString]) -> String {
+    format!(
+        "{:?}",
+        argv.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+    )
+}
+
+impl SandboxProvider for Twin {
+    fn confine(
+        &self,
+        argv: &[OsString],
+        policy: &ProviderPolicy,
+    ) -> Result<ConfinedArgv, SandboxUnavailable> {
+        let first = self.inner.confine(argv, policy);
+        let renamed: Vec<OsString> = argv.iter().map(|a| self.forth(a)).collect();
+        let mut twin_policy = policy.clone();
+        twin_policy.workspace_root = self.forth(policy.workspace_root.as_os_str()).into();
+        twin_policy.temp_dir = policy
+            .temp_dir
+            .as_ref()
+            .map(|t| self.forth(t.as_os_str()).into());
+        twin_policy.cwd = policy
+            .cwd
+            .as_ref()
+            .map(|c| self.forth(c.as_os_str()).into());
+        let repin = |pin: &Option<PinnedDir>| {
+            pin.as_ref()
+                .and_then(|p| PinnedDir::pin(&PathBuf::from(self.forth(p.path.as_os_str()))).ok())
+        };
+        twin_policy.workspace_pin = repin(&policy.workspace_pin);
+        twin_policy.temp_dir_pin = repin(&policy.temp_dir_pin);
+        let second = self.inner.confine(&renamed, &twin_policy);
+        match (&first, &second) {
+            (Ok(a), Ok(b)) => {
+                let back: Vec<OsString> = b.argv.iter().map(|x| self.back(x)).collect();
+                if back != a.argv || a.enforcement != b.enforcement {
+                    self.record(format!(
+                        "the same request about another place was answered differently: argv {} ({}) for {:?}, but argv {} ({}) for {:?}",
+                        shown(&a.argv),
+                        a.enforcement.as_str(),
+                        policy.workspace_root,
+                        shown(&b.argv),
+                        b.enforcement.as_str(),
+                        twin_policy.workspace_root,
+                    ));
+                }
+            }
+            (Ok(a), Err(e)) if self.strict => self.record(format!(
+                "confined {} for {:?}, but refused the same request for {:?}: {e}",
+                shown(&a.argv),
+                policy.workspace_root,
+                twin_policy.workspace_root
+            )),
+            (Err(e), Ok(b)) if self.strict => self.record(format!(
+                "refused for {:?} ({e}), but confined the same request for {:?} as {}",
+                policy.workspace_root,
+                twin_policy.workspace_root,
+                shown(&b.argv)
+            )),
+            _ => {}
+        }
+        first
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renaming_is_one_pass_and_longest_first() {
+        let pairs = [
+            (PathBuf::from("/a/b c"), PathBuf::from("/x")),
+            (PathBuf::from("/a"), PathBuf::from("/a/b c")),
+        ];
+        let out = rename(
+            OsStr::new("cd '/a/b c/d' && ls /a/e"),
+            pairs.iter().map(|(a, b)| (a, b)),
+        );
+        assert_eq!(out, OsString::from("cd '/x/d' && ls /a/b c/e"));
+    }
+}
