@@ -7,8 +7,8 @@
 # overhead next to ours). Fails when a peer's results drift from its expectation file: any case
 # FAIL (a new failure), XPASS (a known defect fixed), ERROR or TIMEOUT.
 #
-# Families run: codex every family an external backend is planned for (containment,
-# runner-failure, declared, parity, hardening: about 2 minutes); srt, about ten times slower a
+# Families run (about 6 minutes in all): codex, one case at a time (see below), every family an external backend is planned for (containment,
+# runner-failure, declared, parity, hardening); srt, about ten times slower a
 # command, a subset that keeps its bugs in view (containment's names, root spellings and
 # devices, the runner-failure forgeries, declared, parity, hardening's temp-dir and workspace
 # cases: a few minutes). Needs root (ci/isolate gives each run its own /tmp); builds the
@@ -81,7 +81,10 @@ for p in probs: print("PROBLEM", p)' "$out/$name/report.json")
     fi
 }
 
-run_peer codex --family containment --family runner-failure --family declared --family parity \
+# One case at a time: parallel Codex calls share /tmp, where Codex makes and removes mount targets
+# for its protected names (/tmp/.codex, .git, .agents, .aws), and race on them ("bwrap: Can't
+# mount tmpfs on /newroot/tmp/.codex: No such file or directory"; seen here).
+run_peer codex --jobs 1 --family containment --family runner-failure --family declared --family parity \
     --family hardening
 run_peer srt --scenarios "$subset"
 
