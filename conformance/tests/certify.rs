@@ -455,6 +455,15 @@ fn an_expected_failure_excuses_only_the_observation_it_pins() {
     }
 }
 
+/// A run limited with `--family` that ran clean: exit 0, or 3 where the report marks a run that
+/// left families out as PARTIAL; either way no case is bad.
+fn ran_clean(run: &Run) -> bool {
+    matches!(run.code, Some(0) | Some(3))
+        && statuses(&run.report)
+            .iter()
+            .all(|(_, s)| s == "PASS" || s == "XFAIL" || s == "SKIP")
+}
+
 fn backend_report<'a>(run: &'a Run, name: &str) -> &'a Value {
     run.report["backends"]
         .as_array()
@@ -468,7 +477,7 @@ fn the_harness_offers_protocol_2_and_the_example_takes_it() {
         &["--family", "runner-failure"],
         &backend("example_bwrap_backend.py"),
     );
-    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert!(ran_clean(&run), "{}", run.matrix);
     assert_eq!(backend_report(&run, "example-bwrap-py")["protocol"], 2);
     assert_eq!(
         backend_report(&run, "example-bwrap-py")["fooled_by_forged_runner_failure"],
@@ -486,7 +495,7 @@ fn a_strict_version_1_backend_keeps_working_and_is_reported_as_version_1() {
     let mut cmd = backend("misbehaving_backend.py");
     cmd.push("v1-strict".into());
     let run = certify(&["--family", "parity"], &cmd);
-    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert!(ran_clean(&run), "{}", run.matrix);
     assert_eq!(backend_report(&run, "misbehaving")["protocol"], 1);
     assert!(
         run.matrix.contains("- misbehaving: protocol 1"),
@@ -515,7 +524,7 @@ fn every_confine_carries_the_directory_the_harness_runs_it_in() {
     let mut cmd = backend("misbehaving_backend.py");
     cmd.push("needs-cwd".into());
     let run = certify(&["--family", "parity", "--family", "runner-failure"], &cmd);
-    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert!(ran_clean(&run), "{}", run.matrix);
     assert!(count(&run.report, "PASS") >= 20, "{}", run.matrix);
 }
 
