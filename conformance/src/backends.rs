@@ -113,6 +113,10 @@ impl Backend {
     pub fn applies(&self, needs: &[Capability]) -> bool {
         needs.iter().all(|c| match c {
             Capability::Classifier => self.dialect.is_some(),
+            Capability::DeclaredDialect => self.external().is_some(),
+            Capability::DeclaredProtected => self
+                .external()
+                .is_some_and(|e| !e.differences.protected.is_empty()),
             other => self.declared.contains(other),
         })
     }
@@ -121,7 +125,7 @@ impl Backend {
     pub fn cannot_run(&self, needs: &[Capability]) -> Option<String> {
         let missing: Vec<&str> = needs
             .iter()
-            .filter(|c| **c != Capability::Classifier && !self.capabilities.contains(c))
+            .filter(|c| !c.is_derived() && !self.capabilities.contains(c))
             .map(|c| c.as_str())
             .collect();
         if missing.is_empty() {
@@ -161,7 +165,7 @@ impl Backend {
             .capabilities
             .iter()
             .copied()
-            .filter(|c| *c != Capability::Classifier)
+            .filter(|c| !c.is_derived())
             .collect();
         let provider: Arc<dyn SandboxProvider> = external.clone();
         Backend {

@@ -133,6 +133,18 @@ pub struct BackendReport {
     pub counts: BTreeMap<Status, usize>,
     /// What denies certification, besides bad cases (the guard's findings).
     pub problems: Vec<String>,
+    /// The protocol version its handshake settled on (external backends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u32>,
+    /// Where it declared its writable set differs from the reference one: each protected path
+    /// is verified by the `declared` scenarios, each extra writable path is a widening.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared: Option<crate::protocol::Differences>,
+    /// Whether a payload printing the backend's own runner-failure signature passes for a broken
+    /// sandbox (scenario [`FORGED_SIGNATURE_SCENARIO`] failed, expected or not); absent when the
+    /// scenario did not run for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fooled_by_forged_runner_failure: Option<bool>,
 }
 
 /// Facts about the host the run happened on.
@@ -469,6 +481,15 @@ fn verdict(
     {
         problems.push(format!("not usable on this host: {reason}"));
     }
+    let must_defects = mine
+        .iter()
+        .filter(|c| c.status == Status::Xfail && levels.get(&c.scenario) == Some(&Level::Must))
+        .count();
+    if must_defects > 0 {
+        problems.push(format!(
+            "{must_defects} must case(s) fail as known defects (its expectation file's known_defects)"
+        ));
+    }
     let must_skipped = mine
         .iter()
         .filter(|c| c.status == Status::Skip && levels.get(&c.scenario) == Some(&Level::Must))
@@ -489,7 +510,7 @@ fn verdict(
             let mut committed = committed.clone();
             committed.sort();
             let actual: Vec<_> = backend.capabilities.iter().copied().collect();
-            committed.retain(|c| *c != crate::model::Capability::Classifier);
+            committed.retain(|c| !c.is_derived());
             if committed != actual {
                 problems.push(format!(
                     "capabilities on this host {actual:?} differ from the committed {committed:?}"
@@ -518,6 +539,17 @@ fn verdict(
         certified: !bad && problems.is_empty(),
         counts,
         problems,
+        fooled_by_forged_runner_failure: mine
+            .iter()
+            .filter(|c| c.scenario == FORGED_SIGNATURE_SCENARIO)
+            .filter(|c| matches!(c.status, Status::Pass | Status::Fail | Status::Xfail))
+            .map(|c| c.status != Status::Pass)
+            .reduce(|a, b| a || b),
+        protocol: backend.external().map(|e| e.protocol),
+        declared: backend
+            .external()
+            .map(|e| e.differences.clone())
+            .filter(|d| !d.is_empty()),
     }
 }
 
@@ -576,6 +608,10 @@ fn landlock_abi() -> Option<u32> {
         None
     }
 }
+
+/// The scenario whose failure means a payload can pass for a broken sandbox
+/// (`scenarios/runner-failure/forged_signatures_stderr_only.yaml`).
+pub const FORGED_SIGNATURE_SCENARIO: &str = "RF-013";
 
 /// One matrix cell: the non-zero counts.
 fn cell(counts: &BTreeMap<Status, usize>) -> String {
@@ -691,6 +727,83 @@ pub fn markdown(report: &Report) -> String {
         out.push_str("## Not certified on this host\n\n");
         for (name, reason) in &report.excluded_backends {
             out.push_str(&format!("- {name}: {reason}\n"));
+        }
+        out.push('\n');
+    }
+    let external: Vec<&BackendReport> = report
+        .backends
+        .iter()
+        .filter(|b| b.protocol.is_some())
+        .collect();
+    if !external.is_empty() {
+        out.push_str(
+            "## External backends: protocol and declared differences
+
+",
+        );
+        for b in external {
+            out.push_str(&format!(
+                "- {}: protocol {}\n",
+                b.name,
+                b.protocol.unwrap_or_default()
+            ));
+            let Some(declared) = &b.declared else {
+                out.push_str("  - writable set: the reference one (nothing declared)\n");
+                continue;
+            };
+            for extra in &declared.extra_writable {
+                let modes: Vec<&str> = extra.modes.iter().map(|m| m.as_str()).collect();
+                out.push_str(&format!(
+                    "  - **widening**: {} is writable under {}{}\n",
+                    extra.path.display(),
+                    modes.join(", "),
+                    extra
+                        .reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ));
+            }
+            for protected in &declared.protected {
+                out.push_str(&format!(
+                    "  - protected under workspace-write ({}, verified by the `declared` scenarios): {}{}\n",
+                    match protected.kind {
+                        crate::protocol::ProtectedKind::File => "file",
+                        crate::protocol::ProtectedKind::Directory => "directory",
+                    },
+                    protected.path.display(),
+                    protected
+                        .reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ));
+            }
+        }
+        out.push('\n');
+    }
+    let fooled: Vec<&CaseResult> = report
+        .cases
+        .iter()
+        .filter(|c| c.scenario == FORGED_SIGNATURE_SCENARIO)
+        .filter(|c| matches!(c.status, Status::Fail | Status::Xfail))
+        .collect();
+    if !fooled.is_empty() {
+        out.push_str(
+            "## Can be fooled by a forged runner-failure signature
+
+",
+        );
+        out.push_str(
+            "A payload that ran, printed the backend's own runner-failure wording and exited \
+             with its code is reported as a broken sandbox (no status channel decides):\n\n",
+        );
+        for c in fooled {
+            out.push_str(&format!(
+                "- {}: {}\n",
+                c.backend,
+                c.message.as_deref().unwrap_or("").replace('\n', " ")
+            ));
         }
         out.push('\n');
     }

@@ -15,7 +15,10 @@ use sandbox::{
 };
 
 use crate::model::Capability;
-use crate::protocol::{Implementation, PROTOCOL_VERSION, Request, Response, WirePolicy};
+use crate::protocol::{
+    Differences, Implementation, PROTOCOL_VERSION, Request, Response, SUPPORTED_VERSIONS,
+    WirePolicy,
+};
 
 /// Why the conversation with a backend broke down.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -71,6 +74,10 @@ pub struct External {
     pub capabilities: Vec<Capability>,
     /// The enforcement it says it achieves here.
     pub enforcement: SandboxEnforcement,
+    /// The protocol version the handshake settled on.
+    pub protocol: u32,
+    /// Where it says its writable set differs from the reference one (version 2 on).
+    pub differences: Differences,
     conn: Mutex<Conn>,
     failure: Mutex<Option<ProtocolFailure>>,
     stderr: Arc<Mutex<Vec<u8>>>,
@@ -123,25 +130,39 @@ impl External {
             lines,
             next_id: 1,
         };
-        let hello = Request::Hello {
-            protocol: PROTOCOL_VERSION,
-            suite: env!("CARGO_PKG_VERSION").to_owned(),
-        };
-        let answer = exchange(&mut conn, &hello, timeout, &stderr)?;
-        let (implementation, capabilities, enforcement) = match answer {
+        // Offer the newest version; a backend that refuses it with PROTOCOL_VERSION (a strict
+        // version 1 backend) is offered version 1 on the same connection.
+        let mut answer = exchange(&mut conn, &hello(PROTOCOL_VERSION), timeout, &stderr)?;
+        if matches!(&answer, Response::Error { code, .. } if code == "PROTOCOL_VERSION") {
+            answer = exchange(&mut conn, &hello(1), timeout, &stderr)?;
+        }
+        let (implementation, capabilities, enforcement, protocol, differences) = match answer {
             Response::Hello {
                 protocol,
                 implementation,
                 capabilities,
                 enforcement,
+                differences,
             } => {
-                if protocol != PROTOCOL_VERSION {
+                if !SUPPORTED_VERSIONS.contains(&protocol) {
                     return Err(ProtocolFailure::Error(format!(
-                        "the backend speaks protocol {protocol}, the harness {PROTOCOL_VERSION}"
+                        "the backend speaks protocol {protocol}, the harness {SUPPORTED_VERSIONS:?}"
                     )));
                 }
+                if protocol < 2 && !differences.is_empty() {
+                    return Err(ProtocolFailure::Error(
+                        "declared differences need protocol 2; the backend answered 1".into(),
+                    ));
+                }
+                check_differences(&differences).map_err(ProtocolFailure::Error)?;
                 let capabilities = capabilities.into_iter().map(Capability::from).collect();
-                (implementation, capabilities, enforcement)
+                (
+                    implementation,
+                    capabilities,
+                    enforcement,
+                    protocol,
+                    differences,
+                )
             }
             Response::Error { code, message } => {
                 return Err(ProtocolFailure::Error(format!(
@@ -158,6 +179,8 @@ impl External {
             implementation,
             capabilities,
             enforcement,
+            protocol,
+            differences,
             conn: Mutex::new(conn),
             failure: Mutex::new(None),
             stderr,
@@ -189,6 +212,47 @@ impl External {
         let _ = conn.child.kill();
         let _ = conn.child.wait();
     }
+}
+
+/// The handshake offering `protocol`.
+fn hello(protocol: u32) -> Request {
+    Request::Hello {
+        protocol,
+        supported: if protocol >= 2 {
+            SUPPORTED_VERSIONS.to_vec()
+        } else {
+            Vec::new()
+        },
+        suite: env!("CARGO_PKG_VERSION").to_owned(),
+    }
+}
+
+/// Why declared differences cannot be verified as they are: an extra writable path must be
+/// absolute and a protected one relative, inside the workspace.
+fn check_differences(differences: &Differences) -> Result<(), String> {
+    use std::path::Component;
+    for extra in &differences.extra_writable {
+        if !extra.path.is_absolute() {
+            return Err(format!(
+                "declared extra writable path {} is not absolute",
+                extra.path.display()
+            ));
+        }
+    }
+    for protected in &differences.protected {
+        let inside = !protected.path.as_os_str().is_empty()
+            && protected
+                .path
+                .components()
+                .all(|c| matches!(c, Component::Normal(_)));
+        if !inside {
+            return Err(format!(
+                "declared protected path {:?} is not a plain path inside the workspace",
+                protected.path
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Sends one request and reads one answer.
@@ -278,6 +342,16 @@ impl SandboxProvider for External {
                 .iter()
                 .map(|a| a.to_string_lossy().into_owned())
                 .collect(),
+            cwd: if self.protocol >= 2 {
+                Some(
+                    policy
+                        .cwd
+                        .clone()
+                        .unwrap_or_else(|| policy.workspace_root.clone()),
+                )
+            } else {
+                None
+            },
             policy: WirePolicy {
                 mode: policy.mode,
                 workspace_root: policy.workspace_root.clone(),

@@ -128,6 +128,10 @@ impl SandboxProvider for Twin {
             .temp_dir
             .as_ref()
             .map(|t| self.forth(t.as_os_str()).into());
+        twin_policy.cwd = policy
+            .cwd
+            .as_ref()
+            .map(|c| self.forth(c.as_os_str()).into());
         let repin = |pin: &Option<PinnedDir>| {
             pin.as_ref()
                 .and_then(|p| PinnedDir::pin(&PathBuf::from(self.forth(p.path.as_os_str()))).ok())

@@ -101,9 +101,24 @@ pub enum Capability {
     PolicyService,
     /// The bridge can run scripted tool calls confined by this host's platform chain.
     ScriptedCalls,
+    /// The backend declares its dialect (denial signatures, runner-failure rules, status channel)
+    /// in every `confined` answer: an external backend. Derived, never declared or committed.
+    DeclaredDialect,
+    /// The backend declared protected paths in its handshake (protocol 2), which the suite
+    /// verifies. Derived, never declared or committed.
+    DeclaredProtected,
 }
 
 impl Capability {
+    /// True for the capabilities that follow from what a backend is, never declared or
+    /// committed: `classifier`, `declared-dialect`, `declared-protected`.
+    pub const fn is_derived(self) -> bool {
+        matches!(
+            self,
+            Capability::Classifier | Capability::DeclaredDialect | Capability::DeclaredProtected
+        )
+    }
+
     /// The YAML name.
     pub const fn as_str(self) -> &'static str {
         match self {
@@ -115,6 +130,8 @@ impl Capability {
             Capability::HostSimulation => "host-simulation",
             Capability::PolicyService => "policy-service",
             Capability::ScriptedCalls => "scripted-calls",
+            Capability::DeclaredDialect => "declared-dialect",
+            Capability::DeclaredProtected => "declared-protected",
         }
     }
 }
@@ -249,6 +266,11 @@ pub enum Step {
     /// Listen outside the sandbox, let a confined payload try to reach the listener under a
     /// network knob, then check what the listener recorded (family `network`).
     Net(NetStep),
+    /// Run payloads that print the backend's own declared runner-failure signatures and exit with
+    /// its codes: each ran, so each must be an ordinary result.
+    Forge(ForgeStep),
+    /// Try to create or change every path the backend declared protected, then check the disk.
+    Declared(DeclaredStep),
 }
 
 impl Step {
@@ -269,6 +291,8 @@ impl Step {
             Step::Attack(_) | Step::FenceRace(_) | Step::Net(_) => &[Capability::Confine],
             // Checks the world the case's other steps built; needs nothing of its own.
             Step::World(_) => &[],
+            Step::Forge(_) => &[Capability::Confine, Capability::DeclaredDialect],
+            Step::Declared(_) => &[Capability::Confine, Capability::DeclaredProtected],
         }
     }
 }
@@ -1043,4 +1067,36 @@ pub struct NetExpect {
     /// `true`: the listener recorded the payload's `$MSG` line. `false`: no listener recorded any
     /// connection at all, and the payload ran and printed `refused` (its attempt failed).
     pub reached: bool,
+}
+
+/// A `forge` step: for every fatal signature of every runner-failure rule the backend declares,
+/// a payload prints that signature on stderr, leaves a mark in the workspace and exits with the
+/// rule's code (1 when the rule admits any). The mark proves it ran, so the classifier must call
+/// each one an ordinary result; a backend whose rules read it as a runner failure can be fooled
+/// by any payload into reporting a broken sandbox.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForgeStep {
+    /// The confined mode the payloads run under (`workspace-write`: the mark must land).
+    pub mode: sandbox::ConfinedMode,
+}
+
+/// A `declared` step: every path the backend declared protected, in the shape given, attacked
+/// under `workspace-write`, then the disk checked.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DeclaredStep {
+    /// Whether each protected path exists before the payload runs.
+    pub protected: ProtectedBefore,
+}
+
+/// The state of a declared protected path before the payload tries it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtectedBefore {
+    /// It does not exist: the payload tries to create it (a file, or a directory with a file).
+    Absent,
+    /// It exists (a file with content, or a directory holding one): the payload tries to
+    /// overwrite, append, add beside, remove and replace it.
+    Present,
 }

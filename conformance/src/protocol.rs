@@ -1,7 +1,12 @@
-//! The backend protocol, version 1: JSON lines over the backend's stdin and stdout.
+//! The backend protocol, version 2 (version 1 still accepted): JSON lines over the backend's stdin
+//! and stdout.
 //!
 //! The harness sends `hello`, one `confine` per case, then `shutdown`; the backend answers each
-//! request with one line. The harness spawns every returned argv itself and checks the disk, so a
+//! request with one line. Version 2 adds the command's working directory to `confine` and lets
+//! the handshake declare where the backend's writable set differs from the reference one
+//! ([`Differences`]), which the suite then verifies. A backend that answers the handshake with
+//! version 1, or refuses version 2 with `PROTOCOL_VERSION` (the harness then offers 1), keeps
+//! working and is reported as version 1. The harness spawns every returned argv itself and checks the disk, so a
 //! backend cannot certify itself by saying so. The JSON Schema is `conformance/protocol/schema.json`
 //! and the author-facing description `conformance/protocol/README.md`.
 
@@ -38,8 +43,72 @@ impl From<WireCapability> for Capability {
     }
 }
 
-/// The protocol version this harness speaks.
-pub const PROTOCOL_VERSION: u32 = 1;
+/// The newest protocol version this harness speaks (the one its handshake offers first).
+pub const PROTOCOL_VERSION: u32 = 2;
+
+/// Every protocol version this harness accepts, oldest first.
+pub const SUPPORTED_VERSIONS: [u32; 2] = [1, 2];
+
+/// Where a backend's writable set differs from the reference one (`writable_roots`: the canonical
+/// workspace root, `/tmp`, the call's `$TMPDIR`), declared in its version 2 handshake. The suite
+/// verifies each protected path (it must really be unwritable) and reports each extra writable
+/// path as a widening.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Differences {
+    /// Paths the backend lets a confined command write beyond the reference set (for example a
+    /// temp or log directory of its own). Each is a widening, listed in the report.
+    #[serde(default)]
+    pub extra_writable: Vec<ExtraWritable>,
+    /// Paths inside the workspace the backend keeps read-only under `workspace-write` (for
+    /// example `.git`). Each is verified: a command must not be able to create, change or
+    /// replace it.
+    #[serde(default)]
+    pub protected: Vec<ProtectedPath>,
+}
+
+impl Differences {
+    /// True when nothing is declared.
+    pub fn is_empty(&self) -> bool {
+        self.extra_writable.is_empty() && self.protected.is_empty()
+    }
+}
+
+/// A path a backend makes writable beyond the reference set.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExtraWritable {
+    /// The absolute path, as the backend resolves it on this host.
+    pub path: PathBuf,
+    /// The modes under which it is writable (`read-only` too means even read-only is wider).
+    pub modes: Vec<ConfinedMode>,
+    /// Why the backend needs it.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// A path inside the workspace a backend keeps read-only under `workspace-write`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProtectedPath {
+    /// The path relative to the workspace root (`.git`, `.git/hooks`, `.bashrc`).
+    pub path: PathBuf,
+    /// Whether it is protected as a file or as a directory (with everything below it).
+    pub kind: ProtectedKind,
+    /// Why the backend protects it.
+    #[serde(default)]
+    pub reason: Option<String>,
+}
+
+/// What a protected path is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtectedKind {
+    /// A file: it must not be created, overwritten or replaced.
+    File,
+    /// A directory: nothing may be created or changed below it, and it must not be created.
+    Directory,
+}
 
 /// A request from the harness.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -47,8 +116,12 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub enum Request {
     /// The handshake.
     Hello {
-        /// The protocol version the harness speaks.
+        /// The protocol version the harness offers (2; a backend that refuses it with
+        /// `PROTOCOL_VERSION` is offered 1).
         protocol: u32,
+        /// Every version the harness accepts in the answer (version 2 on).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        supported: Vec<u32>,
         /// The suite's version.
         suite: String,
     },
@@ -56,8 +129,11 @@ pub enum Request {
     Confine {
         /// Echoed in the answer.
         id: u64,
-        /// The payload argv (UTF-8 in version 1; names that are not travel in the environment).
+        /// The payload argv (UTF-8; names that are not travel in the environment).
         argv: Vec<String>,
+        /// The directory the harness runs the confined argv in (version 2 on; absent in 1).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        cwd: Option<PathBuf>,
         /// The policy to enforce.
         policy: WirePolicy,
     },
@@ -93,7 +169,7 @@ fn is_enabled(network: &NetworkMode) -> bool {
 pub enum Response {
     /// The handshake answer.
     Hello {
-        /// The protocol version the backend speaks (must equal the harness's).
+        /// The protocol version the backend speaks (one of the harness's `supported`).
         protocol: u32,
         /// Who the backend is.
         implementation: Implementation,
@@ -101,6 +177,9 @@ pub enum Response {
         capabilities: Vec<WireCapability>,
         /// The enforcement it achieves on this host.
         enforcement: SandboxEnforcement,
+        /// Where its writable set differs from the reference one (version 2 on).
+        #[serde(default, skip_serializing_if = "Differences::is_empty")]
+        differences: Differences,
     },
     /// The confined argv and how to read its result.
     Confined {

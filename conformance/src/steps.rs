@@ -2,7 +2,9 @@
 
 mod attack;
 mod classify;
+mod declared;
 mod effect;
+mod forge;
 mod net;
 mod race;
 mod select;
@@ -42,6 +44,8 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailur
             Step::FenceRace(s) => race::fence_race(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::World(s) => race::world(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::Net(s) => net::run(backend, s),
+            Step::Forge(s) => forge::run(backend, s),
+            Step::Declared(s) => declared::run(backend, s),
         };
         result.map_err(|message| CaseFailure {
             step: index + 1,
@@ -112,5 +116,7 @@ fn step_kind(step: &Step) -> &'static str {
         Step::FenceRace(_) => "fence-race",
         Step::World(_) => "world",
         Step::Net(_) => "net",
+        Step::Forge(_) => "forge",
+        Step::Declared(_) => "declared",
     }
 }

@@ -499,3 +499,206 @@ fn an_expected_failure_excuses_only_the_observation_it_pins() {
         );
     }
 }
+
+/// A run limited with `--family` that ran clean: exit 0, or 3 where the report marks a run that
+/// left families out as PARTIAL; either way no case is bad.
+fn ran_clean(run: &Run) -> bool {
+    matches!(run.code, Some(0) | Some(3))
+        && statuses(&run.report)
+            .iter()
+            .all(|(_, s)| s == "PASS" || s == "XFAIL" || s == "SKIP")
+}
+
+fn backend_report<'a>(run: &'a Run, name: &str) -> &'a Value {
+    run.report["backends"]
+        .as_array()
+        .and_then(|b| b.iter().find(|b| b["name"] == name))
+        .unwrap_or_else(|| panic!("no backend {name}: {}", run.matrix))
+}
+
+#[test]
+fn the_harness_offers_protocol_2_and_the_example_takes_it() {
+    let run = certify(
+        &["--family", "runner-failure"],
+        &backend("example_bwrap_backend.py"),
+    );
+    assert!(ran_clean(&run), "{}", run.matrix);
+    assert_eq!(backend_report(&run, "example-bwrap-py")["protocol"], 2);
+    assert_eq!(
+        backend_report(&run, "example-bwrap-py")["fooled_by_forged_runner_failure"],
+        false
+    );
+    assert!(
+        run.matrix.contains("- example-bwrap-py: protocol 2"),
+        "{}",
+        run.matrix
+    );
+}
+
+#[test]
+fn a_strict_version_1_backend_keeps_working_and_is_reported_as_version_1() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("v1-strict".into());
+    let run = certify(&["--family", "parity"], &cmd);
+    assert!(ran_clean(&run), "{}", run.matrix);
+    assert_eq!(backend_report(&run, "misbehaving")["protocol"], 1);
+    assert!(
+        run.matrix.contains("- misbehaving: protocol 1"),
+        "{}",
+        run.matrix
+    );
+}
+
+#[test]
+fn differences_declared_on_version_1_are_refused() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("v1-declares".into());
+    let run = certify(&["--family", "parity"], &cmd);
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.matrix.contains("declared differences need protocol 2"),
+        "{}",
+        run.matrix
+    );
+}
+
+#[test]
+fn every_confine_carries_the_directory_the_harness_runs_it_in() {
+    // The backend errors on a confine without an existing absolute cwd and runs the payload
+    // there (bwrap --chdir): a wrong cwd would send the parity files elsewhere and fail.
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("needs-cwd".into());
+    let run = certify(&["--family", "parity", "--family", "runner-failure"], &cmd);
+    assert!(ran_clean(&run), "{}", run.matrix);
+    assert!(count(&run.report, "PASS") >= 20, "{}", run.matrix);
+}
+
+#[test]
+fn a_declared_protected_path_that_is_writable_is_caught_on_the_disk() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("lies-protected".into());
+    let run = certify(&["--family", "declared"], &cmd);
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let failed: Vec<String> = statuses(&run.report)
+        .into_iter()
+        .filter(|(_, s)| s == "FAIL")
+        .map(|(t, _)| t)
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "declared::misbehaving::protected_paths::protected_path_absent_before_the_payload",
+            "declared::misbehaving::protected_paths::protected_path_present_before_the_payload",
+        ],
+        "{}",
+        run.matrix
+    );
+    assert!(run.matrix.contains(".git was created"), "{}", run.matrix);
+    assert!(
+        run.report["backends"][0]["declared"]["protected"][0]["path"] == ".git",
+        "{}",
+        run.report
+    );
+}
+
+#[test]
+fn a_stderr_only_backend_is_fooled_by_a_forged_signature_and_the_report_says_so() {
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("stderr-only".into());
+    let run = certify(&["--family", "runner-failure"], &cmd);
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let status = |trial: &str| {
+        statuses(&run.report)
+            .into_iter()
+            .find(|(t, _)| t == trial)
+            .map(|(_, s)| s)
+    };
+    assert_eq!(
+        status(
+            "runner-failure::misbehaving::forged_signatures_stderr_only::every_declared_signature_read_from_stderr"
+        )
+        .as_deref(),
+        Some("FAIL")
+    );
+    assert!(
+        run.matrix
+            .contains("## Can be fooled by a forged runner-failure signature"),
+        "{}",
+        run.matrix
+    );
+    assert!(
+        run.matrix.contains("\"bwrap: \" with exit 1 read as"),
+        "{}",
+        run.matrix
+    );
+    assert_eq!(
+        backend_report(&run, "misbehaving")["fooled_by_forged_runner_failure"],
+        true
+    );
+}
+
+fn lies_protected_with(yaml: &str) -> Run {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("misbehaving.yaml");
+    std::fs::write(&file, yaml).expect("write");
+    let mut cmd = backend("misbehaving_backend.py");
+    cmd.push("lies-protected".into());
+    certify(
+        &[
+            "--family",
+            "declared",
+            "--expectations",
+            file.to_str().expect("utf8"),
+        ],
+        &cmd,
+    )
+}
+
+#[test]
+fn a_known_defect_on_a_must_case_is_xfail_and_never_certifies() {
+    let run = lies_protected_with(
+        "backend: misbehaving\nknown_defects:\n  - scenario: DCL-001\n    reason: \"it declares .git protected and protects nothing\"\n    observed: \".git\"\n",
+    );
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    assert_eq!(count(&run.report, "XFAIL"), 2, "{}", run.matrix);
+    assert_eq!(count(&run.report, "FAIL"), 0, "{}", run.matrix);
+    assert!(
+        run.matrix.contains("2 must case(s) fail as known defects"),
+        "{}",
+        run.matrix
+    );
+}
+
+#[test]
+fn a_must_case_is_still_never_an_expected_failure() {
+    let run = lies_protected_with(
+        "backend: misbehaving\nexpected_failures:\n  - scenario: DCL-001\n    reason: \"no\"\n    observed: \".git\"\n",
+    );
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    assert!(run.matrix.contains("is a must"), "{}", run.matrix);
+}
+
+#[test]
+fn an_expectation_can_name_the_cases_it_covers_by_prefix() {
+    let run = lies_protected_with(
+        "backend: misbehaving\nknown_defects:\n  - scenario: DCL-001\n    case: protected_path_absent\n    reason: \"it declares .git protected and protects nothing\"\n    observed: \".git was created\"\n",
+    );
+    assert_eq!(
+        statuses(&run.report)
+            .into_iter()
+            .map(|(t, s)| (t.rsplit("::").next().unwrap_or("").to_owned(), s))
+            .collect::<Vec<_>>(),
+        [
+            (
+                "protected_path_absent_before_the_payload".to_owned(),
+                "XFAIL".to_owned()
+            ),
+            (
+                "protected_path_present_before_the_payload".to_owned(),
+                "FAIL".to_owned()
+            ),
+        ],
+        "{}",
+        run.matrix
+    );
+}

@@ -29,7 +29,9 @@ fn published_schemas_match_the_types() {
 fn the_documented_transcript_parses_in_both_directions() {
     let requests = [
         r#"{"type":"hello","protocol":1,"suite":"0.1.0"}"#,
+        r#"{"type":"hello","protocol":2,"supported":[1,2],"suite":"0.1.0"}"#,
         r#"{"type":"confine","id":1,"argv":["bash","-c","true"],"policy":{"mode":"workspace-write","workspace_root":"/work/p","temp_dir":"/tmp"}}"#,
+        r#"{"type":"confine","id":1,"argv":["bash","-c","true"],"cwd":"/work/p/src","policy":{"mode":"workspace-write","workspace_root":"/work/p","temp_dir":"/tmp"}}"#,
         r#"{"type":"shutdown"}"#,
     ];
     for r in requests {
@@ -37,6 +39,7 @@ fn the_documented_transcript_parses_in_both_directions() {
     }
     let responses = [
         r#"{"type":"hello","protocol":1,"implementation":{"name":"my-backend","version":"1.0"},"capabilities":["confine","status-channel"],"enforcement":"full"}"#,
+        r#"{"type":"hello","protocol":2,"implementation":{"name":"my-backend","version":"1.0"},"capabilities":["confine"],"enforcement":"full","differences":{"extra_writable":[{"path":"/tmp/claude","modes":["read-only","workspace-write"],"reason":"its own temp dir"}],"protected":[{"path":".git","kind":"directory"},{"path":".bashrc","kind":"file"}]}}"#,
         r#"{"type":"confined","id":1,"argv":["/usr/bin/bwrap","--ro-bind","/","/","--","bash","-c","true"],"enforcement":"full","denial_signatures":["Read-only file system"],"runner_failure_rules":[{"allowed_exit_codes":[1],"fatal_signatures":["bwrap: "]}],"status_channel":{"fd":3,"format":"bwrap-json"}}"#,
         r#"{"type":"unavailable","id":2,"code":"SANDBOX_UNAVAILABLE","detail":"bwrap: Creating new namespace failed: Operation not permitted"}"#,
         r#"{"type":"error","code":"PROTOCOL_VERSION","message":"this backend speaks protocol 1"}"#,
@@ -45,4 +48,11 @@ fn the_documented_transcript_parses_in_both_directions() {
         serde_json::from_str::<Response>(r).unwrap_or_else(|e| panic!("{r}: {e}"));
     }
     assert!(serde_json::from_str::<Response>(r#"{"type":"hello","protocol":1}"#).is_err());
+    // A declared difference is closed too: a misspelled key is an error, not an empty list.
+    assert!(
+        serde_json::from_str::<Response>(
+            r#"{"type":"hello","protocol":2,"implementation":{"name":"b","version":"1"},"capabilities":[],"enforcement":"full","differences":{"protect":[]}}"#
+        )
+        .is_err()
+    );
 }

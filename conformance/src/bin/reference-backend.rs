@@ -8,7 +8,9 @@ use std::process::ExitCode;
 
 use conformance::backends::reference_backend;
 use conformance::model::Capability;
-use conformance::protocol::{Implementation, PROTOCOL_VERSION, Request, Response, WireCapability};
+use conformance::protocol::{
+    Differences, Implementation, Request, Response, SUPPORTED_VERSIONS, WireCapability,
+};
 use sandbox::{ProviderPolicy, SANDBOX_UNAVAILABLE, SandboxEnforcement};
 
 fn main() -> ExitCode {
@@ -36,14 +38,16 @@ fn main() -> ExitCode {
                 message: e.to_string(),
             },
             Ok(Request::Shutdown) => break,
-            Ok(Request::Hello { protocol, .. }) if protocol != PROTOCOL_VERSION => {
+            Ok(Request::Hello { protocol, .. }) if !SUPPORTED_VERSIONS.contains(&protocol) => {
                 Response::Error {
                     code: "PROTOCOL_VERSION".into(),
-                    message: format!("this backend speaks protocol {PROTOCOL_VERSION}"),
+                    message: format!("this backend speaks protocols {SUPPORTED_VERSIONS:?}"),
                 }
             }
-            Ok(Request::Hello { .. }) => Response::Hello {
-                protocol: PROTOCOL_VERSION,
+            // The reference writable set is the reference: nothing to declare.
+            Ok(Request::Hello { protocol, .. }) => Response::Hello {
+                protocol,
+                differences: Differences::default(),
                 implementation: Implementation {
                     name: backend.name.clone(),
                     version: backend.version.clone().unwrap_or_default(),
@@ -60,10 +64,16 @@ fn main() -> ExitCode {
                     .collect(),
                 enforcement: backend.enforcement.unwrap_or(SandboxEnforcement::Full),
             },
-            Ok(Request::Confine { id, argv, policy }) => {
-                let policy = ProviderPolicy::new(policy.mode, policy.workspace_root)
+            Ok(Request::Confine {
+                id,
+                argv,
+                cwd,
+                policy,
+            }) => {
+                let mut policy = ProviderPolicy::new(policy.mode, policy.workspace_root)
                     .with_temp_dir(policy.temp_dir)
                     .with_network(policy.network);
+                policy.cwd = cwd;
                 let argv: Vec<_> = argv.into_iter().map(Into::into).collect();
                 match backend.provider.as_ref().map(|p| p.confine(&argv, &policy)) {
                     Some(Ok(c)) => Response::Confined {

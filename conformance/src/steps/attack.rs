@@ -252,8 +252,9 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
         Some(Release::open(&stage.world.dir.join(".lock"))?)
     };
     let before = stage.world.snapshot();
-    let policy =
-        ProviderPolicy::new(step.mode, stage.spelled.clone()).with_temp_dir(stage.temp_dir.clone());
+    let policy = ProviderPolicy::new(step.mode, stage.spelled.clone())
+        .with_temp_dir(stage.temp_dir.clone())
+        .with_cwd(&stage.cwd);
     let mut script = String::from(PROLOGUE);
     if let Some(pipe) = &pipe {
         script.push_str(&pipe.prologue());

@@ -317,8 +317,9 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
     let world =
         World::for_effect(step.shape).map_err(|e| format!("cannot build the world: {e}"))?;
     let place = place(&world, step.shape, step.op)?;
-    let policy =
-        ProviderPolicy::new(step.mode, place.root.clone()).with_temp_dir(place.temp_dir.clone());
+    let policy = ProviderPolicy::new(step.mode, place.root.clone())
+        .with_temp_dir(place.temp_dir.clone())
+        .with_cwd(&place.cwd);
     let command = match step.via {
         PathRoute::Argv => spelled_script(step.op, &place),
         PathRoute::Env => script(step.op).to_owned(),

@@ -158,6 +158,7 @@ impl ShellExecutor {
         let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), request.command.clone().into()];
         match (&self.provider, policy.for_provider()) {
             (Some(provider), Some(provider_policy)) => {
+                let provider_policy = provider_policy.with_cwd(workdir(request, policy));
                 Ok((provider.confine(&argv, &provider_policy)?, policy.mode))
             }
             (None, _) | (_, None) => Ok((
@@ -288,6 +289,14 @@ fn cut(bytes: &[u8]) -> String {
     }
 }
 
+/// The directory `request` runs in: its own, else the workspace root.
+fn workdir(request: &ShellRequest, policy: &ExecutionPolicy) -> PathBuf {
+    request
+        .workdir
+        .clone()
+        .unwrap_or_else(|| policy.workspace_root.clone())
+}
+
 /// Spawns and classifies one launch; never fails (a failure is in the facts).
 fn execute(
     launch_argv: &ConfinedArgv,
@@ -296,11 +305,7 @@ fn execute(
     policy: &ExecutionPolicy,
     cancel: Option<Arc<AtomicBool>>,
 ) -> ShellResult {
-    let cwd = request
-        .workdir
-        .clone()
-        .unwrap_or_else(|| policy.workspace_root.clone());
-    let mut options = LaunchOptions::in_dir(cwd);
+    let mut options = LaunchOptions::in_dir(workdir(request, policy));
     options.timeout = request.timeout;
     options.cancel = cancel;
     match &policy.temp_dir {

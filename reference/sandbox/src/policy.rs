@@ -89,6 +89,7 @@ impl ExecutionPolicy {
             temp_dir: self.temp_dir.clone(),
             workspace_pin: self.workspace_pin.clone(),
             temp_dir_pin: self.temp_dir_pin.clone(),
+            cwd: None,
         })
     }
 }
@@ -112,6 +113,10 @@ pub struct ProviderPolicy {
     /// The directory the temp dir must still be.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temp_dir_pin: Option<PinnedDir>,
+    /// The directory the confined command will run in, when the caller knows it. Only carried
+    /// (an external backend receives it as the protocol's `cwd`); it widens nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<PathBuf>,
 }
 
 impl ProviderPolicy {
@@ -125,6 +130,7 @@ impl ProviderPolicy {
             temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
             workspace_pin: None,
             temp_dir_pin: None,
+            cwd: None,
         }
     }
 
@@ -138,6 +144,12 @@ impl ProviderPolicy {
     /// overall enforcement is the weakest of these ([`crate::ClassEnforcements::overall`]).
     pub fn restricted_classes(&self) -> Vec<EnforcementClass> {
         EnforcementClass::restricted_by(self.network)
+    }
+
+    /// The same policy, saying the command will run in `cwd`.
+    pub fn with_cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
+        self.cwd = Some(cwd.into());
+        self
     }
 
     /// The same policy with another temp dir (`None`: the command sees no `$TMPDIR`).

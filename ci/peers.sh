@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# The peers certified in public (issue 10, item 7): installs the pinned third-party sandboxes
+# (npm: @openai/codex 0.169.0, @anthropic-ai/sandbox-runtime 0.0.83, exact tree in
+# fixtures/backends/peers/package-lock.json, into its git-ignored node_modules/; apt: bubblewrap,
+# socat, ripgrep, which srt needs), runs each through `certify` with its adapter and expectation
+# file, and regenerates PEERS.md (each peer's matrix, declared differences and per-command
+# overhead next to ours). Fails when a peer's results drift from its expectation file: any case
+# FAIL (a new failure), XPASS (a known defect fixed), ERROR or TIMEOUT.
+#
+# Families run (about 6 minutes in all): codex, one case at a time (see below), every family an external backend is planned for (containment,
+# runner-failure, declared, parity, hardening); srt, about ten times slower a
+# command, a subset that keeps its bugs in view (containment's names, root spellings and
+# devices, the runner-failure forgeries, declared, parity, hardening's temp-dir and workspace
+# cases: a few minutes). Needs root (ci/isolate gives each run its own /tmp); builds the
+# workspace's binaries when they are missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repo=$(pwd -P)
+dir=fixtures/backends/peers
+out=${PEERS_REPORT_DIR:-$repo/certify-report/peers}
+mkdir -p "$out"
+
+missing=()
+for tool in bwrap:bubblewrap socat:socat rg:ripgrep node:nodejs npm:npm; do
+    command -v "${tool%%:*}" >/dev/null 2>&1 || missing+=("${tool#*:}")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    echo "peers: apt-get install ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+pinned() { # PACKAGE VERSION
+    [ "$(node -p "require('./$dir/node_modules/$1/package.json').version" 2>/dev/null)" = "$2" ]
+}
+if pinned @openai/codex 0.169.0 && pinned @anthropic-ai/sandbox-runtime 0.0.83 \
+    && npm ls --prefix "$dir" --all >/dev/null 2>&1; then
+    echo "peers: codex 0.169.0 and srt 0.0.83 already installed"
+else
+    echo "peers: npm ci (@openai/codex 0.169.0, @anthropic-ai/sandbox-runtime 0.0.83)"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
+fi
+
+[ -x target/debug/certify ] && [ -x target/debug/reference-backend ] ||
+    cargo build -p conformance --bins
+
+# srt's subset: a scenario root of links to the files it runs.
+# It lives beside the reports: ci/isolate hides the host's /tmp and /var/tmp.
+subset=$out/scenarios-subset
+rm -rf "$subset"
+for f in containment/names.yaml containment/names_via_env.yaml containment/root_spellings.yaml containment/devices.yaml \
+    runner-failure/forged_signatures.yaml runner-failure/forged_signatures_stderr_only.yaml \
+    declared/protected_paths.yaml parity/write_rows.yaml parity/cross_read.yaml parity/dev_null.yaml \
+    hardening/temp_dir_widening.yaml hardening/workspace_swap.yaml hardening/workspace_roots.yaml; do
+    mkdir -p "$subset/$(dirname "$f")"
+    ln -s "$repo/scenarios/$f" "$subset/$f"
+done
+
+# One fixed draw of places and names, so a drift is the peer's, not the dice's (override with
+# PEERS_SEED to try others).
+seed=${PEERS_SEED:-1010}
+drifted=()
+run_peer() { # NAME ARGS...
+    local name=$1
+    shift
+    rm -rf "${out:?}/${name:?}"
+    mkdir -p "$out/$name"
+    echo "peers: certify $name"
+    ci/isolate -- target/debug/certify --out "$out/$name" --seed "$seed" \
+        --expectations "$dir/$name.yaml" "$@" -- python3 "$dir/${name}_adapter.py" |
+        grep -v '^certify: [0-9]*/[0-9]* cases$' || true
+    # Drift: the expectation file no longer describes the run.
+    local bad
+    bad=$(python3 -c 'import json,sys
+r = json.load(open(sys.argv[1]))
+bad = [c for c in r["cases"] if c["status"] in ("FAIL", "XPASS", "ERROR", "TIMEOUT")]
+probs = [p for b in r["backends"] for p in b["problems"] if "known defects" not in p]
+for c in bad: print(c["status"], c["trial"], (c.get("message") or "")[:400])
+for p in probs: print("PROBLEM", p)' "$out/$name/report.json")
+    if [ -n "$bad" ]; then
+        printf 'peers: %s drifted from %s:\n%s\n' "$name" "$dir/$name.yaml" "$bad" >&2
+        drifted+=("$name")
+    fi
+}
+
+# One case at a time: parallel Codex calls share /tmp, where Codex makes and removes mount targets
+# for its protected names (/tmp/.codex, .git, .agents, .aws), and race on them ("bwrap: Can't
+# mount tmpfs on /newroot/tmp/.codex: No such file or directory"; seen here).
+run_peer codex --jobs 1 --family containment --family runner-failure --family declared --family parity \
+    --family hardening
+run_peer srt --scenarios "$subset"
+
+ci/isolate -- python3 "$dir/peers_md.py" "$out/PEERS.md" "$out" codex srt
+cp "$out/PEERS.md" PEERS.md
+echo "peers: PEERS.md regenerated"
+if [ ${#drifted[@]} -gt 0 ]; then
+    echo "peers: drifted from their expectation files: ${drifted[*]}" >&2
+    exit 1
+fi
