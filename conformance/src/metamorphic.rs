@@ -43,7 +43,8 @@ impl Twin {
         world: &World,
         strict: bool,
     ) -> Result<Arc<Twin>, String> {
-        let twin = World::twin().map_err(|e| format!("cannot build the twin world: {e}"))?;
+        let twin =
+            World::twin_of(world).map_err(|e| format!("cannot build the twin world: {e}"))?;
         Ok(Arc::new(Twin {
             inner,
             renaming: world.renaming(&twin),

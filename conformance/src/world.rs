@@ -263,33 +263,48 @@ impl World {
     /// Makes a fresh world, drawn from this case's generator, with the fixed layout every shape
     /// relies on.
     pub fn new() -> io::Result<World> {
-        World::drawn(Layout::Full)
+        World::drawn(Layout::Full, None)
     }
 
     /// Makes a fresh world for one effect on `shape`: the directories, the sentinel, `src`, and
     /// only the files and links that shape works on (a third of the full layout's disk work;
     /// the world diff still covers every tree).
     pub fn for_effect(shape: Shape) -> io::Result<World> {
-        World::drawn(Layout::Effect(shape))
+        World::drawn(Layout::Effect(shape), None)
     }
 
-    /// Makes a fresh twin: another drawn place with only the directories, the symlink and the
-    /// file a policy can name (what a backend may resolve), none of the files the effects work on
-    /// (a request only names those). A quarter of a world's disk work.
-    pub fn twin() -> io::Result<World> {
-        World::drawn(Layout::Twin)
+    /// Makes a fresh twin of `world`: another drawn place under the same base (`/var/tmp`, the
+    /// home directory, `/srv`: a backend may rightly treat those differently, so a twin elsewhere
+    /// could be refused for a reason that has nothing to do with the renaming), with only the
+    /// directories, the symlink and the file a policy can name (what a backend may resolve), none
+    /// of the files the effects work on (a request only names those). A quarter of a world's disk
+    /// work.
+    pub fn twin_of(world: &World) -> io::Result<World> {
+        World::drawn(Layout::Twin, Some(&world.dir))
     }
 
-    fn drawn(layout: Layout) -> io::Result<World> {
+    fn drawn(layout: Layout, near: Option<&Path>) -> io::Result<World> {
         let places = places();
-        if places.bases.is_empty() {
+        let near_bases: Vec<&(PathBuf, &'static str)> = places
+            .bases
+            .iter()
+            .filter(|(base, _)| near.is_some_and(|dir| dir.starts_with(base)))
+            .collect();
+        // A world whose base no longer matches (a base spelled through a symlink) gets a twin
+        // anywhere, as every world does.
+        let bases: Vec<&(PathBuf, &'static str)> = if near_bases.is_empty() {
+            places.bases.iter().collect()
+        } else {
+            near_bases
+        };
+        if bases.is_empty() {
             return Err(io::Error::other(format!(
                 "no place for a world on this host: {:?}",
                 places.left_out
             )));
         }
         for _ in 0..16 {
-            let (base, kind) = draw(|rng| places.bases[rng.usize(..places.bases.len())].clone());
+            let (base, kind) = draw(|rng| bases[rng.usize(..bases.len())].clone());
             let (folder, project, neighbour, alias, tmpdir, tmp, shm) = draw(|rng| {
                 let project = pick(rng, PROJECTS);
                 let folder = pick(rng, folders(kind));
