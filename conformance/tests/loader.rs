@@ -156,7 +156,7 @@ fn every_load_error_is_a_failing_trial_not_a_skip() {
         names.contains(&"broken::load-error::unknown_key".to_owned()),
         "{names:#?}"
     );
-    assert_eq!(outcomes(all), (9, 0));
+    assert_eq!(outcomes(all), (10, 0));
 }
 
 #[test]
