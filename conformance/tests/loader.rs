@@ -109,7 +109,7 @@ fn only_the_first_user_of_a_duplicate_id_loads() {
     let suite = load_suite(&fixtures());
     let loaded: Vec<&str> = suite.scenarios.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(loaded, vec!["BAD-DUP"]);
-    assert_eq!(suite.errors.len(), 9, "{:#?}", suite.errors);
+    assert_eq!(suite.errors.len(), 10, "{:#?}", suite.errors);
 }
 
 #[test]
