@@ -24,7 +24,7 @@ use crate::model::{Shape, TempDirSpelling, WorkspaceSpelling};
 enum Layout {
     /// Everything every shape and step relies on.
     Full,
-    /// A twin's: the directories, the symlink and the file a policy can name.
+    /// A twin's: the world directory only ([`World::mirror`] makes what a request names).
     Twin,
     /// An effect's: the twin's, the sentinel, `src`, and what the one shape works on.
     Effect(Shape),
@@ -273,11 +273,19 @@ impl World {
         World::drawn(Layout::Effect(shape))
     }
 
-    /// Makes a fresh twin: another drawn place with only the directories, the symlink and the
-    /// file a policy can name (what a backend may resolve), none of the files the effects work on
-    /// (a request only names those). A quarter of a world's disk work.
+    /// Makes a fresh twin: another drawn place, of which only the world directory is made; the
+    /// paths a request names are made later, as they are in this world ([`World::mirror`]).
     pub fn twin() -> io::Result<World> {
         World::drawn(Layout::Twin)
+    }
+
+    /// Pairs of (this world's root, `twin`'s root): what [`mirror`] makes the twin from.
+    pub fn root_pairs(&self, twin: &World) -> Vec<(PathBuf, PathBuf)> {
+        self.roots()
+            .into_iter()
+            .zip(twin.roots())
+            .map(|(a, b)| (a.to_path_buf(), b.to_path_buf()))
+            .collect()
     }
 
     fn drawn(layout: Layout) -> io::Result<World> {
@@ -342,7 +350,7 @@ impl World {
             }
             match layout {
                 Layout::Full => world.lay_out()?,
-                Layout::Twin => world.lay_out_skeleton()?,
+                Layout::Twin => {}
                 Layout::Effect(shape) => world.lay_out_for(shape)?,
             }
             return Ok(world);
@@ -818,6 +826,71 @@ impl Drop for World {
     }
 }
 
+/// Makes in a twin what `path` (a path in a world) passes through in the world: each directory,
+/// symlink (its target renamed by `renaming`, and mirrored too) and file on the way, as far as
+/// it exists there. `roots` pairs each world root with the twin's ([`World::root_pairs`]); the
+/// twin's path of each is `renaming` of the world's. What a
+/// backend may resolve of a request's path is then in the twin too, and nothing else is made (a
+/// request only names the rest).
+pub fn mirror(
+    roots: &[(PathBuf, PathBuf)],
+    path: &Path,
+    renaming: &dyn Fn(&OsStr) -> OsString,
+) -> io::Result<()> {
+    mirror_hops(roots, path, renaming, 8)
+}
+
+fn mirror_hops(
+    roots: &[(PathBuf, PathBuf)],
+    path: &Path,
+    renaming: &dyn Fn(&OsStr) -> OsString,
+    hops: u8,
+) -> io::Result<()> {
+    let Some((root, _)) = roots.iter().find(|(root, _)| path.starts_with(root)) else {
+        return Ok(());
+    };
+    let mut here = root.clone();
+    let rest = path.strip_prefix(root).unwrap_or(Path::new(""));
+    let mut parts = vec![std::path::Component::CurDir];
+    parts.extend(rest.components());
+    for part in parts {
+        match part {
+            std::path::Component::Normal(name) => here.push(name),
+            std::path::Component::CurDir => {}
+            // `..` and the like: what lies beyond is not the twin's to make.
+            _ => return Ok(()),
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&here) else {
+            return Ok(());
+        };
+        // The twin's own names differ (a drawn workspace name): the renaming knows them.
+        let there = PathBuf::from(renaming(here.as_os_str()));
+        if std::fs::symlink_metadata(&there).is_ok() {
+            continue;
+        }
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            std::fs::create_dir(&there)?;
+            std::fs::set_permissions(&there, meta.permissions())?;
+        } else if ft.is_symlink() {
+            let target = std::fs::read_link(&here)?;
+            symlink(PathBuf::from(renaming(target.as_os_str())), &there)?;
+            if hops > 0 {
+                let resolved = here.parent().unwrap_or(Path::new("/")).join(&target);
+                mirror_hops(roots, &resolved, renaming, hops - 1)?;
+            }
+            // A path through a symlink goes on in its target, mirrored above.
+            return Ok(());
+        } else if ft.is_file() {
+            std::fs::copy(&here, &there)?;
+            return Ok(());
+        } else {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -915,5 +988,34 @@ mod tests {
             PathBuf::from("/var/tmp/with space\ttab")
         );
         assert_eq!(unescape_mount_path("/a\\\\b"), PathBuf::from("/a\\\\b"));
+    }
+}
+#[cfg(test)]
+mod mirror_tests {
+    use super::*;
+
+    #[test]
+    fn a_twin_gets_what_a_request_names() {
+        let world = World::new().expect("world");
+        let twin = World::twin().expect("twin");
+        let pairs = world.renaming(&twin);
+        let roots = world.root_pairs(&twin);
+        let rename = |t: &OsStr| {
+            let mut s = t.as_bytes().to_vec();
+            for (a, b) in &pairs {
+                let a = a.as_os_str().as_bytes();
+                if s.starts_with(a) {
+                    let mut n = b.as_os_str().as_bytes().to_vec();
+                    n.extend_from_slice(&s[a.len()..]);
+                    s = n;
+                    break;
+                }
+            }
+            OsString::from_vec(s)
+        };
+        mirror(&roots, &world.alias, &rename).expect("mirror");
+        assert!(twin.ws.is_dir(), "{:?} {:?}", twin.ws, roots);
+        assert!(twin.alias.is_symlink());
+        assert!(!twin.outside.exists());
     }
 }
