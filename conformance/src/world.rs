@@ -26,7 +26,8 @@ enum Layout {
     Full,
     /// A twin's: the world directory only ([`World::mirror`] makes what a request names).
     Twin,
-    /// An effect's: the twin's, the sentinel, `src`, and what the one shape works on.
+    /// An effect's: the workspace, the outside tree with its sentinel, `src`, and what the one
+    /// shape works on.
     Effect(Shape),
 }
 
@@ -266,11 +267,17 @@ impl World {
         World::drawn(Layout::Full)
     }
 
-    /// Makes a fresh world for one effect on `shape`: the directories, the sentinel, `src`, and
-    /// only the files and links that shape works on (a third of the full layout's disk work;
-    /// the world diff still covers every tree).
+    /// Makes a fresh world for one effect on `shape`: the workspace, the outside tree with its
+    /// sentinel, `src`, and only the directories, files and links that shape works on (a fifth
+    /// of the full layout's disk work; the world diff still covers every tree).
     pub fn for_effect(shape: Shape) -> io::Result<World> {
         World::drawn(Layout::Effect(shape))
+    }
+
+    /// Makes a small fresh world: the workspace with a few files, the outside tree with its
+    /// sentinel (for a step that names no part of the layout, only the workspace).
+    pub fn small() -> io::Result<World> {
+        World::drawn(Layout::Effect(Shape::Root))
     }
 
     /// Makes a fresh twin: another drawn place, of which only the world directory is made; the
@@ -358,24 +365,19 @@ impl World {
         Err(io::Error::other("16 drawn world places were all taken"))
     }
 
-    fn lay_out_skeleton(&self) -> io::Result<()> {
-        for dir in [
-            self.ws.join("dir"),
-            self.outside.clone(),
-            self.tmp.join("ws/dir"),
-        ] {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::create_dir(&self.tmpdir)?;
-        if Path::new("/dev/shm").is_dir() {
-            std::fs::create_dir(&self.shm)?;
-        }
-        symlink(&self.ws, &self.alias)?;
-        std::fs::write(self.dir.join("afile"), "afile")
-    }
-
     fn lay_out_for(&self, shape: Shape) -> io::Result<()> {
-        self.lay_out_skeleton()?;
+        // Only what the shape works on is made (each inode made and removed on a real disk
+        // makes the next ones dearer); a tree it does not make is still in the world diff,
+        // which names anything that appears there.
+        std::fs::create_dir(&self.ws)?;
+        std::fs::create_dir(&self.outside)?;
+        match shape {
+            Shape::RootViaSymlink => symlink(&self.ws, &self.alias)?,
+            // `ws/dir/../..`: the path passes through `dir`.
+            Shape::Dotdot => std::fs::create_dir(self.ws.join("dir"))?,
+            Shape::DevShm if Path::new("/dev/shm").is_dir() => std::fs::create_dir(&self.shm)?,
+            _ => {}
+        }
         std::fs::write(self.outside.join("sentinel"), SENTINEL)?;
         std::fs::write(self.ws.join("src"), "src")?;
         let plain = OsStr::new("");
