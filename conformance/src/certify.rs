@@ -14,7 +14,7 @@ use crate::backends::Backend;
 use crate::expectations::{ExpectationFile, Judgement};
 use crate::external::ProtocolFailure;
 use crate::load::{Suite, load_suite};
-use crate::model::Level;
+use crate::model::{Level, Step};
 use crate::plan::{Trial, TrialKind, plan};
 use crate::steps::run_case;
 
@@ -301,27 +301,38 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         .collect();
     let total = planned.len();
     let backends = Arc::new(backends);
-    let queue = Mutex::new(planned.into_iter().collect::<VecDeque<Trial>>());
+    let (waiting, busy): (VecDeque<Trial>, VecDeque<Trial>) =
+        planned.into_iter().partition(mostly_waits);
+    let waiting = Mutex::new(waiting);
+    let busy = Mutex::new(busy);
     let results = Mutex::new(Vec::with_capacity(total));
+    let pop = |q: &Mutex<VecDeque<Trial>>| q.lock().ok().and_then(|mut q| q.pop_front());
+    let run_all = |next: &dyn Fn() -> Option<Trial>| {
+        while let Some(trial) = next() {
+            let result = run_trial(
+                trial,
+                &backends,
+                &levels,
+                options.case_timeout,
+                options.seed,
+            );
+            let done = {
+                let Ok(mut all) = results.lock() else { break };
+                all.push(result.clone());
+                all.len()
+            };
+            progress(done, total, &result);
+        }
+    };
     std::thread::scope(|scope| {
+        // `jobs` workers run the cases that keep the CPU busy, then help with the waiting ones;
+        // as many again run only cases that mostly wait (listeners' grace, survivors), which
+        // cost little CPU, so the waits overlap the busy cases instead of holding a worker.
         for _ in 0..options.jobs.max(1) {
-            scope.spawn(|| {
-                while let Some(trial) = queue.lock().ok().and_then(|mut q| q.pop_front()) {
-                    let result = run_trial(
-                        trial,
-                        &backends,
-                        &levels,
-                        options.case_timeout,
-                        options.seed,
-                    );
-                    let done = {
-                        let Ok(mut all) = results.lock() else { break };
-                        all.push(result.clone());
-                        all.len()
-                    };
-                    progress(done, total, &result);
-                }
-            });
+            scope.spawn(|| run_all(&|| pop(&busy).or_else(|| pop(&waiting))));
+        }
+        for _ in 0..options.jobs.max(1) * WAITING_WORKERS_PER_JOB {
+            scope.spawn(|| run_all(&|| pop(&waiting)));
         }
     });
     let mut cases = results.into_inner().unwrap_or_default();
@@ -370,6 +381,22 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     };
     report.verdict = report.verdict();
     report
+}
+
+/// Workers per job that run only cases that mostly wait (see [`mostly_waits`]).
+const WAITING_WORKERS_PER_JOB: usize = 2;
+
+/// True for a case that spends most of its time waiting rather than on the CPU: a `net` step
+/// (its listeners outlive the call) or an attack checked a while after it returned (survivors).
+fn mostly_waits(trial: &Trial) -> bool {
+    let TrialKind::Case { case, .. } = &trial.kind else {
+        return false;
+    };
+    case.case.steps.iter().any(|step| match step {
+        Step::Net(_) => true,
+        Step::Attack(a) => a.after_ms.is_some_and(|ms| ms > 0),
+        _ => false,
+    })
 }
 
 fn run_trial(

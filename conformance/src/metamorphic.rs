@@ -27,8 +27,12 @@ pub struct Twin {
     inner: Arc<dyn SandboxProvider>,
     /// (the world's path, the twin's path), longest first.
     renaming: Vec<(PathBuf, PathBuf)>,
+    /// (the world's root, the twin's root), to mirror what a request names into the twin.
+    roots: Vec<(PathBuf, PathBuf)>,
     /// The twin world (kept alive as long as requests may name it).
     _twin: World,
+    /// Why the twin could not be made as a request needed it (not an inconsistency).
+    trouble: Mutex<Option<String>>,
     /// Whether an answer and a refusal count as different (a fresh world and its twin are the
     /// same; a world a case has changed since is not).
     strict: bool,
@@ -48,7 +52,9 @@ impl Twin {
         Ok(Arc::new(Twin {
             inner,
             renaming: world.renaming(&twin),
+            roots: world.root_pairs(&twin),
             _twin: twin,
+            trouble: Mutex::new(None),
             strict,
             findings: Mutex::new(Vec::new()),
         }))
@@ -56,6 +62,9 @@ impl Twin {
 
     /// `Err` with every inconsistency found so far, starting with [`INCONSISTENT`].
     pub fn verdict(&self) -> Result<(), String> {
+        if let Some(trouble) = self.trouble.lock().ok().and_then(|t| t.clone()) {
+            return Err(format!("cannot build the twin world: {trouble}"));
+        }
         let findings = self.findings.lock().map(|f| f.clone()).unwrap_or_default();
         if findings.is_empty() {
             Ok(())
@@ -122,6 +131,15 @@ impl SandboxProvider for Twin {
         policy: &ProviderPolicy,
     ) -> Result<ConfinedArgv, SandboxUnavailable> {
         let first = self.inner.confine(argv, policy);
+        // The twin holds only what this request names, made as it is in the world now.
+        let renaming = |text: &OsStr| self.forth(text);
+        for path in std::iter::once(&policy.workspace_root).chain(policy.temp_dir.as_ref()) {
+            if let Err(e) = crate::world::mirror(&self.roots, path, &renaming)
+                && let Ok(mut trouble) = self.trouble.lock()
+            {
+                trouble.get_or_insert(format!("{}: {e}", path.display()));
+            }
+        }
         let renamed: Vec<OsString> = argv.iter().map(|a| self.forth(a)).collect();
         let mut twin_policy = policy.clone();
         twin_policy.workspace_root = self.forth(policy.workspace_root.as_os_str()).into();

@@ -24,9 +24,10 @@ use crate::model::{Shape, TempDirSpelling, WorkspaceSpelling};
 enum Layout {
     /// Everything every shape and step relies on.
     Full,
-    /// A twin's: the directories, the symlink and the file a policy can name.
+    /// A twin's: the world directory only ([`World::mirror`] makes what a request names).
     Twin,
-    /// An effect's: the twin's, the sentinel, `src`, and what the one shape works on.
+    /// An effect's: the workspace, the outside tree with its sentinel, `src`, and what the one
+    /// shape works on.
     Effect(Shape),
 }
 
@@ -266,21 +267,35 @@ impl World {
         World::drawn(Layout::Full, None)
     }
 
-    /// Makes a fresh world for one effect on `shape`: the directories, the sentinel, `src`, and
-    /// only the files and links that shape works on (a third of the full layout's disk work;
-    /// the world diff still covers every tree).
+    /// Makes a fresh world for one effect on `shape`: the workspace, the outside tree with its
+    /// sentinel, `src`, and only the directories, files and links that shape works on (a fifth
+    /// of the full layout's disk work; the world diff still covers every tree).
     pub fn for_effect(shape: Shape) -> io::Result<World> {
         World::drawn(Layout::Effect(shape), None)
     }
 
+    /// Makes a small fresh world: the workspace with a few files, the outside tree with its
+    /// sentinel (for a step that names no part of the layout, only the workspace).
+    pub fn small() -> io::Result<World> {
+        World::drawn(Layout::Effect(Shape::Root), None)
+    }
+
     /// Makes a fresh twin of `world`: another drawn place under the same base (`/var/tmp`, the
     /// home directory, `/srv`: a backend may rightly treat those differently, so a twin elsewhere
-    /// could be refused for a reason that has nothing to do with the renaming), with only the
-    /// directories, the symlink and the file a policy can name (what a backend may resolve), none
-    /// of the files the effects work on (a request only names those). A quarter of a world's disk
-    /// work.
+    /// could be refused for a reason that has nothing to do with the renaming), of which only the
+    /// world directory is made; the paths a request names are made later, as they are in this
+    /// world ([`World::mirror`]).
     pub fn twin_of(world: &World) -> io::Result<World> {
         World::drawn(Layout::Twin, Some(&world.dir))
+    }
+
+    /// Pairs of (this world's root, `twin`'s root): what [`mirror`] makes the twin from.
+    pub fn root_pairs(&self, twin: &World) -> Vec<(PathBuf, PathBuf)> {
+        self.roots()
+            .into_iter()
+            .zip(twin.roots())
+            .map(|(a, b)| (a.to_path_buf(), b.to_path_buf()))
+            .collect()
     }
 
     fn drawn(layout: Layout, near: Option<&Path>) -> io::Result<World> {
@@ -357,7 +372,7 @@ impl World {
             }
             match layout {
                 Layout::Full => world.lay_out()?,
-                Layout::Twin => world.lay_out_skeleton()?,
+                Layout::Twin => {}
                 Layout::Effect(shape) => world.lay_out_for(shape)?,
             }
             return Ok(world);
@@ -365,24 +380,19 @@ impl World {
         Err(io::Error::other("16 drawn world places were all taken"))
     }
 
-    fn lay_out_skeleton(&self) -> io::Result<()> {
-        for dir in [
-            self.ws.join("dir"),
-            self.outside.clone(),
-            self.tmp.join("ws/dir"),
-        ] {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::create_dir(&self.tmpdir)?;
-        if Path::new("/dev/shm").is_dir() {
-            std::fs::create_dir(&self.shm)?;
-        }
-        symlink(&self.ws, &self.alias)?;
-        std::fs::write(self.dir.join("afile"), "afile")
-    }
-
     fn lay_out_for(&self, shape: Shape) -> io::Result<()> {
-        self.lay_out_skeleton()?;
+        // Only what the shape works on is made (each inode made and removed on a real disk
+        // makes the next ones dearer); a tree it does not make is still in the world diff,
+        // which names anything that appears there.
+        std::fs::create_dir(&self.ws)?;
+        std::fs::create_dir(&self.outside)?;
+        match shape {
+            Shape::RootViaSymlink => symlink(&self.ws, &self.alias)?,
+            // `ws/dir/../..`: the path passes through `dir`.
+            Shape::Dotdot => std::fs::create_dir(self.ws.join("dir"))?,
+            Shape::DevShm if Path::new("/dev/shm").is_dir() => std::fs::create_dir(&self.shm)?,
+            _ => {}
+        }
         std::fs::write(self.outside.join("sentinel"), SENTINEL)?;
         std::fs::write(self.ws.join("src"), "src")?;
         let plain = OsStr::new("");
@@ -833,6 +843,71 @@ impl Drop for World {
     }
 }
 
+/// Makes in a twin what `path` (a path in a world) passes through in the world: each directory,
+/// symlink (its target renamed by `renaming`, and mirrored too) and file on the way, as far as
+/// it exists there. `roots` pairs each world root with the twin's ([`World::root_pairs`]); the
+/// twin's path of each is `renaming` of the world's. What a
+/// backend may resolve of a request's path is then in the twin too, and nothing else is made (a
+/// request only names the rest).
+pub fn mirror(
+    roots: &[(PathBuf, PathBuf)],
+    path: &Path,
+    renaming: &dyn Fn(&OsStr) -> OsString,
+) -> io::Result<()> {
+    mirror_hops(roots, path, renaming, 8)
+}
+
+fn mirror_hops(
+    roots: &[(PathBuf, PathBuf)],
+    path: &Path,
+    renaming: &dyn Fn(&OsStr) -> OsString,
+    hops: u8,
+) -> io::Result<()> {
+    let Some((root, _)) = roots.iter().find(|(root, _)| path.starts_with(root)) else {
+        return Ok(());
+    };
+    let mut here = root.clone();
+    let rest = path.strip_prefix(root).unwrap_or(Path::new(""));
+    let mut parts = vec![std::path::Component::CurDir];
+    parts.extend(rest.components());
+    for part in parts {
+        match part {
+            std::path::Component::Normal(name) => here.push(name),
+            std::path::Component::CurDir => {}
+            // `..` and the like: what lies beyond is not the twin's to make.
+            _ => return Ok(()),
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&here) else {
+            return Ok(());
+        };
+        // The twin's own names differ (a drawn workspace name): the renaming knows them.
+        let there = PathBuf::from(renaming(here.as_os_str()));
+        if std::fs::symlink_metadata(&there).is_ok() {
+            continue;
+        }
+        let ft = meta.file_type();
+        if ft.is_dir() {
+            std::fs::create_dir(&there)?;
+            std::fs::set_permissions(&there, meta.permissions())?;
+        } else if ft.is_symlink() {
+            let target = std::fs::read_link(&here)?;
+            symlink(PathBuf::from(renaming(target.as_os_str())), &there)?;
+            if hops > 0 {
+                let resolved = here.parent().unwrap_or(Path::new("/")).join(&target);
+                mirror_hops(roots, &resolved, renaming, hops - 1)?;
+            }
+            // A path through a symlink goes on in its target, mirrored above.
+            return Ok(());
+        } else if ft.is_file() {
+            std::fs::copy(&here, &there)?;
+            return Ok(());
+        } else {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -930,5 +1005,34 @@ mod tests {
             PathBuf::from("/var/tmp/with space\ttab")
         );
         assert_eq!(unescape_mount_path("/a\\\\b"), PathBuf::from("/a\\\\b"));
+    }
+}
+#[cfg(test)]
+mod mirror_tests {
+    use super::*;
+
+    #[test]
+    fn a_twin_gets_what_a_request_names() {
+        let world = World::new().expect("world");
+        let twin = World::twin_of(&world).expect("twin");
+        let pairs = world.renaming(&twin);
+        let roots = world.root_pairs(&twin);
+        let rename = |t: &OsStr| {
+            let mut s = t.as_bytes().to_vec();
+            for (a, b) in &pairs {
+                let a = a.as_os_str().as_bytes();
+                if s.starts_with(a) {
+                    let mut n = b.as_os_str().as_bytes().to_vec();
+                    n.extend_from_slice(&s[a.len()..]);
+                    s = n;
+                    break;
+                }
+            }
+            OsString::from_vec(s)
+        };
+        mirror(&roots, &world.alias, &rename).expect("mirror");
+        assert!(twin.ws.is_dir(), "{:?} {:?}", twin.ws, roots);
+        assert!(twin.alias.is_symlink());
+        assert!(!twin.outside.exists());
     }
 }

@@ -284,7 +284,9 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
         .provider
         .as_ref()
         .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
-    let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+    // The payload is only ever pointed at its workspace: a small world is enough to see it
+    // write nothing.
+    let world = World::small().map_err(|e| format!("cannot build the world: {e}"))?;
     let workspace = world.workspace(WorkspaceSpelling::Ws);
     let before = world.snapshot();
     let listeners = Listeners::start()?;
