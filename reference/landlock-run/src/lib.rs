@@ -3,7 +3,7 @@
 //! matches, so they live once, next to the program that prints them.
 //!
 //! ```text
-//! landlock-run [--abi-cap N] [--status-fd FD] (--ro PATH | --rw PATH)... -- PROGRAM [ARGS...]
+//! landlock-run [--abi-cap N] [--status-fd FD] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...]
 //! landlock-run --probe [--abi-cap N]
 //! ```
 //!
@@ -14,6 +14,11 @@
 //!   anywhere in it is a launcher failure naming the path, so a process that swaps a granted
 //!   directory with a symlink to the outside while the launcher starts (`RENAME_EXCHANGE`) can
 //!   only make the launch fail, never widen it. The rule is bound to the inode opened then.
+//! - `--protect PATH` keeps PATH (inside a `--rw` root) unwritable and `--pin DIR` keeps DIR from
+//!   being renamed or removed: the payload's process makes a private mount namespace (as root, or
+//!   in an unprivileged user namespace mapping its own uid) and binds them onto themselves,
+//!   read-only and writable, before it restricts itself; a host that allows neither is a launcher
+//!   failure. Paths must be canonical and exist. `--probe` says whether this host allows it.
 //! - `--abi-cap N` uses at most Landlock ABI N. It can only weaken the launcher, which then lists
 //!   more in `ungoverned` (truncate below 3, cross-directory rename and link below 2), prints
 //!   [`PARTIAL_NOTICE`] below 3, and does not scope signals or abstract unix sockets below ABI 6.
@@ -198,6 +203,9 @@ pub struct ProbeReport {
     /// The payload cannot set the setuid or setgid bit (the seccomp guard, x86_64 and aarch64),
     /// as the probe child proved; `false` in reports that predate the field.
     pub setuid_guard: bool,
+    /// A launch can keep `--protect` paths read-only here (a private mount namespace is allowed:
+    /// root, or unprivileged user namespaces); `false` in reports that predate the field.
+    pub protect: bool,
 }
 
 impl ProbeReport {
@@ -212,6 +220,7 @@ impl ProbeReport {
             "scoped": self.scoped,
             "ungoverned": self.ungoverned,
             "setuid_guard": self.setuid_guard,
+            "protect": self.protect,
         })
         .to_string()
     }
@@ -227,10 +236,12 @@ impl ProbeReport {
                 .map(|s| s.as_str().map(str::to_owned))
                 .collect::<Option<Vec<_>>>(),
         };
-        let setuid_guard = match v.get("setuid_guard") {
-            None | Some(serde_json::Value::Null) => false,
-            Some(b) => b.as_bool()?,
+        let flag = |key: &str| match v.get(key) {
+            None | Some(serde_json::Value::Null) => Some(false),
+            Some(b) => b.as_bool(),
         };
+        let setuid_guard = flag("setuid_guard")?;
+        let protect = flag("protect")?;
         Some(ProbeReport {
             usable: v.get("usable")?.as_bool()?,
             enforcement: Enforcement::parse(v.get("enforcement")?.as_str()?)?,
@@ -240,6 +251,7 @@ impl ProbeReport {
             scoped: strings("scoped")?,
             ungoverned: strings("ungoverned")?,
             setuid_guard,
+            protect,
         })
     }
 }
@@ -259,6 +271,7 @@ mod tests {
             scoped: vec![SCOPE_SIGNAL.into(), SCOPE_ABSTRACT_UNIX_SOCKET.into()],
             ungoverned: vec![UNGOVERNED_METADATA.into()],
             setuid_guard: true,
+            protect: true,
         };
         assert_eq!(ProbeReport::parse(&report.to_json()), Some(report));
         let old = r#"{"usable":true,"enforcement":"partial","abi":1,"kernel_abi":7,"reason":null}"#;

@@ -165,10 +165,7 @@ fn functional(
 ) -> Result<(), ProbeError> {
     let scratch = Scratch::new(backend.name()).map_err(ProbeError::Unexpected)?;
     let target = scratch.path().join("must-not-exist");
-    let set = WritableSet {
-        workspace: None,
-        temp: Vec::new(),
-    };
+    let set = WritableSet::default();
     let payload: Vec<OsString> = vec![
         "/bin/sh".into(),
         "-c".into(),

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use sandbox::{
     ConfinedArgv, ProviderPolicy, RuleError, RunnerFailureRule, SandboxEnforcement,
-    SandboxProvider, SandboxUnavailable, StatusChannel, StatusFormat, writable_roots,
+    SandboxProvider, SandboxUnavailable, StatusChannel, StatusFormat,
 };
 use serde::{Deserialize, Serialize};
 
@@ -396,8 +396,7 @@ impl SandboxProvider for LocalProvider {
                 "nothing to run: the argv is empty".into(),
             ));
         }
-        let roots = writable_roots(policy).map_err(|e| unavailable(None, e.to_string()))?;
-        let set = WritableSet::from_roots(roots, &policy.workspace_root);
+        let set = WritableSet::of(policy).map_err(|e| unavailable(None, e.to_string()))?;
         if let Some(operator) = &self.config.operator {
             let dialect = dialect::operator(operator.rule().clone());
             let (program, leading) = operator.split();

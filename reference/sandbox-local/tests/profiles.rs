@@ -13,7 +13,46 @@ fn set() -> WritableSet {
     WritableSet {
         workspace: Some(PathBuf::from("/work/my \"project\"")),
         temp: vec![PathBuf::from("/tmp"), PathBuf::from("/var/folders/xy/T")],
+        ..WritableSet::default()
     }
+}
+
+/// The same set with an extra root and the default protected paths of a repository whose
+/// `.git` exists with its hooks and config.
+fn protected_set() -> WritableSet {
+    let ws = PathBuf::from("/work/my \"project\"");
+    WritableSet {
+        extra: vec![PathBuf::from("/srv/cache")],
+        protected: sandbox::ProtectedPlan {
+            paths: vec![ws.join(".git/hooks"), ws.join(".git/config")],
+            ancestors: vec![ws.join(".git")],
+            pinned: vec![ws.join(".git")],
+            read_only: vec![ws.join(".git/hooks"), ws.join(".git/config")],
+            uncovered: Vec::new(),
+        },
+        ..set()
+    }
+}
+
+#[test]
+fn every_dialect_carries_the_extra_roots_and_the_protected_paths() {
+    let set = protected_set();
+    insta::assert_snapshot!(
+        "seatbelt_args_protected",
+        lines(&profile::seatbelt_args(&set, Some(profile::STATUS_FD)))
+    );
+    insta::assert_snapshot!(
+        "bwrap_args_protected",
+        lines(&profile::bwrap_args(&set, Some(profile::STATUS_FD)))
+    );
+    insta::assert_snapshot!(
+        "landlock_args_protected",
+        lines(&profile::landlock_args(
+            &set,
+            None,
+            Some(profile::STATUS_FD)
+        ))
+    );
 }
 
 fn lines(argv: &[OsString]) -> String {
@@ -25,8 +64,18 @@ fn lines(argv: &[OsString]) -> String {
 
 #[test]
 fn seatbelt_profile_names_no_path_at_all() {
-    insta::assert_snapshot!("seatbelt_profile_read_only", profile::seatbelt_profile(0));
-    insta::assert_snapshot!("seatbelt_profile_three_roots", profile::seatbelt_profile(3));
+    insta::assert_snapshot!(
+        "seatbelt_profile_read_only",
+        profile::seatbelt_profile(0, 0, 0)
+    );
+    insta::assert_snapshot!(
+        "seatbelt_profile_three_roots",
+        profile::seatbelt_profile(3, 0, 0)
+    );
+    insta::assert_snapshot!(
+        "seatbelt_profile_protected",
+        profile::seatbelt_profile(2, 2, 1)
+    );
 }
 
 #[test]
@@ -41,10 +90,7 @@ fn bwrap_argv_binds_only_the_writable_set() {
         "bwrap_args_workspace_write",
         lines(&profile::bwrap_args(&set(), Some(profile::STATUS_FD)))
     );
-    let read_only = WritableSet {
-        workspace: None,
-        temp: Vec::new(),
-    };
+    let read_only = WritableSet::default();
     insta::assert_snapshot!(
         "bwrap_args_read_only",
         lines(&profile::bwrap_args(&read_only, Some(profile::STATUS_FD)))

@@ -18,7 +18,10 @@ pub use session::{
 
 use std::path::{Path, PathBuf};
 
-use sandbox::{ExecutionPolicy, PathError, PinnedDir, RootError, SandboxMode, canonical_path};
+use sandbox::{
+    ConfinedMode, ExecutionPolicy, ExtraRoot, PathError, PinnedDir, ProtectedPath, ProviderPolicy,
+    RootError, SandboxMode, canonical_path,
+};
 
 /// Why a policy could not be resolved or configured.
 #[derive(Debug, thiserror::Error)]
@@ -48,6 +51,8 @@ pub struct PolicyService {
     workspace_pin: PinnedDir,
     temp_dir: Option<PathBuf>,
     temp_dir_pin: Option<PinnedDir>,
+    extra_roots: Vec<ExtraRoot>,
+    protected_paths: Vec<ProtectedPath>,
 }
 
 impl PolicyService {
@@ -69,6 +74,8 @@ impl PolicyService {
             workspace_pin,
             temp_dir: None,
             temp_dir_pin: None,
+            extra_roots: Vec::new(),
+            protected_paths: ProtectedPath::defaults(),
         }
         .with_temp_dir(std::env::var_os("TMPDIR").map(PathBuf::from)))
     }
@@ -88,6 +95,42 @@ impl PolicyService {
             .and_then(|t| PinnedDir::pin(t).ok());
         self.temp_dir = temp_dir;
         self
+    }
+
+    /// The same service with extra writable roots for `workspace-write` (beyond the workspace,
+    /// `/tmp` and `$TMPDIR`), checked now exactly like the workspace (absolute, an existing
+    /// directory, not `/`, a system directory, or the home directory or an ancestor of it) and
+    /// pinned: a root that resolves to another directory later fails every call
+    /// (`WRITABLE_ROOT_MOVED`).
+    pub fn with_writable_roots(mut self, roots: &[PathBuf]) -> Result<Self, PolicyError> {
+        let pinned = roots
+            .iter()
+            .map(|r| ExtraRoot::new(r).pinned())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(PolicyError::Pin)?;
+        let probe = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &self.workspace_root)
+            .with_temp_dir(None)
+            .with_extra_roots(pinned.clone());
+        sandbox::writable_roots(&probe).map_err(PolicyError::Pin)?;
+        self.extra_roots = pinned;
+        Ok(self)
+    }
+
+    /// The same service with other protected paths (default
+    /// [`sandbox::DEFAULT_PROTECTED_PATHS`]; empty: none).
+    pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
+        self.protected_paths = paths;
+        self
+    }
+
+    /// The deployment's extra writable roots, pinned.
+    pub fn extra_roots(&self) -> &[ExtraRoot] {
+        &self.extra_roots
+    }
+
+    /// The deployment's protected paths.
+    pub fn protected_paths(&self) -> &[ProtectedPath] {
+        &self.protected_paths
     }
 
     /// The deployment default mode.
@@ -153,6 +196,8 @@ impl PolicyService {
             temp_dir: self.temp_dir.clone(),
             workspace_pin,
             temp_dir_pin: self.temp_dir_pin.clone(),
+            extra_roots: self.extra_roots.clone(),
+            protected_paths: self.protected_paths.clone(),
         }))
     }
 }
