@@ -313,6 +313,7 @@ impl SandboxProvider for External {
                     argv: argv.into_iter().map(OsString::from).collect(),
                     backend: self.implementation.name.clone(),
                     enforcement,
+                    classes: sandbox::ClassEnforcements::from_overall(enforcement),
                     denial_signatures,
                     runner_failure_rules,
                     status_channel,

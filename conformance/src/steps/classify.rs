@@ -32,6 +32,7 @@ pub(super) fn run(backend: &Backend, step: &ClassifyStep) -> Result<(), String> 
         argv: vec![RUNNER.into(), "--".into(), "bash".into()],
         backend: backend.name.clone(),
         enforcement: SandboxEnforcement::Full,
+        classes: Default::default(),
         denial_signatures: dialect.denial_signatures,
         runner_failure_rules: dialect.runner_failure_rules,
         status_channel: step.status.as_ref().map(|s| StatusChannel {

@@ -142,6 +142,7 @@ fn probe(config: LocalConfig) -> ExitCode {
                     entry["landlock_abi"] = json!(facts.abi);
                     entry["kernel_landlock_abi"] = json!(facts.kernel_abi);
                     entry["ungoverned"] = json!(facts.ungoverned);
+                    entry["classes"] = json!(facts.capabilities());
                 }
                 Err(reason) => {
                     entry["usable"] = json!(false);
@@ -154,7 +155,11 @@ fn probe(config: LocalConfig) -> ExitCode {
         .collect();
     let provider = LocalProvider::new(config);
     let selected = match provider.selection() {
-        Ok(s) => json!({ "backend": s.backend.name(), "enforcement": s.enforcement() }),
+        Ok(s) => json!({
+            "backend": s.backend.name(),
+            "enforcement": s.enforcement(),
+            "classes": s.capabilities(),
+        }),
         Err(reason) => json!({ "error": "SANDBOX_UNAVAILABLE", "detail": reason.to_string() }),
     };
     let report = json!({
@@ -208,6 +213,7 @@ fn run(
             argv: command,
             backend: "none".into(),
             enforcement: sandbox::SandboxEnforcement::Full,
+            classes: Default::default(),
             denial_signatures: Vec::new(),
             runner_failure_rules: Vec::new(),
             status_channel: None,
@@ -241,6 +247,7 @@ fn run(
         "mode": mode,
         "backend": confined.backend,
         "enforcement": confined.enforcement,
+        "classes": confined.classes,
         "exit_code": exit_code,
         "signal": signal,
         "timed_out": done.timed_out,

@@ -106,7 +106,7 @@ pub fn key(backend: Backend, config: &LocalConfig, program: &Path) -> String {
         .map(|e| identity(&e))
         .unwrap_or_default();
     format!(
-        "v1|{backend}|cap={:?}|runner={}|exe={exe}|kernel={kernel}|{}|userns={},{},{}|lsm={}",
+        "v2|{backend}|cap={:?}|runner={}|exe={exe}|kernel={kernel}|{}|userns={},{},{}|lsm={}",
         config.landlock_abi_cap,
         identity(program),
         privilege_facts(),

@@ -4,7 +4,10 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use sandbox::{Classification, PayloadStatus, SandboxEnforcement};
+use sandbox::{
+    ClassEnforcements, ClassReport, Classification, EnforcementClass, PayloadStatus,
+    SandboxEnforcement,
+};
 use serde::Serialize;
 
 use crate::launch::{self, LaunchOptions};
@@ -27,6 +30,41 @@ pub struct ProbeFacts {
     /// rename and link below ABI 2.
     #[serde(default)]
     pub ungoverned: Vec<String>,
+    /// What the backend can govern here, per class (files, network), with what each leaves
+    /// ungoverned; a launch reports the classes its policy restricts from these.
+    #[serde(default)]
+    pub classes: ClassEnforcements,
+}
+
+impl ProbeFacts {
+    /// The per-class capabilities, or for facts that predate them, files as `enforcement` and
+    /// `ungoverned` say and nothing else governed.
+    pub fn capabilities(&self) -> ClassEnforcements {
+        if self.classes.is_empty() {
+            ClassEnforcements::default().with(
+                EnforcementClass::Files,
+                ClassReport {
+                    enforcement: self.enforcement.into(),
+                    ungoverned: self.ungoverned.clone(),
+                },
+            )
+        } else {
+            self.classes.clone()
+        }
+    }
+}
+
+/// What a backend governs of the network class: nothing yet (the network knob is not enforced by
+/// any local backend in this version).
+fn network_capability(_backend: Backend) -> ClassReport {
+    ClassReport::not_governed()
+}
+
+/// The per-class capabilities of `backend`, files as its probe found them.
+pub(crate) fn capabilities(backend: Backend, files: ClassReport) -> ClassEnforcements {
+    ClassEnforcements::default()
+        .with(EnforcementClass::Files, files)
+        .with(EnforcementClass::Network, network_capability(backend))
 }
 
 /// Why a backend is not usable on this host.
@@ -176,7 +214,7 @@ fn functional(
     let launch_argv = wrap(
         backend,
         program,
-        enforcement,
+        &ClassEnforcements::from_overall(enforcement),
         config.landlock_abi_cap,
         &set,
         &payload,
@@ -219,6 +257,7 @@ fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Probe
         abi: None,
         kernel_abi: None,
         ungoverned: Vec::new(),
+        classes: capabilities(Backend::Bwrap, ClassReport::full()),
     })
 }
 
@@ -231,6 +270,7 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         argv,
         backend: "landlock".into(),
         enforcement: SandboxEnforcement::Full,
+        classes: ClassEnforcements::default(),
         denial_signatures: Vec::new(),
         runner_failure_rules: Vec::new(),
         status_channel: None,
@@ -262,12 +302,17 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         landlock_run::Enforcement::Partial => SandboxEnforcement::Partial,
     };
     functional(Backend::Landlock, program, enforcement, config)?;
+    let files = ClassReport {
+        enforcement: enforcement.into(),
+        ungoverned: report.ungoverned.clone(),
+    };
     Ok(ProbeFacts {
         enforcement,
         version: None,
         abi: Some(report.abi),
         kernel_abi: Some(report.kernel_abi),
         ungoverned: report.ungoverned,
+        classes: capabilities(Backend::Landlock, files),
     })
 }
 
@@ -285,5 +330,6 @@ fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         abi: None,
         kernel_abi: None,
         ungoverned: Vec::new(),
+        classes: capabilities(Backend::Seatbelt, ClassReport::full()),
     })
 }

@@ -9,8 +9,9 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sandbox::{
-    ConfinedArgv, ProviderPolicy, RuleError, RunnerFailureRule, SandboxEnforcement,
-    SandboxProvider, SandboxUnavailable, StatusChannel, StatusFormat,
+    ClassEnforcements, ClassReport, ConfinedArgv, EnforcementClass, ProviderPolicy, RuleError,
+    RunnerFailureRule, SandboxEnforcement, SandboxProvider, SandboxUnavailable, StatusChannel,
+    StatusFormat,
 };
 use serde::{Deserialize, Serialize};
 
@@ -198,12 +199,21 @@ pub struct Selection {
 }
 
 impl Selection {
-    /// The enforcement this selection achieves.
+    /// The enforcement this selection achieves for file effects (the seeds' overall word).
     pub fn enforcement(&self) -> SandboxEnforcement {
         self.facts
             .as_ref()
             .map(|f| f.enforcement)
             .unwrap_or(SandboxEnforcement::Full)
+    }
+
+    /// What this selection can govern, per class (a Seatbelt selected unprobed: its profile's
+    /// classes by construction).
+    pub fn capabilities(&self) -> ClassEnforcements {
+        self.facts.as_ref().map_or_else(
+            || probe::capabilities(self.backend, ClassReport::full()),
+            ProbeFacts::capabilities,
+        )
     }
 }
 
@@ -338,12 +348,23 @@ fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
     })
 }
 
+/// The per-class report of one launch: files as the backend governs them; every other class not
+/// governed (the policy does not restrict it).
+fn launch_classes(capabilities: &ClassEnforcements) -> ClassEnforcements {
+    ClassEnforcements::default()
+        .with(
+            EnforcementClass::Files,
+            capabilities.get(EnforcementClass::Files),
+        )
+        .with(EnforcementClass::Network, ClassReport::not_governed())
+}
+
 /// The confined launch for one backend and program, without selection. Shared by the provider
 /// and the probes so a probe exercises exactly the profile a command gets.
 pub(crate) fn wrap(
     backend: Backend,
     program: &std::path::Path,
-    enforcement: SandboxEnforcement,
+    capabilities: &ClassEnforcements,
     abi_cap: Option<u32>,
     set: &WritableSet,
     payload: &[OsString],
@@ -369,10 +390,12 @@ pub(crate) fn wrap(
         ),
     };
     let dialect = backend.dialect();
+    let classes = launch_classes(capabilities);
     ConfinedArgv {
         argv: profile::assemble(program.as_os_str(), args, payload),
         backend: backend.name().to_owned(),
-        enforcement,
+        enforcement: classes.overall(&[EnforcementClass::Files]),
+        classes,
         denial_signatures: dialect.denial_signatures,
         runner_failure_rules: dialect.runner_failure_rules,
         status_channel,
@@ -406,6 +429,7 @@ impl SandboxProvider for LocalProvider {
                 argv: profile::assemble(program, args, argv),
                 backend: "operator".to_owned(),
                 enforcement: SandboxEnforcement::Full,
+                classes: ClassEnforcements::from_overall(SandboxEnforcement::Full),
                 denial_signatures: dialect.denial_signatures,
                 runner_failure_rules: dialect.runner_failure_rules,
                 status_channel: None,
@@ -417,7 +441,7 @@ impl SandboxProvider for LocalProvider {
         Ok(wrap(
             selection.backend,
             &selection.program,
-            selection.enforcement(),
+            &selection.capabilities(),
             self.config.landlock_abi_cap,
             &set,
             argv,

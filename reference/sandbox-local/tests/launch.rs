@@ -13,6 +13,7 @@ fn bash(script: &str) -> ConfinedArgv {
         argv: vec!["bash".into(), "-c".into(), OsString::from(script)],
         backend: "none".into(),
         enforcement: SandboxEnforcement::Full,
+        classes: Default::default(),
         denial_signatures: Vec::new(),
         runner_failure_rules: Vec::new(),
         status_channel: None,

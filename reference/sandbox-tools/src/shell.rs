@@ -43,6 +43,8 @@ pub struct ShellResult {
     pub backend: String,
     /// The enforcement of that launch.
     pub enforcement: SandboxEnforcement,
+    /// The enforcement of that launch per class (files, network), with what it left ungoverned.
+    pub classes: sandbox::ClassEnforcements,
     /// Its exit code, when it exited.
     pub exit_code: Option<i32>,
     /// The signal that killed it, when one did.
@@ -163,6 +165,7 @@ impl ShellExecutor {
                     argv,
                     backend: "none".into(),
                     enforcement: SandboxEnforcement::Full,
+                    classes: Default::default(),
                     denial_signatures: Vec::new(),
                     runner_failure_rules: Vec::new(),
                     status_channel: None,
@@ -321,6 +324,7 @@ fn execute(
         mode,
         backend: launch_argv.backend.clone(),
         enforcement: launch_argv.enforcement,
+        classes: launch_argv.classes.clone(),
         exit_code,
         signal,
         denied: matches!(done.classification, Classification::Denied { .. }),

@@ -5,6 +5,7 @@ use std::ffi::OsString;
 use serde::{Deserialize, Serialize};
 
 use crate::classify::PayloadStatus;
+use crate::enforcement::{ClassEnforcements, ClassReport, EnforcementClass};
 use crate::error::SandboxUnavailable;
 use crate::mode::SandboxEnforcement;
 use crate::policy::ProviderPolicy;
@@ -31,8 +32,14 @@ pub struct ConfinedArgv {
     /// The backend that produced it (`bwrap`, `landlock`, `seatbelt`, `operator`, or an external
     /// backend's name).
     pub backend: String,
-    /// How completely this launch governs the promised file effects.
+    /// How completely this launch governs what its policy restricts: the weakest of the
+    /// restricted classes in [`classes`](Self::classes) (see [`ClassEnforcements::overall`]).
     pub enforcement: SandboxEnforcement,
+    /// How completely this launch governs each class (files, network), with what it leaves
+    /// ungoverned. Empty in a launch that predates classes: read it through
+    /// [`class_report`](Self::class_report).
+    #[serde(default, skip_serializing_if = "ClassEnforcements::is_empty")]
+    pub classes: ClassEnforcements,
     /// Case-insensitive stderr substrings the backend's kernel prints on a denied file effect.
     pub denial_signatures: Vec<String>,
     /// How the runner itself failing (so the payload never ran) identifies itself on stderr.
@@ -40,6 +47,18 @@ pub struct ConfinedArgv {
     /// An out-of-band channel that says whether the payload actually ran. When present it decides
     /// runner failure and the stderr rules are not consulted.
     pub status_channel: Option<StatusChannel>,
+}
+
+impl ConfinedArgv {
+    /// The report for `class`. A launch that reports no classes states files through its overall
+    /// enforcement and governs nothing else.
+    pub fn class_report(&self, class: EnforcementClass) -> ClassReport {
+        if self.classes.is_empty() {
+            ClassEnforcements::from_overall(self.enforcement).get(class)
+        } else {
+            self.classes.get(class)
+        }
+    }
 }
 
 /// Stderr evidence that a runner failed before executing the wrapped command.

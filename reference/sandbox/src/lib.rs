@@ -2,6 +2,9 @@
 //!
 //! - [`SandboxMode`] / [`ConfinedMode`]: what a command may do to files.
 //! - [`ExecutionPolicy`] / [`ProviderPolicy`]: the policy carried by one call.
+//! - [`NetworkMode`]: what network a command may reach (its own knob).
+//! - [`ClassEnforcements`]: enforcement reported per class (files, network) next to the overall
+//!   [`SandboxEnforcement`].
 //! - [`ConfinedArgv`]: what a provider hands back, with its denial and runner-failure dialects.
 //! - [`classify`]: the one classifier that tells a broken sandbox from a kernel denial from an
 //!   ordinary result.
@@ -15,6 +18,7 @@
 
 mod classify;
 mod confined;
+mod enforcement;
 mod error;
 mod marker;
 mod mode;
@@ -29,9 +33,10 @@ pub use classify::{
 pub use confined::{
     ConfinedArgv, RuleError, RunnerFailureRule, SandboxProvider, StatusChannel, StatusFormat,
 };
+pub use enforcement::{ClassEnforcement, ClassEnforcements, ClassReport, EnforcementClass};
 pub use error::{SANDBOX_UNAVAILABLE, SandboxUnavailable};
 pub use marker::denial_marker;
-pub use mode::{ConfinedMode, ModeParseError, SandboxEnforcement, SandboxMode};
+pub use mode::{ConfinedMode, ModeParseError, NetworkMode, SandboxEnforcement, SandboxMode};
 pub use paths::{PathError, canonical_path, is_within, writable_roots};
 pub use policy::{ExecutionPolicy, ExtraRoot, ProviderPolicy};
 pub use protected::{

@@ -23,6 +23,7 @@ fn launch() -> ConfinedArgv {
         argv: vec![RUNNER.into(), "--".into(), "true".into()],
         backend: "bwrap".into(),
         enforcement: SandboxEnforcement::Full,
+        classes: Default::default(),
         denial_signatures: strings(&["Read-only file system"]),
         runner_failure_rules: vec![RunnerFailureRule {
             allowed_exit_codes: Some(vec![1]),
@@ -39,6 +40,7 @@ fn launcher() -> ConfinedArgv {
         argv: vec!["/usr/libexec/landlock-run".into(), "true".into()],
         backend: "landlock".into(),
         enforcement: SandboxEnforcement::Full,
+        classes: Default::default(),
         denial_signatures: strings(&["Permission denied"]),
         runner_failure_rules: vec![RunnerFailureRule {
             allowed_exit_codes: Some(vec![125]),

@@ -1,0 +1,303 @@
+//! Enforcement reported per class of effects, next to the overall [`SandboxEnforcement`].
+//!
+//! A policy restricts several classes of effects (file writes by mode, the network by its knob);
+//! a backend may govern one completely, part of another and nothing of a third. Each class gets
+//! its own [`ClassReport`] (how completely, and what is left ungoverned), so a backend that governs
+//! only part of a class says so instead of hiding it behind one word. The overall
+//! [`SandboxEnforcement`] stays (a seed wire string): it is the weakest report among the classes
+//! the policy actually restricts ([`ClassEnforcements::overall`]).
+//!
+//! Adding a class (for example protected paths) is adding a variant to [`EnforcementClass`]: the
+//! map, its wire form and the overall fold take it as they are.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::mode::{ModeParseError, SandboxEnforcement};
+
+/// A class of effects whose enforcement is reported on its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum EnforcementClass {
+    /// File effects, as the sandbox mode promises them (`files`).
+    Files,
+    /// Network reach, as the network knob promises it (`network`).
+    Network,
+}
+
+impl EnforcementClass {
+    /// Every class, in report order.
+    pub const ALL: [EnforcementClass; 2] = [EnforcementClass::Files, EnforcementClass::Network];
+
+    /// The wire name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EnforcementClass::Files => "files",
+            EnforcementClass::Network => "network",
+        }
+    }
+}
+
+impl FromStr for EnforcementClass {
+    type Err = ModeParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EnforcementClass::ALL
+            .into_iter()
+            .find(|c| c.as_str() == s)
+            .ok_or_else(|| ModeParseError {
+                what: "enforcement class",
+                given: s.to_owned(),
+                expected: "files, network",
+            })
+    }
+}
+
+/// How completely one launch (or one backend, in a probe) governs one class.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ClassEnforcement {
+    /// Nothing of the class is governed (`not-governed`): the backend cannot, or the policy did
+    /// not ask it to (network `enabled`).
+    NotGoverned,
+    /// Part of the class is governed; [`ClassReport::ungoverned`] names the rest (`partial`).
+    Partial,
+    /// Everything the policy promises for the class is governed (`full`).
+    Full,
+}
+
+impl ClassEnforcement {
+    /// The wire name (`full`, `partial`, `not-governed`).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ClassEnforcement::Full => "full",
+            ClassEnforcement::Partial => "partial",
+            ClassEnforcement::NotGoverned => "not-governed",
+        }
+    }
+
+    /// The overall word for this class: anything short of `full` is `partial`.
+    pub const fn overall(self) -> SandboxEnforcement {
+        match self {
+            ClassEnforcement::Full => SandboxEnforcement::Full,
+            ClassEnforcement::Partial | ClassEnforcement::NotGoverned => {
+                SandboxEnforcement::Partial
+            }
+        }
+    }
+}
+
+impl From<SandboxEnforcement> for ClassEnforcement {
+    fn from(e: SandboxEnforcement) -> Self {
+        match e {
+            SandboxEnforcement::Full => ClassEnforcement::Full,
+            SandboxEnforcement::Partial => ClassEnforcement::Partial,
+        }
+    }
+}
+
+impl FromStr for ClassEnforcement {
+    type Err = ModeParseError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "full" => Ok(ClassEnforcement::Full),
+            "partial" => Ok(ClassEnforcement::Partial),
+            "not-governed" => Ok(ClassEnforcement::NotGoverned),
+            _ => Err(ModeParseError {
+                what: "class enforcement",
+                given: s.to_owned(),
+                expected: "full, partial, not-governed",
+            }),
+        }
+    }
+}
+
+macro_rules! wire_string_serde {
+    ($ty:ty) => {
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = std::borrow::Cow::<'de, str>::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+wire_string_serde!(EnforcementClass);
+wire_string_serde!(ClassEnforcement);
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for EnforcementClass {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "EnforcementClass".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "enum": ["files", "network"] })
+    }
+}
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for ClassEnforcement {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ClassEnforcement".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "enum": ["full", "partial", "not-governed"] })
+    }
+}
+
+/// One class's report: how completely it is governed and what is left ungoverned.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ClassReport {
+    /// How completely the class is governed.
+    pub enforcement: ClassEnforcement,
+    /// What of the class is not governed (for example `metadata` for files under Landlock,
+    /// `named-unix-sockets` for the network under bwrap); empty when `full`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ungoverned: Vec<String>,
+}
+
+impl ClassReport {
+    /// Everything governed.
+    pub fn full() -> Self {
+        ClassReport {
+            enforcement: ClassEnforcement::Full,
+            ungoverned: Vec::new(),
+        }
+    }
+
+    /// Nothing governed.
+    pub fn not_governed() -> Self {
+        ClassReport {
+            enforcement: ClassEnforcement::NotGoverned,
+            ungoverned: Vec::new(),
+        }
+    }
+
+    /// A report naming what is ungoverned: `full` when nothing is, `partial` otherwise.
+    pub fn with_gaps<S: Into<String>>(ungoverned: impl IntoIterator<Item = S>) -> Self {
+        let ungoverned: Vec<String> = ungoverned.into_iter().map(Into::into).collect();
+        ClassReport {
+            enforcement: if ungoverned.is_empty() {
+                ClassEnforcement::Full
+            } else {
+                ClassEnforcement::Partial
+            },
+            ungoverned,
+        }
+    }
+}
+
+/// Enforcement per class. A class missing from the map is not governed, except `files`, which a
+/// report that predates classes states through the overall [`SandboxEnforcement`]
+/// ([`ClassEnforcements::from_overall`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(transparent)]
+pub struct ClassEnforcements(BTreeMap<EnforcementClass, ClassReport>);
+
+impl ClassEnforcements {
+    /// What a report without per-class detail means: `files` as the overall enforcement says,
+    /// every other class not governed.
+    pub fn from_overall(overall: SandboxEnforcement) -> Self {
+        ClassEnforcements::default().with(
+            EnforcementClass::Files,
+            ClassReport {
+                enforcement: overall.into(),
+                ungoverned: Vec::new(),
+            },
+        )
+    }
+
+    /// The same map with `class` reported as `report`.
+    pub fn with(mut self, class: EnforcementClass, report: ClassReport) -> Self {
+        self.0.insert(class, report);
+        self
+    }
+
+    /// The report for `class` (not governed when absent).
+    pub fn get(&self, class: EnforcementClass) -> ClassReport {
+        self.0
+            .get(&class)
+            .cloned()
+            .unwrap_or_else(ClassReport::not_governed)
+    }
+
+    /// True when no class is reported.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// Every reported class, in [`EnforcementClass`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (EnforcementClass, &ClassReport)> {
+        self.0.iter().map(|(c, r)| (*c, r))
+    }
+
+    /// The overall enforcement of a launch whose policy restricts `restricted`: `full` only when
+    /// every restricted class is governed in full. `files` is always restricted by a confined
+    /// mode; a class the policy leaves open (network `enabled`) does not weaken the overall word.
+    pub fn overall(&self, restricted: &[EnforcementClass]) -> SandboxEnforcement {
+        restricted
+            .iter()
+            .map(|c| self.get(*c).enforcement)
+            .min()
+            .map_or(SandboxEnforcement::Full, ClassEnforcement::overall)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wire_form_is_a_map_of_class_to_report() {
+        let classes = ClassEnforcements::default()
+            .with(
+                EnforcementClass::Files,
+                ClassReport::with_gaps(["metadata"]),
+            )
+            .with(EnforcementClass::Network, ClassReport::full());
+        let json = serde_json::to_string(&classes).expect("serialize");
+        assert_eq!(
+            json,
+            r#"{"files":{"enforcement":"partial","ungoverned":["metadata"]},"network":{"enforcement":"full"}}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ClassEnforcements>(&json).expect("de"),
+            classes
+        );
+        assert!(
+            serde_json::from_str::<ClassEnforcements>(r#"{"disk":{"enforcement":"full"}}"#)
+                .is_err()
+        );
+        assert!(
+            serde_json::from_str::<ClassEnforcements>(r#"{"network":{"enforcement":"none"}}"#)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn overall_is_the_weakest_restricted_class() {
+        use EnforcementClass::*;
+        let c = ClassEnforcements::from_overall(SandboxEnforcement::Full);
+        assert_eq!(c.get(Network).enforcement, ClassEnforcement::NotGoverned);
+        assert_eq!(c.overall(&[Files]), SandboxEnforcement::Full);
+        assert_eq!(c.overall(&[Files, Network]), SandboxEnforcement::Partial);
+        let c = c.with(Network, ClassReport::with_gaps(["named-unix-sockets"]));
+        assert_eq!(c.overall(&[Files, Network]), SandboxEnforcement::Partial);
+        let c = c.with(Network, ClassReport::with_gaps(Vec::<String>::new()));
+        assert_eq!(c.overall(&[Files, Network]), SandboxEnforcement::Full);
+        assert_eq!(c.overall(&[]), SandboxEnforcement::Full);
+    }
+}
