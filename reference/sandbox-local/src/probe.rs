@@ -60,11 +60,22 @@ fn network_capability(_backend: Backend) -> ClassReport {
     ClassReport::not_governed()
 }
 
-/// The per-class capabilities of `backend`, files as its probe found them.
-pub(crate) fn capabilities(backend: Backend, files: ClassReport) -> ClassEnforcements {
+/// What the launcher leaves of the protected class on a host where it cannot make a private
+/// mount namespace (not root, and unprivileged user namespaces refused).
+pub const PROTECTED_NEEDS_MOUNT_NAMESPACE: &str =
+    "protected paths: no private mount namespace on this host (not root, user namespaces refused)";
+
+/// The per-class capabilities of `backend`, files as its probe found them, the protected paths
+/// as `protected` says (bwrap and Seatbelt always; the launcher when it may mount).
+pub(crate) fn capabilities(
+    backend: Backend,
+    files: ClassReport,
+    protected: ClassReport,
+) -> ClassEnforcements {
     ClassEnforcements::default()
         .with(EnforcementClass::Files, files)
         .with(EnforcementClass::Network, network_capability(backend))
+        .with(EnforcementClass::Protected, protected)
 }
 
 /// Why a backend is not usable on this host.
@@ -257,7 +268,7 @@ fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Probe
         abi: None,
         kernel_abi: None,
         ungoverned: Vec::new(),
-        classes: capabilities(Backend::Bwrap, ClassReport::full()),
+        classes: capabilities(Backend::Bwrap, ClassReport::full(), ClassReport::full()),
     })
 }
 
@@ -306,13 +317,21 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         enforcement: enforcement.into(),
         ungoverned: report.ungoverned.clone(),
     };
+    let protected = if report.protect {
+        ClassReport::full()
+    } else {
+        ClassReport {
+            enforcement: sandbox::ClassEnforcement::NotGoverned,
+            ungoverned: vec![PROTECTED_NEEDS_MOUNT_NAMESPACE.into()],
+        }
+    };
     Ok(ProbeFacts {
         enforcement,
         version: None,
         abi: Some(report.abi),
         kernel_abi: Some(report.kernel_abi),
         ungoverned: report.ungoverned,
-        classes: capabilities(Backend::Landlock, files),
+        classes: capabilities(Backend::Landlock, files, protected),
     })
 }
 
@@ -330,6 +349,6 @@ fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         abi: None,
         kernel_abi: None,
         ungoverned: Vec::new(),
-        classes: capabilities(Backend::Seatbelt, ClassReport::full()),
+        classes: capabilities(Backend::Seatbelt, ClassReport::full(), ClassReport::full()),
     })
 }

@@ -25,6 +25,9 @@ pub struct WritableSet {
     pub extra: Vec<PathBuf>,
     /// The protected paths inside those roots and how each dialect keeps them unwritten.
     pub protected: ProtectedPlan,
+    /// The dialect keeps protected paths by mounts (bwrap, the launcher), so a path that does not
+    /// exist yet is not covered; `false` for a path-based dialect (Seatbelt).
+    pub protected_by_mounts: bool,
 }
 
 impl WritableSet {

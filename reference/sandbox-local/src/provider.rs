@@ -211,7 +211,7 @@ impl Selection {
     /// classes by construction).
     pub fn capabilities(&self) -> ClassEnforcements {
         self.facts.as_ref().map_or_else(
-            || probe::capabilities(self.backend, ClassReport::full()),
+            || probe::capabilities(self.backend, ClassReport::full(), ClassReport::full()),
             ProbeFacts::capabilities,
         )
     }
@@ -350,14 +350,40 @@ fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
 
 /// The per-class report of one launch: files as the backend governs them; every other class not
 /// governed (the policy does not restrict it).
-fn launch_classes(capabilities: &ClassEnforcements) -> ClassEnforcements {
-    ClassEnforcements::default()
+fn launch_classes(capabilities: &ClassEnforcements, set: &WritableSet) -> ClassEnforcements {
+    let classes = ClassEnforcements::default()
         .with(
             EnforcementClass::Files,
             capabilities.get(EnforcementClass::Files),
         )
-        .with(EnforcementClass::Network, ClassReport::not_governed())
+        .with(EnforcementClass::Network, ClassReport::not_governed());
+    if set.protected.paths.is_empty() {
+        return classes;
+    }
+    classes.with(
+        EnforcementClass::Protected,
+        protected_report(capabilities.get(EnforcementClass::Protected), set),
+    )
 }
+
+/// The protected class of one launch: what the backend can do here, narrowed by the paths no
+/// mount covers in this call (they do not exist yet, or a symlink is on the way), each named.
+/// Seatbelt denies by path, so nothing is uncovered for it.
+fn protected_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
+    if capability.enforcement != sandbox::ClassEnforcement::Full || !set.protected_by_mounts {
+        return capability;
+    }
+    ClassReport::with_gaps(
+        set.protected
+            .uncovered
+            .iter()
+            .map(|p| format!("{UNCOVERED_PREFIX}{}", p.display())),
+    )
+}
+
+/// How a launch names a protected path no mount covers (it does not exist when the call starts,
+/// or a symlink is on the way): the payload could create it.
+pub const UNCOVERED_PREFIX: &str = "protected path not covered (missing or behind a symlink): ";
 
 /// The confined launch for one backend and program, without selection. Shared by the provider
 /// and the probes so a probe exercises exactly the profile a command gets.
@@ -375,6 +401,16 @@ pub(crate) fn wrap(
             format,
         })
     };
+    // A backend that cannot protect paths here is not asked to (the launcher would fail every
+    // launch); its report says `not-governed` instead.
+    let mut set = set.clone();
+    set.protected_by_mounts = backend != Backend::Seatbelt;
+    if capabilities.get(EnforcementClass::Protected).enforcement != sandbox::ClassEnforcement::Full
+    {
+        set.protected.pinned.clear();
+        set.protected.read_only.clear();
+    }
+    let set = &set;
     let (args, status_channel) = match backend {
         Backend::Bwrap => (
             profile::bwrap_args(set, Some(STATUS_FD)),
@@ -390,7 +426,7 @@ pub(crate) fn wrap(
         ),
     };
     let dialect = backend.dialect();
-    let classes = launch_classes(capabilities);
+    let classes = launch_classes(capabilities, set);
     ConfinedArgv {
         argv: profile::assemble(program.as_os_str(), args, payload),
         backend: backend.name().to_owned(),
@@ -425,11 +461,17 @@ impl SandboxProvider for LocalProvider {
             let (program, leading) = operator.split();
             let mut args = leading.to_vec();
             args.extend(profile::bwrap_args(&set, None));
+            let mut by_mounts = set.clone();
+            by_mounts.protected_by_mounts = true;
             return Ok(ConfinedArgv {
                 argv: profile::assemble(program, args, argv),
                 backend: "operator".to_owned(),
                 enforcement: SandboxEnforcement::Full,
-                classes: ClassEnforcements::from_overall(SandboxEnforcement::Full),
+                classes: launch_classes(
+                    &ClassEnforcements::from_overall(SandboxEnforcement::Full)
+                        .with(EnforcementClass::Protected, ClassReport::full()),
+                    &by_mounts,
+                ),
                 denial_signatures: dialect.denial_signatures,
                 runner_failure_rules: dialect.runner_failure_rules,
                 status_channel: None,

@@ -25,17 +25,25 @@ pub enum EnforcementClass {
     Files,
     /// Network reach, as the network knob promises it (`network`).
     Network,
+    /// The protected paths inside the writable roots (`.git/hooks`, `.git/config`), as the
+    /// policy's `protected_paths` promise them (`protected`).
+    Protected,
 }
 
 impl EnforcementClass {
     /// Every class, in report order.
-    pub const ALL: [EnforcementClass; 2] = [EnforcementClass::Files, EnforcementClass::Network];
+    pub const ALL: [EnforcementClass; 3] = [
+        EnforcementClass::Files,
+        EnforcementClass::Network,
+        EnforcementClass::Protected,
+    ];
 
     /// The wire name.
     pub const fn as_str(self) -> &'static str {
         match self {
             EnforcementClass::Files => "files",
             EnforcementClass::Network => "network",
+            EnforcementClass::Protected => "protected",
         }
     }
 }
@@ -49,7 +57,7 @@ impl FromStr for EnforcementClass {
             .ok_or_else(|| ModeParseError {
                 what: "enforcement class",
                 given: s.to_owned(),
-                expected: "files, network",
+                expected: "files, network, protected",
             })
     }
 }
@@ -141,7 +149,7 @@ impl schemars::JsonSchema for EnforcementClass {
         "EnforcementClass".into()
     }
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({ "type": "string", "enum": ["files", "network"] })
+        schemars::json_schema!({ "type": "string", "enum": ["files", "network", "protected"] })
     }
 }
 
