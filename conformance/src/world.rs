@@ -103,6 +103,32 @@ impl World {
         Ok(())
     }
 
+    /// Makes `dir` a git repository as `git init` leaves it (sample hooks, a config), before the
+    /// call, the way a person's checkout is. Needs `git` on `PATH`.
+    pub fn init_repo(&self, dir: &Path) -> Result<(), String> {
+        let out = std::process::Command::new("git")
+            .args(["-c", "init.defaultBranch=main", "init", "-q"])
+            .arg(dir)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .output()
+            .map_err(|e| format!("cannot run git (the protected family needs it): {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "git init {dir:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The case's extra writable root (`%EXTRA%`): `extra/` in the world, made now.
+    pub fn extra_root(&self) -> io::Result<PathBuf> {
+        let extra = self.dir.join("extra");
+        std::fs::create_dir_all(&extra)?;
+        Ok(extra)
+    }
+
     /// The workspace as a policy spells it.
     pub fn workspace(&self, spelling: WorkspaceSpelling) -> PathBuf {
         let d = &self.dir;
