@@ -111,7 +111,10 @@ impl PolicyService {
         let probe = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &self.workspace_root)
             .with_temp_dir(None)
             .with_extra_roots(pinned.clone());
-        sandbox::writable_roots(&probe).map_err(PolicyError::Pin)?;
+        // Only the extra roots are judged here; the workspace is judged per call, in its mode.
+        if let Err(e @ RootError::ExtraRoot { .. }) = sandbox::writable_roots(&probe) {
+            return Err(PolicyError::Pin(e));
+        }
         self.extra_roots = pinned;
         Ok(self)
     }
@@ -296,6 +299,34 @@ mod tests {
             .workspace_root
             .clone();
         assert_eq!(root, base.join("real"));
+    }
+
+    #[test]
+    fn a_bad_extra_root_is_a_load_error_with_its_code_and_a_good_one_reaches_every_call() {
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canon");
+        let (ws, extra) = (base.join("ws"), base.join("extra"));
+        std::fs::create_dir_all(&ws).expect("ws");
+        std::fs::create_dir_all(&extra).expect("extra");
+        let service = || PolicyService::new(SandboxMode::WorkspaceWrite, &ws).expect("service");
+        for (root, code) in [
+            (PathBuf::from("rel"), "WRITABLE_ROOT_RELATIVE"),
+            (base.join("missing"), "WRITABLE_ROOT_MISSING"),
+            (PathBuf::from("/usr"), "WRITABLE_ROOT_TOO_BROAD"),
+        ] {
+            let err = service()
+                .with_writable_roots(std::slice::from_ref(&root))
+                .expect_err(code);
+            assert!(err.to_string().starts_with(code), "{err}");
+        }
+        let service = service()
+            .with_writable_roots(std::slice::from_ref(&extra))
+            .expect("extra");
+        let stamp = service.resolve(None, None).expect("stamp");
+        assert_eq!(stamp.extra_roots.len(), 1);
+        assert!(stamp.extra_roots[0].pin.is_some());
+        assert_eq!(stamp.protected_paths, sandbox::ProtectedPath::defaults());
+        assert!(stamp.check().expect("roots").contains(&extra));
     }
 
     #[test]
