@@ -196,3 +196,38 @@ fn a_git_file_is_kept_read_only_and_a_symlink_on_the_way_is_uncovered_but_denied
     assert!(plan.protects(&real.join("hooks/pre-commit")));
     assert!(plan.protects(&ws.join(".git/hooks/pre-commit")));
 }
+
+#[test]
+fn a_policy_without_protected_paths_reads_as_the_defaults_and_an_empty_list_survives_a_round_trip()
+{
+    let default = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, "/w").with_temp_dir(None);
+    let text = serde_json::to_string(&default).expect("json");
+    assert!(!text.contains("protected_paths"), "{text}");
+    let back: ProviderPolicy = serde_json::from_str(&text).expect("back");
+    assert_eq!(back.protected_paths, ProtectedPath::defaults());
+    let none = default.clone().with_protected_paths(Vec::new());
+    let text = serde_json::to_string(&none).expect("json");
+    assert!(text.contains("\"protected_paths\":[]"), "{text}");
+    let back: ProviderPolicy = serde_json::from_str(&text).expect("back");
+    assert!(back.protected_paths.is_empty());
+    let one = default.with_protected_paths(vec![ProtectedPath::new(".envrc").expect("ok")]);
+    let text = serde_json::to_string(&one).expect("json");
+    assert!(text.contains("\"protected_paths\":[\".envrc\"]"), "{text}");
+    assert_eq!(ProtectedPath::new("./a//b").expect("ok").to_string(), "a/b");
+}
+
+#[test]
+fn a_symlink_leading_out_of_the_writable_set_adds_no_outside_path_to_deny() {
+    let (_d, root) = scratch();
+    let (ws, elsewhere) = (root.join("ws"), root.join("elsewhere"));
+    std::fs::create_dir_all(&ws).expect("ws");
+    std::fs::create_dir_all(elsewhere.join("hooks")).expect("elsewhere");
+    std::os::unix::fs::symlink(&elsewhere, ws.join(".git")).expect("symlink");
+    let policy = ww(&ws, &[]);
+    let roots = writable_roots(&policy).expect("roots");
+    let plan = protected_plan(&policy, &roots).expect("plan");
+    assert_eq!(
+        plan.paths,
+        vec![ws.join(".git/hooks"), ws.join(".git/config")]
+    );
+}
