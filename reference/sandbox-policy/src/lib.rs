@@ -126,16 +126,6 @@ impl PolicyService {
         self
     }
 
-    /// The deployment's extra writable roots, pinned.
-    pub fn extra_roots(&self) -> &[ExtraRoot] {
-        &self.extra_roots
-    }
-
-    /// The deployment's protected paths.
-    pub fn protected_paths(&self) -> &[ProtectedPath] {
-        &self.protected_paths
-    }
-
     /// The deployment default mode.
     pub fn default_mode(&self) -> SandboxMode {
         self.default_mode
