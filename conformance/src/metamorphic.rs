@@ -9,7 +9,9 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use sandbox::{ConfinedArgv, PinnedDir, ProviderPolicy, SandboxProvider, SandboxUnavailable};
+use sandbox::{
+    ConfinedArgv, ExtraRoot, PinnedDir, ProviderPolicy, SandboxProvider, SandboxUnavailable,
+};
 
 use crate::world::World;
 
@@ -44,6 +46,13 @@ impl Twin {
         strict: bool,
     ) -> Result<Arc<Twin>, String> {
         let twin = World::twin().map_err(|e| format!("cannot build the twin world: {e}"))?;
+        // What a protected-path plan sees must be the same in both: a repository in the
+        // workspace or the extra root is one in the twin's too.
+        for (mine, theirs) in [(&world.ws, &twin.ws), (&world.extra, &twin.extra)] {
+            if mine.join(".git").is_dir() {
+                twin.init_repo(theirs)?;
+            }
+        }
         Ok(Arc::new(Twin {
             inner,
             renaming: world.renaming(&twin),
@@ -133,6 +142,17 @@ impl SandboxProvider for Twin {
                 .and_then(|p| PinnedDir::pin(&PathBuf::from(self.forth(p.path.as_os_str()))).ok())
         };
         twin_policy.workspace_pin = repin(&policy.workspace_pin);
+        twin_policy.extra_roots = policy
+            .extra_roots
+            .iter()
+            .map(|root| {
+                let renamed = ExtraRoot::new(PathBuf::from(self.forth(root.path.as_os_str())));
+                match root.pin {
+                    Some(_) => renamed.clone().pinned().unwrap_or(renamed),
+                    None => renamed,
+                }
+            })
+            .collect();
         twin_policy.temp_dir_pin = repin(&policy.temp_dir_pin);
         let second = self.inner.confine(&renamed, &twin_policy);
         match (&first, &second) {
