@@ -109,7 +109,7 @@ fn only_the_first_user_of_a_duplicate_id_loads() {
     let suite = load_suite(&fixtures());
     let loaded: Vec<&str> = suite.scenarios.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(loaded, vec!["BAD-DUP"]);
-    assert_eq!(suite.errors.len(), 9, "{:#?}", suite.errors);
+    assert_eq!(suite.errors.len(), 10, "{:#?}", suite.errors);
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn every_load_error_is_a_failing_trial_not_a_skip() {
         names.contains(&"broken::load-error::unknown_key".to_owned()),
         "{names:#?}"
     );
-    assert_eq!(outcomes(all), (9, 0));
+    assert_eq!(outcomes(all), (10, 0));
 }
 
 #[test]
