@@ -45,7 +45,8 @@ impl Twin {
         world: &World,
         strict: bool,
     ) -> Result<Arc<Twin>, String> {
-        let twin = World::twin().map_err(|e| format!("cannot build the twin world: {e}"))?;
+        let twin =
+            World::twin_of(world).map_err(|e| format!("cannot build the twin world: {e}"))?;
         // What a protected-path plan sees must be the same in both: a repository in the
         // workspace or the extra root is one in the twin's too.
         for (mine, theirs) in [(&world.ws, &twin.ws), (&world.extra, &twin.extra)] {

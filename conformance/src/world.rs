@@ -260,30 +260,35 @@ pub struct World {
     /// Where a case's extra writable root lies (`%EXTRA%`), in `dir`: made only by
     /// [`World::extra_root`] (and always in a twin, so a renamed request names a directory).
     pub extra: PathBuf,
+    /// The base this world was drawn under (`/var/tmp`, the home directory, `/srv`): its twin
+    /// lies under the same one, so a rule about the kind of place (a temp dir inside the home
+    /// directory is refused) answers both alike.
+    base: PathBuf,
 }
 
 impl World {
     /// Makes a fresh world, drawn from this case's generator, with the fixed layout every shape
     /// relies on.
     pub fn new() -> io::Result<World> {
-        World::drawn(Layout::Full)
+        World::drawn(Layout::Full, None)
     }
 
     /// Makes a fresh world for one effect on `shape`: the directories, the sentinel, `src`, and
     /// only the files and links that shape works on (a third of the full layout's disk work;
     /// the world diff still covers every tree).
     pub fn for_effect(shape: Shape) -> io::Result<World> {
-        World::drawn(Layout::Effect(shape))
+        World::drawn(Layout::Effect(shape), None)
     }
 
     /// Makes a fresh twin: another drawn place with only the directories, the symlink and the
     /// file a policy can name (what a backend may resolve), none of the files the effects work on
-    /// (a request only names those). A quarter of a world's disk work.
-    pub fn twin() -> io::Result<World> {
-        World::drawn(Layout::Twin)
+    /// (a request only names those), under the same base as `world`. A quarter of a world's disk
+    /// work.
+    pub fn twin_of(world: &World) -> io::Result<World> {
+        World::drawn(Layout::Twin, Some(&world.base))
     }
 
-    fn drawn(layout: Layout) -> io::Result<World> {
+    fn drawn(layout: Layout, same_base: Option<&Path>) -> io::Result<World> {
         let places = places();
         if places.bases.is_empty() {
             return Err(io::Error::other(format!(
@@ -292,7 +297,11 @@ impl World {
             )));
         }
         for _ in 0..16 {
-            let (base, kind) = draw(|rng| places.bases[rng.usize(..places.bases.len())].clone());
+            let (base, kind) =
+                match same_base.and_then(|b| places.bases.iter().find(|(p, _)| p == b)) {
+                    Some(same) => same.clone(),
+                    None => draw(|rng| places.bases[rng.usize(..places.bases.len())].clone()),
+                };
             let (folder, project, neighbour, alias, tmpdir, tmp, shm, extra) = draw(|rng| {
                 let project = pick(rng, PROJECTS);
                 let folder = pick(rng, folders(kind));
@@ -342,6 +351,7 @@ impl World {
                 tmp: Path::new("/tmp").join(&tmp),
                 shm: Path::new("/dev/shm").join(&shm),
                 extra: dir.join(&extra),
+                base: base.clone(),
                 dir,
             };
             match std::fs::create_dir(&world.dir) {
