@@ -357,6 +357,19 @@ impl SandboxProvider for External {
                 workspace_root: policy.workspace_root.clone(),
                 temp_dir: policy.temp_dir.clone(),
                 network: policy.network,
+                writable_roots: policy.extra_roots.iter().map(|r| r.path.clone()).collect(),
+                // Always explicit, so a backend is certified for what the case asks, never for
+                // its own default.
+                protected_paths: (policy.mode == sandbox::ConfinedMode::WorkspaceWrite).then(
+                    || {
+                        policy
+                            .protected_paths
+                            .iter()
+                            .cloned()
+                            .map(String::from)
+                            .collect()
+                    },
+                ),
             },
         };
         let answer = exchange(&mut conn, &request, self.timeout, &self.stderr);

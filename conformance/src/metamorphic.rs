@@ -9,7 +9,9 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use sandbox::{ConfinedArgv, PinnedDir, ProviderPolicy, SandboxProvider, SandboxUnavailable};
+use sandbox::{
+    ConfinedArgv, ExtraRoot, PinnedDir, ProviderPolicy, SandboxProvider, SandboxUnavailable,
+};
 
 use crate::world::World;
 
@@ -131,9 +133,28 @@ impl SandboxProvider for Twin {
         policy: &ProviderPolicy,
     ) -> Result<ConfinedArgv, SandboxUnavailable> {
         let first = self.inner.confine(argv, policy);
-        // The twin holds only what this request names, made as it is in the world now.
+        // The twin holds only what this request names, made as it is in the world now: the
+        // workspace, the temp dir, the extra roots, and each protected path in each writable
+        // root (a protected-path plan depends on what exists there, a repository's `.git`).
         let renaming = |text: &OsStr| self.forth(text);
-        for path in std::iter::once(&policy.workspace_root).chain(policy.temp_dir.as_ref()) {
+        let roots: Vec<&PathBuf> = std::iter::once(&policy.workspace_root)
+            .chain(policy.extra_roots.iter().map(|r| &r.path))
+            .collect();
+        let protected: Vec<PathBuf> = roots
+            .iter()
+            .flat_map(|root| {
+                policy
+                    .protected_paths
+                    .iter()
+                    .map(move |p| root.join(p.as_path()))
+            })
+            .collect();
+        let named = roots
+            .iter()
+            .copied()
+            .chain(policy.temp_dir.as_ref())
+            .chain(protected.iter());
+        for path in named {
             if let Err(e) = crate::world::mirror(&self.roots, path, &renaming)
                 && let Ok(mut trouble) = self.trouble.lock()
             {
@@ -156,6 +177,17 @@ impl SandboxProvider for Twin {
                 .and_then(|p| PinnedDir::pin(&PathBuf::from(self.forth(p.path.as_os_str()))).ok())
         };
         twin_policy.workspace_pin = repin(&policy.workspace_pin);
+        twin_policy.extra_roots = policy
+            .extra_roots
+            .iter()
+            .map(|root| {
+                let renamed = ExtraRoot::new(PathBuf::from(self.forth(root.path.as_os_str())));
+                match root.pin {
+                    Some(_) => renamed.clone().pinned().unwrap_or(renamed),
+                    None => renamed,
+                }
+            })
+            .collect();
         twin_policy.temp_dir_pin = repin(&policy.temp_dir_pin);
         let second = self.inner.confine(&renamed, &twin_policy);
         match (&first, &second) {

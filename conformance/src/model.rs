@@ -621,6 +621,15 @@ pub struct ToolSetup {
     /// Where the session's workspace is and how it is spelled (default `ws`).
     #[serde(default)]
     pub workspace: Option<WorkspaceSpelling>,
+    /// Make the workspace a git repository (`git init`) before the case.
+    #[serde(default)]
+    pub repo: bool,
+    /// Give the deployment an extra writable root, `%EXTRA%`, made in the world.
+    #[serde(default)]
+    pub extra_root: bool,
+    /// The deployment's protected paths (absent: the default).
+    #[serde(default)]
+    pub protected_paths: Option<Vec<sandbox::ProtectedPath>>,
 }
 
 /// A `tool` step. In every string, `%WS%`, `%OUTSIDE%`, `%TMP%` and `%TMPDIR%` become the
@@ -940,6 +949,16 @@ pub struct AttackStep {
     /// How long to wait after the call returned before checking the host (at most 5000).
     #[serde(default)]
     pub after_ms: Option<u64>,
+    /// Make the workspace a git repository (`git init`) before the call.
+    #[serde(default)]
+    pub repo: bool,
+    /// Give the policy an extra writable root, `%EXTRA%` (`$EXTRA`), made in the world.
+    #[serde(default)]
+    pub extra_root: bool,
+    /// The policy's protected paths (absent: the default, `.git/hooks` and `.git/config`; a
+    /// pattern that is absolute or holds `..` is a load error).
+    #[serde(default)]
+    pub protected_paths: Option<Vec<sandbox::ProtectedPath>>,
     /// The payload: a bash script. Its environment: `$WS` (the workspace as spelled), `$OUTSIDE`,
     /// `$TMP` (a scratch directory under `/tmp`), `$WORLD`, `$ETC_PROBE` (a unique name under
     /// `/etc`), `$CALLER` (the harness's pid), `$HELD`, `$TMPDIR`.
@@ -973,6 +992,10 @@ pub struct AttackExpect {
     /// in the world must be exactly as before. Device nodes are never allowed anywhere.
     #[serde(default)]
     pub may_change: Vec<String>,
+    /// The `files` may differ only when the launch reported this class short of `full` (the
+    /// backend said it cannot keep them); a backend that reported it in full is held to them.
+    #[serde(default)]
+    pub files_or_reported: Option<sandbox::EnforcementClass>,
 }
 
 /// How an attacked call may end.

@@ -152,6 +152,16 @@ pub struct WirePolicy {
     /// The `$TMPDIR` the payload will see (writable under `workspace-write`), if any.
     #[serde(default)]
     pub temp_dir: Option<PathBuf>,
+    /// Extra writable roots under `workspace-write`, beyond the workspace, `/tmp` and
+    /// `temp_dir`: absolute existing directories, refused like the workspace when too broad.
+    /// Absent: none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub writable_roots: Vec<PathBuf>,
+    /// Paths relative to the workspace and to every extra root (no `..`, not absolute) that
+    /// `workspace-write` never writes, existing or not. Absent: the backend's deployment default
+    /// (the reference's is `.git/hooks` and `.git/config`); empty: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protected_paths: Option<Vec<String>>,
     /// `restricted` (no connection out of the sandbox) or `enabled` (no network restriction).
     /// Absent means `enabled`; the harness sends it only when it is `restricted`, so a backend
     /// that predates the field sees the requests it always saw.

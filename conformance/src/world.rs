@@ -258,6 +258,13 @@ pub struct World {
     /// A scratch directory under `/dev/shm`, made only when the host has `/dev/shm` (on a host
     /// without it the path still names where a write must not appear).
     pub shm: PathBuf,
+    /// Where a case's extra writable root lies (`%EXTRA%`), in `dir`: made only by
+    /// [`World::extra_root`] (and in a twin when a request names it, as the world has it).
+    pub extra: PathBuf,
+    /// The base this world was drawn under (`/var/tmp`, the home directory, `/srv`): its twin
+    /// lies under the same one, so a rule about the kind of place (a temp dir inside the home
+    /// directory is refused) answers both alike.
+    base: PathBuf,
 }
 
 impl World {
@@ -286,7 +293,7 @@ impl World {
     /// world directory is made; the paths a request names are made later, as they are in this
     /// world ([`World::mirror`]).
     pub fn twin_of(world: &World) -> io::Result<World> {
-        World::drawn(Layout::Twin, Some(&world.dir))
+        World::drawn(Layout::Twin, Some(&world.base))
     }
 
     /// Pairs of (this world's root, `twin`'s root): what [`mirror`] makes the twin from.
@@ -320,7 +327,7 @@ impl World {
         }
         for _ in 0..16 {
             let (base, kind) = draw(|rng| bases[rng.usize(..bases.len())].clone());
-            let (folder, project, neighbour, alias, tmpdir, tmp, shm) = draw(|rng| {
+            let (folder, project, neighbour, alias, tmpdir, tmp, shm, extra) = draw(|rng| {
                 let project = pick(rng, PROJECTS);
                 let folder = pick(rng, folders(kind));
                 let suffix = match rng.u8(..3) {
@@ -342,6 +349,11 @@ impl World {
                     ),
                     scratch(rng),
                     scratch(rng),
+                    format!(
+                        "{}{}",
+                        pick(rng, &["shared-", "vendor ", "cache.", "deps_"]),
+                        token(rng, 6)
+                    ),
                 )
             });
             if std::fs::symlink_metadata(Path::new("/tmp").join(&tmp)).is_ok() {
@@ -363,6 +375,8 @@ impl World {
                 tmpdir: PathBuf::from("/var/tmp").join(&tmpdir),
                 tmp: Path::new("/tmp").join(&tmp),
                 shm: Path::new("/dev/shm").join(&shm),
+                extra: dir.join(&extra),
+                base: base.clone(),
                 dir,
             };
             match std::fs::create_dir(&world.dir) {
@@ -475,7 +489,7 @@ impl World {
     }
 
     /// `%WS%` (the workspace as `spelled`), `%WSDIR%` (the real workspace), `%ALIAS%`,
-    /// `%OUTSIDE%` (and `%OUTSIDE_NAME%`, its name), `%TMPDIR%`, `%TMP%` and `%WORLD%` replaced
+    /// `%OUTSIDE%` (and `%OUTSIDE_NAME%`, its name), `%TMPDIR%`, `%TMP%`, `%EXTRA%` and `%WORLD%` replaced
     /// by this world's paths.
     pub fn expand(&self, text: &str, spelled: &Path) -> String {
         let shown = |p: &Path| p.display().to_string();
@@ -491,6 +505,7 @@ impl World {
             .replace("%OUTSIDE%", &shown(&self.outside))
             .replace("%TMPDIR%", &shown(&self.tmpdir))
             .replace("%TMP%", &shown(&self.tmp))
+            .replace("%EXTRA%", &shown(&self.extra))
             .replace("%WORLD%", &shown(&self.dir))
     }
 
@@ -505,9 +520,35 @@ impl World {
             (self.tmpdir.clone(), twin.tmpdir.clone()),
             (self.tmp.clone(), twin.tmp.clone()),
             (self.shm.clone(), twin.shm.clone()),
+            (self.extra.clone(), twin.extra.clone()),
         ];
         pairs.sort_by_key(|(p, _)| std::cmp::Reverse(p.as_os_str().len()));
         pairs
+    }
+
+    /// Makes `dir` a git repository as `git init` leaves it (sample hooks, a config), before the
+    /// call, the way a person's checkout is. Needs `git` on `PATH`.
+    pub fn init_repo(&self, dir: &Path) -> Result<(), String> {
+        let out = std::process::Command::new("git")
+            .args(["-c", "init.defaultBranch=main", "init", "-q"])
+            .arg(dir)
+            .env_remove("GIT_DIR")
+            .env_remove("GIT_WORK_TREE")
+            .output()
+            .map_err(|e| format!("cannot run git (the protected family needs it): {e}"))?;
+        if !out.status.success() {
+            return Err(format!(
+                "git init {dir:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The case's extra writable root (`%EXTRA%`): [`World::extra`], made now.
+    pub fn extra_root(&self) -> io::Result<PathBuf> {
+        std::fs::create_dir_all(&self.extra)?;
+        Ok(self.extra.clone())
     }
 
     /// The workspace as a policy spells it.

@@ -11,7 +11,7 @@ use conformance::model::Capability;
 use conformance::protocol::{
     Differences, Implementation, Request, Response, SUPPORTED_VERSIONS, WireCapability,
 };
-use sandbox::{ProviderPolicy, SANDBOX_UNAVAILABLE, SandboxEnforcement};
+use sandbox::{ExtraRoot, ProtectedPath, ProviderPolicy, SANDBOX_UNAVAILABLE, SandboxEnforcement};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -70,9 +70,35 @@ fn main() -> ExitCode {
                 cwd,
                 policy,
             }) => {
+                let protected = match policy.protected_paths {
+                    None => Ok(ProtectedPath::defaults()),
+                    Some(list) => list.iter().map(|p| ProtectedPath::new(p)).collect(),
+                };
+                let protected = match protected {
+                    Ok(p) => p,
+                    Err(e) => {
+                        let refused = Response::Unavailable {
+                            id,
+                            code: SANDBOX_UNAVAILABLE.into(),
+                            detail: e.to_string(),
+                        };
+                        if !send(&mut stdout, &refused) {
+                            return ExitCode::from(1);
+                        }
+                        continue;
+                    }
+                };
                 let mut policy = ProviderPolicy::new(policy.mode, policy.workspace_root)
                     .with_temp_dir(policy.temp_dir)
-                    .with_network(policy.network);
+                    .with_network(policy.network)
+                    .with_extra_roots(
+                        policy
+                            .writable_roots
+                            .into_iter()
+                            .map(ExtraRoot::new)
+                            .collect(),
+                    )
+                    .with_protected_paths(protected);
                 policy.cwd = cwd;
                 let argv: Vec<_> = argv.into_iter().map(Into::into).collect();
                 match backend.provider.as_ref().map(|p| p.confine(&argv, &policy)) {
@@ -105,15 +131,18 @@ fn main() -> ExitCode {
                 }
             }
         };
-        let Ok(text) = serde_json::to_string(&answer) else {
-            return ExitCode::from(1);
-        };
-        if writeln!(stdout, "{text}")
-            .and_then(|()| stdout.flush())
-            .is_err()
-        {
+        if !send(&mut stdout, &answer) {
             return ExitCode::from(1);
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Writes one answer line; false when stdout is gone.
+fn send(stdout: &mut std::io::Stdout, answer: &Response) -> bool {
+    serde_json::to_string(answer).is_ok_and(|text| {
+        writeln!(stdout, "{text}")
+            .and_then(|()| stdout.flush())
+            .is_ok()
+    })
 }

@@ -10,7 +10,10 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use sandbox::{Classification, ProviderPolicy, SandboxProvider};
+use sandbox::{
+    ClassEnforcement, ClassReport, Classification, EnforcementClass, ExtraRoot, ProviderPolicy,
+    SandboxProvider,
+};
 use sandbox_local::launch::{self, Finished, LaunchOptions};
 
 use crate::backends::Backend;
@@ -88,6 +91,14 @@ impl Stage {
             .tmp
             .join(crate::world::draw_one(&[".state", "last-run", ".done"]));
         let tag = crate::world::draw_hex(32);
+        if step.repo {
+            world.init_repo(&world.ws)?;
+        }
+        if step.extra_root {
+            world
+                .extra_root()
+                .map_err(|e| format!("cannot make the extra root: {e}"))?;
+        }
         Ok(Stage {
             world,
             spelled,
@@ -226,8 +237,13 @@ impl Release {
 enum Came {
     /// `confine` refused.
     Refused(String),
-    /// The launch ran (or the runner failed), taking this long.
-    Launched(Box<Finished>, Duration),
+    /// The launch ran (or the runner failed), taking this long; the backend reported these
+    /// classes.
+    Launched(
+        Box<Finished>,
+        Duration,
+        Vec<(EnforcementClass, ClassReport)>,
+    ),
 }
 
 pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
@@ -252,9 +268,15 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
         Some(Release::open(&stage.world.dir.join(".lock"))?)
     };
     let before = stage.world.snapshot();
-    let policy = ProviderPolicy::new(step.mode, stage.spelled.clone())
+    let mut policy = ProviderPolicy::new(step.mode, stage.spelled.clone())
         .with_temp_dir(stage.temp_dir.clone())
         .with_cwd(&stage.cwd);
+    if step.extra_root {
+        policy = policy.with_extra_roots(vec![ExtraRoot::new(stage.world.extra.clone())]);
+    }
+    if let Some(paths) = &step.protected_paths {
+        policy = policy.with_protected_paths(paths.clone());
+    }
     let mut script = String::from(PROLOGUE);
     if let Some(pipe) = &pipe {
         script.push_str(&pipe.prologue());
@@ -282,6 +304,7 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
                 ),
                 ("TMP".into(), stage.world.tmp.clone().into_os_string()),
                 ("WORLD".into(), d.clone().into_os_string()),
+                ("EXTRA".into(), stage.world.extra.clone().into_os_string()),
                 ("ETC_PROBE".into(), stage.etc_probe.clone().into_os_string()),
                 ("CANARY".into(), stage.canary.clone().into_os_string()),
                 ("CALLER".into(), std::process::id().to_string().into()),
@@ -313,7 +336,11 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
             if let Some(h) = &held {
                 h.inheritable(false)?;
             }
-            Came::Launched(Box::new(done), took)
+            let classes = EnforcementClass::ALL
+                .iter()
+                .map(|c| (*c, confined.class_report(*c)))
+                .collect();
+            Came::Launched(Box::new(done), took, classes)
         }
     };
     drop(held);
@@ -417,9 +444,10 @@ fn check(
 ) -> Result<(), String> {
     let describe = || match came {
         Came::Refused(why) => format!("{}: confine refused: {why}", backend.name),
-        Came::Launched(done, took) => format!(
-            "{}: exit {:?}, {}, timed out {}, {} ms, stdout {:?}, stderr {:?}",
+        Came::Launched(done, took, classes) => format!(
+            "{}: protected paths {}, exit {:?}, {}, timed out {}, {} ms, stdout {:?}, stderr {:?}",
             backend.name,
+            shown(classes, EnforcementClass::Protected),
             done.exit_code(),
             serde_json::to_string(&done.classification).unwrap_or_default(),
             done.timed_out,
@@ -434,12 +462,12 @@ fn check(
     // How it ended.
     let refused = match came {
         Came::Refused(_) => true,
-        Came::Launched(done, _) => {
+        Came::Launched(done, _, _) => {
             matches!(done.classification, Classification::RunnerFailure { .. })
         }
     };
     if refused {
-        if let Came::Launched(done, _) = came
+        if let Came::Launched(done, _, _) = came
             && (!done.stdout.is_empty() || canary)
         {
             return fail("the runner failure is a lie: the payload ran (stdout or canary)".into());
@@ -453,7 +481,7 @@ fn check(
                 expect.outcome
             ));
         }
-    } else if let Came::Launched(done, took) = came {
+    } else if let Came::Launched(done, took, _) = came {
         if let Classification::StartFailed { .. } = done.classification {
             return fail("the launch could not start".into());
         }
@@ -509,8 +537,20 @@ fn check(
             stage.etc_probe.display()
         ));
     }
+    // A backend that reported the class short of full has said it may not keep these files;
+    // one that reported it in full is held to them.
+    let admitted = match (expect.files_or_reported, came) {
+        (Some(class), Came::Launched(_, _, classes)) => classes
+            .iter()
+            .any(|(c, r)| *c == class && r.enforcement != ClassEnforcement::Full),
+        _ => false,
+    };
     for (path, want) in &expect.files {
-        super::check_file(Path::new(&stage.expand(path)), want).or_else(&fail)?;
+        if let Err(e) = super::check_file(Path::new(&stage.expand(path)), want)
+            && !admitted
+        {
+            return fail(e);
+        }
     }
     if std::fs::read_to_string(&stage.held_file).ok().as_deref() != Some("held") {
         return fail(format!(
@@ -539,6 +579,21 @@ fn check(
         ));
     }
     Ok(())
+}
+
+/// How a launch reported `class`: its enforcement, and what it left ungoverned.
+fn shown(classes: &[(EnforcementClass, ClassReport)], class: EnforcementClass) -> String {
+    classes
+        .iter()
+        .find(|(c, _)| *c == class)
+        .map(|(_, r)| {
+            if r.ungoverned.is_empty() {
+                r.enforcement.to_string()
+            } else {
+                format!("{} ({})", r.enforcement, r.ungoverned.join("; "))
+            }
+        })
+        .unwrap_or_default()
 }
 
 /// The last lines of stderr, for messages.

@@ -49,9 +49,24 @@ impl Rig {
         let configured = world.ws.clone();
         let ws = world.workspace(setup.workspace.unwrap_or_default());
         let temp_dir = setup.tmpdir.map(|t| world.temp_dir(t));
-        let policy = PolicyService::new(setup.mode.unwrap_or(SandboxMode::ReadOnly), &configured)
-            .map_err(|e| e.to_string())?
-            .with_temp_dir(temp_dir);
+        let mut policy =
+            PolicyService::new(setup.mode.unwrap_or(SandboxMode::ReadOnly), &configured)
+                .map_err(|e| e.to_string())?
+                .with_temp_dir(temp_dir);
+        if setup.repo {
+            world.init_repo(&configured)?;
+        }
+        if setup.extra_root {
+            let extra = world
+                .extra_root()
+                .map_err(|e| format!("cannot make the extra root: {e}"))?;
+            policy = policy
+                .with_writable_roots(&[extra])
+                .map_err(|e| e.to_string())?;
+        }
+        if let Some(paths) = &setup.protected_paths {
+            policy = policy.with_protected_paths(paths.clone());
+        }
         let session = Session::new("case", &ws);
         if let Some(mode) = setup.session_mode {
             session.set_sandbox_mode(mode).map_err(|e| e.to_string())?;

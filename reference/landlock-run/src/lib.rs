@@ -3,7 +3,7 @@
 //! matches, so they live once, next to the program that prints them.
 //!
 //! ```text
-//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] (--ro PATH | --rw PATH)... -- PROGRAM [ARGS...]
+//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...]
 //! landlock-run --probe [--abi-cap N]
 //! ```
 //!
@@ -14,6 +14,11 @@
 //!   anywhere in it is a launcher failure naming the path, so a process that swaps a granted
 //!   directory with a symlink to the outside while the launcher starts (`RENAME_EXCHANGE`) can
 //!   only make the launch fail, never widen it. The rule is bound to the inode opened then.
+//! - `--protect PATH` keeps PATH (inside a `--rw` root) unwritable and `--pin DIR` keeps DIR from
+//!   being renamed or removed: the payload's process makes a private mount namespace (as root, or
+//!   in an unprivileged user namespace mapping its own uid) and binds them onto themselves,
+//!   read-only and writable, before it restricts itself; a host that allows neither is a launcher
+//!   failure. Paths must be canonical and exist. `--probe` says whether this host allows it.
 //! - `--abi-cap N` uses at most Landlock ABI N. It can only weaken the launcher, which then lists
 //!   more in `ungoverned` (truncate below 3, cross-directory rename and link below 2), prints
 //!   [`PARTIAL_NOTICE`] below 3, and does not scope signals or abstract unix sockets below ABI 6.
@@ -206,6 +211,9 @@ pub struct ProbeReport {
     /// What of the network a `--net restricted` launch governs here ([`net::governed`]:
     /// [`net::TCP`], [`net::ABSTRACT_UNIX_SOCKETS`]); empty in reports that predate the field.
     pub network: Vec<String>,
+    /// A launch can keep `--protect` paths read-only here (a private mount namespace is allowed:
+    /// root, or unprivileged user namespaces); `false` in reports that predate the field.
+    pub protect: bool,
 }
 
 impl ProbeReport {
@@ -221,6 +229,7 @@ impl ProbeReport {
             "ungoverned": self.ungoverned,
             "setuid_guard": self.setuid_guard,
             "network": self.network,
+            "protect": self.protect,
         })
         .to_string()
     }
@@ -236,10 +245,12 @@ impl ProbeReport {
                 .map(|s| s.as_str().map(str::to_owned))
                 .collect::<Option<Vec<_>>>(),
         };
-        let setuid_guard = match v.get("setuid_guard") {
-            None | Some(serde_json::Value::Null) => false,
-            Some(b) => b.as_bool()?,
+        let flag = |key: &str| match v.get(key) {
+            None | Some(serde_json::Value::Null) => Some(false),
+            Some(b) => b.as_bool(),
         };
+        let setuid_guard = flag("setuid_guard")?;
+        let protect = flag("protect")?;
         Some(ProbeReport {
             usable: v.get("usable")?.as_bool()?,
             enforcement: Enforcement::parse(v.get("enforcement")?.as_str()?)?,
@@ -250,6 +261,7 @@ impl ProbeReport {
             ungoverned: strings("ungoverned")?,
             setuid_guard,
             network: strings("network")?,
+            protect,
         })
     }
 }
@@ -270,6 +282,7 @@ mod tests {
             ungoverned: vec![UNGOVERNED_METADATA.into()],
             setuid_guard: true,
             network: vec![net::TCP.into(), net::ABSTRACT_UNIX_SOCKETS.into()],
+            protect: true,
         };
         assert_eq!(ProbeReport::parse(&report.to_json()), Some(report));
         let old = r#"{"usable":true,"enforcement":"partial","abi":1,"kernel_abi":7,"reason":null}"#;

@@ -4,6 +4,7 @@
 
 mod harden;
 mod monitor;
+mod protect;
 
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -33,6 +34,8 @@ struct Launch {
     net_restricted: bool,
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
+    pinned: Vec<PathBuf>,
+    protected: Vec<PathBuf>,
     payload: Vec<OsString>,
 }
 
@@ -63,6 +66,9 @@ enum Failure {
     /// Landlock could not be set up or is not enforced here.
     #[error("{0}")]
     Landlock(String),
+    /// The protected paths could not be bound read-only in a private mount namespace.
+    #[error("{0}")]
+    Protect(String),
     /// The monitor or the payload's process could not be set up or hardened (fork, session,
     /// capabilities, descriptors, the setuid guard).
     #[error("{0}")]
@@ -107,6 +113,7 @@ fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
     payload.settle().map_err(Failure::Harden)?;
     nix::unistd::setsid()
         .map_err(|e| Failure::Harden(format!("cannot start a new session for the payload: {e}")))?;
+    protect::apply(&launch.pinned, &launch.protected).map_err(Failure::Protect)?;
     restrict(launch)?;
     harden::drop_capabilities().map_err(Failure::Harden)?;
     harden::cloexec_above_stderr().map_err(Failure::Harden)?;
@@ -123,6 +130,8 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
     let mut net_restricted = false;
     let mut read_only = Vec::new();
     let mut read_write = Vec::new();
+    let mut pinned = Vec::new();
+    let mut protected = Vec::new();
     let mut probe = false;
     let mut probe_child = None;
     let mut it = args.into_iter();
@@ -142,11 +151,15 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     net_restricted,
                     read_only,
                     read_write,
+                    pinned,
+                    protected,
                     payload,
                 }));
             }
             Some("--ro") => read_only.push(PathBuf::from(value("--ro", it.next())?)),
             Some("--rw") => read_write.push(PathBuf::from(value("--rw", it.next())?)),
+            Some("--pin") => pinned.push(PathBuf::from(value("--pin", it.next())?)),
+            Some("--protect") => protected.push(PathBuf::from(value("--protect", it.next())?)),
             Some("--abi-cap") => {
                 let v = value("--abi-cap", it.next())?;
                 let n = v
@@ -191,7 +204,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
         (_, Some(target)) => Ok(Mode::ProbeChild { abi_cap, target }),
         (true, None) => Ok(Mode::Probe { abi_cap }),
         (false, None) => Err(Failure::Usage(
-            "usage: landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] (--ro PATH | --rw PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
+            "usage: landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
         )),
     }
 }
@@ -465,6 +478,8 @@ fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {
 
 /// Runs the enforcement check in a child and reports on stdout; exit 0 only when enforced.
 fn probe(abi_cap: Option<u32>) -> ExitCode {
+    // First, while this process has no other thread: can a launch protect paths here?
+    let protect = protect::can_protect();
     let report = |usable: bool, facts: ChildFacts, reason: Option<String>| {
         let ungoverned = ungoverned_at(facts.abi);
         let abstract_scoped = facts.scoped.iter().any(|s| s == SCOPE_ABSTRACT_UNIX_SOCKET);
@@ -486,6 +501,7 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
                 .into_iter()
                 .map(str::to_owned)
                 .collect(),
+            protect,
         };
         println!("{}", report.to_json());
         ExitCode::from(if usable { 0 } else { 1 })

@@ -1456,3 +1456,87 @@ fn the_32_bit_syscall_entry_cannot_bypass_the_setuid_guard() {
         );
     }
 }
+
+#[test]
+fn protected_paths_stay_unwritten_while_the_rest_of_the_directory_is_writable() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        let git = w.ws.join(".git");
+        fs::create_dir_all(git.join("hooks")).expect("hooks");
+        fs::write(git.join("config"), "[core]\n").expect("config");
+        for p in [&git, &git.join("hooks")] {
+            fs::set_permissions(p, fs::Permissions::from_mode(0o777)).expect("chmod");
+        }
+        fs::set_permissions(git.join("config"), fs::Permissions::from_mode(0o666)).expect("chmod");
+        let (g, hooks, config) = (
+            git.to_str().expect("utf8").to_owned(),
+            format!("{}/.git/hooks", ws),
+            format!("{}/.git/config", ws),
+        );
+        let script = format!(
+            "cd {ws}; printf x > .git/hooks/pre-commit; printf evil >> .git/config; \
+             printf y > .git/config.lock && mv -f .git/config.lock .git/config; \
+             mv .git .git2; rm -rf .git/hooks; ln .git/config cfg; \
+             umount .git/hooks; mount -o remount,rw .git/hooks; \
+             printf ok > .git/index; printf ok > inside"
+        );
+        let out = launch_as(
+            who,
+            &[
+                "--ro",
+                "/",
+                "--rw",
+                ws,
+                "--rw",
+                "/dev/null",
+                "--pin",
+                &g,
+                "--protect",
+                &hooks,
+                "--protect",
+                &config,
+            ],
+            &script,
+        );
+        assert!(out.status.success(), "{who:?}: {}", stderr(&out));
+        let err = stderr(&out);
+        assert!(err.contains("Read-only file system"), "{who:?}: {err}");
+        assert!(err.contains("Device or resource busy"), "{who:?}: {err}");
+        assert_eq!(
+            fs::read_to_string(git.join("config")).expect("config"),
+            "[core]\n",
+            "{who:?}"
+        );
+        assert!(!git.join("hooks/pre-commit").exists(), "{who:?}");
+        assert!(
+            !w.ws.join(".git2").exists() && !w.ws.join("cfg").exists(),
+            "{who:?}"
+        );
+        assert_eq!(fs::read_to_string(git.join("index")).expect("index"), "ok");
+        assert_eq!(
+            fs::read_to_string(w.ws.join("inside")).expect("inside"),
+            "ok"
+        );
+        // Nothing of the private namespace reached the host.
+        let mounts = fs::read_to_string("/proc/self/mountinfo").expect("mountinfo");
+        assert!(!mounts.contains(ws), "{who:?}: a bind leaked to the host");
+    }
+}
+
+#[test]
+fn the_probe_says_whether_this_host_lets_the_launcher_protect_paths() {
+    for who in identities() {
+        let out = launcher(who).arg("--probe").output().expect("probe");
+        let report = ProbeReport::parse(&stdout(&out)).expect("report");
+        // Root may always make a mount namespace; a user may when user namespaces are allowed,
+        // as on the reference machine and in CI.
+        let userns =
+            fs::read_to_string("/proc/sys/user/max_user_namespaces").is_ok_and(|n| n.trim() != "0");
+        if who == Who::Root || userns {
+            assert!(report.protect, "{who:?}: {}", stdout(&out));
+        }
+        let protect_flag = format!("\"protect\":{}", report.protect);
+        assert!(stdout(&out).contains(&protect_flag), "{}", stdout(&out));
+    }
+}

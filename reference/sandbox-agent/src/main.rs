@@ -2,6 +2,7 @@
 //! agent-side connection, with a scripted model (see [`sandbox_agent::server`]).
 //!
 //! `sandbox-agent --sessions DIR [--mode read-only] [--approval ask] [--workspace DIR]
+//! [--writable-root DIR]... [--protected-path PATH]... [--no-protected-paths]
 //! [--pre-tool-hook CMD] [--no-approval-service] [--unconfined-shell]`
 
 use std::path::PathBuf;
@@ -9,7 +10,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::Parser;
-use sandbox::{NetworkMode, SandboxMode};
+use sandbox::{NetworkMode, ProtectedPath, SandboxMode};
 use sandbox_agent::server::{AgentSetup, serve};
 use sandbox_agent::{Bridge, Composition};
 use sandbox_local::{LocalConfig, LocalProvider};
@@ -39,6 +40,17 @@ struct Cli {
     /// The configured workspace root (the fallback; sessions use their own cwd).
     #[arg(long)]
     workspace: Option<PathBuf>,
+    /// An extra writable root under workspace-write (repeatable): absolute, an existing
+    /// directory, checked like the workspace and pinned at start.
+    #[arg(long = "writable-root", value_name = "DIR")]
+    writable_roots: Vec<PathBuf>,
+    /// A protected path inside the workspace and every extra root (repeatable; relative, no
+    /// `..`); replaces the default `.git/hooks` and `.git/config`.
+    #[arg(long = "protected-path", value_name = "PATH", value_parser = parse_protected)]
+    protected_paths: Vec<ProtectedPath>,
+    /// Protect nothing inside the writable roots (not even `.git/hooks` and `.git/config`).
+    #[arg(long, conflicts_with = "protected_paths")]
+    no_protected_paths: bool,
     /// A hook command run before every tool call through the session's confined shell, under the
     /// session's policy; `$SANDBOX_AGENT_TOOL` names the tool; a non-zero exit blocks the call.
     #[arg(long)]
@@ -49,6 +61,10 @@ struct Cli {
     /// Compose over a shell that does not confine (refused: the presets' modes would mean nothing).
     #[arg(long)]
     unconfined_shell: bool,
+}
+
+fn parse_protected(pattern: &str) -> Result<ProtectedPath, String> {
+    ProtectedPath::new(pattern).map_err(|e| e.to_string())
 }
 
 fn main() -> ExitCode {
@@ -67,7 +83,14 @@ fn main() -> ExitCode {
         approval: !cli.no_approval_service,
         confining: !cli.unconfined_shell,
     };
+    let protected = match (cli.no_protected_paths, cli.protected_paths.is_empty()) {
+        (true, _) => Vec::new(),
+        (false, true) => ProtectedPath::defaults(),
+        (false, false) => cli.protected_paths.clone(),
+    };
     let setup = PolicyService::new(cli.mode, &workspace)
+        .and_then(|policy| policy.with_writable_roots(&cli.writable_roots))
+        .map(|policy| policy.with_protected_paths(protected))
         .map_err(|e| e.to_string())
         .and_then(|policy| {
             let presets = PresetTable::standard(cli.mode, approval)

@@ -21,11 +21,12 @@ fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| (*s).to_owned()).collect()
 }
 
-/// bwrap: `EROFS` denials; failures exit 1 with a `bwrap: ` line, or the AppArmor-restricted
+/// bwrap: `EROFS` denials (and `EBUSY`: a rename of or over a protected path's mount point);
+/// failures exit 1 with a `bwrap: ` line, or the AppArmor-restricted
 /// user-namespace wordings that lack the prefix.
 pub fn bwrap() -> Dialect {
     Dialect {
-        denial_signatures: strings(&["Read-only file system"]),
+        denial_signatures: strings(&["Read-only file system", "Device or resource busy"]),
         runner_failure_rules: vec![RunnerFailureRule {
             allowed_exit_codes: Some(vec![1]),
             fatal_signatures: strings(&[
@@ -38,11 +39,17 @@ pub fn bwrap() -> Dialect {
     }
 }
 
-/// The Landlock launcher: `EACCES` and `EXDEV` denials; failures exit 125 with a
+/// The Landlock launcher: `EACCES` and `EXDEV` denials, and the protected paths' `EROFS` and
+/// `EBUSY` (read-only binds in its private mount namespace); failures exit 125 with a
 /// `landlock-run: ` line; the partial-enforcement notice is informational.
 pub fn landlock() -> Dialect {
     Dialect {
-        denial_signatures: strings(&["Permission denied", "Invalid cross-device link"]),
+        denial_signatures: strings(&[
+            "Permission denied",
+            "Invalid cross-device link",
+            "Read-only file system",
+            "Device or resource busy",
+        ]),
         runner_failure_rules: vec![RunnerFailureRule {
             allowed_exit_codes: Some(vec![landlock_run::FAILURE_EXIT_CODE]),
             fatal_signatures: vec![landlock_run::DIAGNOSTIC_PREFIX.to_owned()],

@@ -83,12 +83,23 @@ fn landlock_network(governed: &[String]) -> ClassReport {
     ClassReport::with_gaps(landlock_run::net::ungoverned(&governed))
 }
 
-/// The per-class capabilities of `backend`: files as its probe found them, the network as
-/// [`network_capability`] says.
-pub(crate) fn capabilities(files: ClassReport, network: ClassReport) -> ClassEnforcements {
+/// What the launcher leaves of the protected class on a host where it cannot make a private
+/// mount namespace (not root, and unprivileged user namespaces refused).
+pub const PROTECTED_NEEDS_MOUNT_NAMESPACE: &str =
+    "protected paths: no private mount namespace on this host (not root, user namespaces refused)";
+
+/// The per-class capabilities of a backend: files as its probe found them, the network as
+/// [`network_capability`] says, the protected paths as `protected` says (bwrap and Seatbelt
+/// always; the launcher when it may mount).
+pub(crate) fn capabilities(
+    files: ClassReport,
+    network: ClassReport,
+    protected: ClassReport,
+) -> ClassEnforcements {
     ClassEnforcements::default()
         .with(EnforcementClass::Files, files)
         .with(EnforcementClass::Network, network)
+        .with(EnforcementClass::Protected, protected)
 }
 
 /// Why a backend is not usable on this host.
@@ -227,10 +238,7 @@ fn functional(
 ) -> Result<(), ProbeError> {
     let scratch = Scratch::new(backend.name()).map_err(ProbeError::Unexpected)?;
     let target = scratch.path().join("must-not-exist");
-    let set = WritableSet {
-        workspace: None,
-        temp: Vec::new(),
-    };
+    let set = WritableSet::default();
     let payload: Vec<OsString> = vec![
         "/bin/sh".into(),
         "-c".into(),
@@ -285,7 +293,11 @@ fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Probe
         abi: None,
         kernel_abi: None,
         ungoverned: Vec::new(),
-        classes: capabilities(ClassReport::full(), network_capability(Backend::Bwrap, &[])),
+        classes: capabilities(
+            ClassReport::full(),
+            network_capability(Backend::Bwrap, &[]),
+            ClassReport::full(),
+        ),
     })
 }
 
@@ -334,6 +346,14 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         enforcement: enforcement.into(),
         ungoverned: report.ungoverned.clone(),
     };
+    let protected = if report.protect {
+        ClassReport::full()
+    } else {
+        ClassReport {
+            enforcement: sandbox::ClassEnforcement::NotGoverned,
+            ungoverned: vec![PROTECTED_NEEDS_MOUNT_NAMESPACE.into()],
+        }
+    };
     Ok(ProbeFacts {
         enforcement,
         version: None,
@@ -343,6 +363,7 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         classes: capabilities(
             files,
             network_capability(Backend::Landlock, &report.network),
+            protected,
         ),
     })
 }
@@ -364,6 +385,7 @@ fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         classes: capabilities(
             ClassReport::full(),
             network_capability(Backend::Seatbelt, &[]),
+            ClassReport::full(),
         ),
     })
 }

@@ -5,7 +5,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
-use sandbox::NetworkMode;
+use sandbox::{NetworkMode, ProtectedPlan, ProviderPolicy, RootError};
 
 /// The descriptor number every status channel uses in the child.
 pub const STATUS_FD: i32 = 3;
@@ -14,23 +14,27 @@ pub const STATUS_FD: i32 = 3;
 pub const DEV_NULL: &str = "/dev/null";
 
 /// What a profile needs to know about the writable set.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WritableSet {
     /// The canonical workspace root, when the mode writes to it (it must exist: a missing root
     /// is a runner failure, never a silently narrower sandbox).
     pub workspace: Option<PathBuf>,
     /// The other writable roots (`/tmp`, `$TMPDIR`), granted only if they exist.
     pub temp: Vec<PathBuf>,
+    /// The deployment's extra writable roots (they must exist, like the workspace).
+    pub extra: Vec<PathBuf>,
+    /// The protected paths inside those roots and how each dialect keeps them unwritten.
+    pub protected: ProtectedPlan,
+    /// The dialect keeps protected paths by mounts (bwrap, the launcher), so a path that does not
+    /// exist yet is not covered; `false` for a path-based dialect (Seatbelt).
+    pub protected_by_mounts: bool,
 }
 
 impl WritableSet {
     /// Splits [`sandbox::writable_roots`] output into the workspace root and the temp roots.
     pub fn from_roots(roots: Vec<PathBuf>, workspace_root: &Path) -> WritableSet {
         let workspace = sandbox::canonical_path(workspace_root).ok();
-        let mut set = WritableSet {
-            workspace: None,
-            temp: Vec::new(),
-        };
+        let mut set = WritableSet::default();
         for root in roots {
             if Some(&root) == workspace.as_ref() {
                 set.workspace = Some(root);
@@ -39,6 +43,32 @@ impl WritableSet {
             }
         }
         set
+    }
+
+    /// The writable set of `policy`: [`sandbox::writable_roots`] split into the workspace, the
+    /// temp roots and the extra roots, with [`sandbox::protected_plan`]. The roots are checked
+    /// first; nothing runs on a bad policy.
+    pub fn of(policy: &ProviderPolicy) -> Result<WritableSet, RootError> {
+        let roots = sandbox::writable_roots(policy)?;
+        let protected = sandbox::protected_plan(policy, &roots)?;
+        let extras: Vec<PathBuf> = policy
+            .extra_roots
+            .iter()
+            .filter_map(|r| sandbox::canonical_path(&r.path).ok())
+            .collect();
+        let mut set = WritableSet::from_roots(Vec::new(), &policy.workspace_root);
+        let workspace = sandbox::canonical_path(&policy.workspace_root).ok();
+        for root in roots {
+            if Some(&root) == workspace.as_ref() {
+                set.workspace = Some(root);
+            } else if extras.contains(&root) {
+                set.extra.push(root);
+            } else {
+                set.temp.push(root);
+            }
+        }
+        set.protected = protected;
+        Ok(set)
     }
 }
 
@@ -67,10 +97,11 @@ pub const BWRAP_ISOLATION: [&str; 7] = [
 
 /// bwrap: read-only bind of `/`, a fresh `/dev` (its `null` is writable) and `/proc` with a
 /// read-only `/proc/sys`, the isolation flags ([`BWRAP_ISOLATION`]), then a writable bind per root (`--bind-try` for temp
-/// roots). With `status_fd`, bwrap writes its JSON status records there. With the network
-/// `restricted`, `--unshare-net` gives the payload a network namespace of its own with only a
-/// loopback device: nothing of the host's network (TCP, UDP, abstract unix sockets) is reachable;
-/// a unix socket bound to a host path still is (connecting is not a write).
+/// roots), then the protected paths (pinned directories, read-only binds). With `status_fd`,
+/// bwrap writes its JSON status records there. With the network `restricted`, `--unshare-net`
+/// gives the payload a network namespace of its own with only a loopback device: nothing of the
+/// host's network (TCP, UDP, abstract unix sockets) is reachable; a unix socket bound to a host
+/// path still is (connecting is not a write).
 pub fn bwrap_args(
     set: &WritableSet,
     network: NetworkMode,
@@ -101,6 +132,18 @@ pub fn bwrap_args(
     for t in &set.temp {
         args.extend([os("--bind-try"), t.clone().into(), t.clone().into()]);
     }
+    for root in &set.extra {
+        args.extend([os("--bind"), root.clone().into(), root.clone().into()]);
+    }
+    // Protected paths: each directory on the way is made a mount point (a writable bind onto
+    // itself), so it cannot be renamed or removed (EBUSY), then each existing protected path is
+    // bound read-only onto itself (EROFS; a rename over it or of it is EBUSY).
+    for dir in &set.protected.pinned {
+        args.extend([os("--bind"), dir.clone().into(), dir.clone().into()]);
+    }
+    for path in &set.protected.read_only {
+        args.extend([os("--ro-bind"), path.clone().into(), path.clone().into()]);
+    }
     if let Some(fd) = status_fd {
         args.extend([os("--json-status-fd"), os(&fd.to_string())]);
     }
@@ -108,9 +151,10 @@ pub fn bwrap_args(
     args
 }
 
-/// The Landlock launcher: `--ro /`, `--rw` per existing root and `/dev/null`, and
+/// The Landlock launcher: `--ro /`, `--rw` per existing root and `/dev/null`,
 /// `--net restricted` when the network is restricted (TCP from Landlock ABI 4; see
-/// `landlock_run::net` for what it cannot govern).
+/// `landlock_run::net` for what it cannot govern), then `--pin` and `--protect` for the
+/// protected paths (the launcher binds them in a private mount namespace).
 pub fn landlock_args(
     set: &WritableSet,
     network: NetworkMode,
@@ -134,7 +178,17 @@ pub fn landlock_args(
     for t in set.temp.iter().filter(|t| t.exists()) {
         args.extend([os("--rw"), t.clone().into()]);
     }
-    args.extend([os("--rw"), os(DEV_NULL), os("--")]);
+    for root in &set.extra {
+        args.extend([os("--rw"), root.clone().into()]);
+    }
+    args.extend([os("--rw"), os(DEV_NULL)]);
+    for dir in &set.protected.pinned {
+        args.extend([os("--pin"), dir.clone().into()]);
+    }
+    for path in &set.protected.read_only {
+        args.extend([os("--protect"), path.clone().into()]);
+    }
+    args.push(os("--"));
     args
 }
 
@@ -147,7 +201,12 @@ pub const SEATBELT_ISOLATION: &str = "(deny signal)\n(allow signal (target same-
 /// passed with `-D`, so no path can break out of the SBPL string syntax. With the network
 /// `restricted`, `(deny network*)` refuses every socket connection and bind, unix sockets
 /// included.
-pub fn seatbelt_profile(roots: usize, network: NetworkMode) -> String {
+pub fn seatbelt_profile(
+    roots: usize,
+    protected: usize,
+    ancestors: usize,
+    network: NetworkMode,
+) -> String {
     let mut profile = String::from("(version 1)\n(allow default)\n");
     profile.push_str(SEATBELT_ISOLATION);
     if network.is_restricted() {
@@ -157,6 +216,19 @@ pub fn seatbelt_profile(roots: usize, network: NetworkMode) -> String {
     for i in 0..roots {
         profile.push_str(&format!(
             "(allow file-write* (subpath (param \"WRITABLE_ROOT_{i}\")))\n"
+        ));
+    }
+    // Last, so they win over the grants: the protected paths, existing or not, and every path
+    // on the way to one, itself only (renaming `.git` away, editing its config and renaming it
+    // back must fail; writing `.git/index` must not).
+    for i in 0..protected {
+        profile.push_str(&format!(
+            "(deny file-write* (subpath (param \"PROTECTED_{i}\")))\n"
+        ));
+    }
+    for i in 0..ancestors {
+        profile.push_str(&format!(
+            "(deny file-write* (literal (param \"PROTECTED_PARENT_{i}\")))\n"
         ));
     }
     profile
@@ -173,11 +245,36 @@ pub fn seatbelt_args(
     network: NetworkMode,
     status_fd: Option<i32>,
 ) -> Vec<OsString> {
-    let roots: Vec<&PathBuf> = set.workspace.iter().chain(set.temp.iter()).collect();
-    let mut args = vec![os("-p"), os(&seatbelt_profile(roots.len(), network))];
+    let roots: Vec<&PathBuf> = set
+        .workspace
+        .iter()
+        .chain(set.temp.iter())
+        .chain(set.extra.iter())
+        .collect();
+    let protected = &set.protected.paths;
+    let ancestors = &set.protected.ancestors;
+    let mut args = vec![
+        os("-p"),
+        os(&seatbelt_profile(
+            roots.len(),
+            protected.len(),
+            ancestors.len(),
+            network,
+        )),
+    ];
     for (i, root) in roots.iter().enumerate() {
         let mut define = OsString::from(format!("WRITABLE_ROOT_{i}="));
         define.push(root.as_os_str());
+        args.extend([os("-D"), define]);
+    }
+    for (i, path) in protected.iter().enumerate() {
+        let mut define = OsString::from(format!("PROTECTED_{i}="));
+        define.push(path.as_os_str());
+        args.extend([os("-D"), define]);
+    }
+    for (i, path) in ancestors.iter().enumerate() {
+        let mut define = OsString::from(format!("PROTECTED_PARENT_{i}="));
+        define.push(path.as_os_str());
         args.extend([os("-D"), define]);
     }
     if status_fd.is_some() {

@@ -11,7 +11,7 @@ use std::time::Duration;
 use sandbox::{
     ClassEnforcements, ClassReport, ConfinedArgv, EnforcementClass, NetworkMode, ProviderPolicy,
     RuleError, RunnerFailureRule, SandboxEnforcement, SandboxProvider, SandboxUnavailable,
-    StatusChannel, StatusFormat, writable_roots,
+    StatusChannel, StatusFormat,
 };
 use serde::{Deserialize, Serialize};
 
@@ -215,6 +215,7 @@ impl Selection {
                 probe::capabilities(
                     ClassReport::full(),
                     probe::network_capability(self.backend, &[]),
+                    ClassReport::full(),
                 )
             },
             ProbeFacts::capabilities,
@@ -354,20 +355,51 @@ fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
 }
 
 /// The per-class report of one launch: files as the backend governs them; the network as the
-/// backend governs it when the policy restricts it, else not governed (nothing was asked).
-fn launch_classes(capabilities: &ClassEnforcements, network: NetworkMode) -> ClassEnforcements {
+/// backend governs it when the policy restricts it, else not governed (nothing was asked); the
+/// protected paths, when the policy has any, as [`protected_report`] says.
+fn launch_classes(
+    capabilities: &ClassEnforcements,
+    set: &WritableSet,
+    network: NetworkMode,
+) -> ClassEnforcements {
     let net = if network.is_restricted() {
         capabilities.get(EnforcementClass::Network)
     } else {
         ClassReport::not_governed()
     };
-    ClassEnforcements::default()
+    let classes = ClassEnforcements::default()
         .with(
             EnforcementClass::Files,
             capabilities.get(EnforcementClass::Files),
         )
-        .with(EnforcementClass::Network, net)
+        .with(EnforcementClass::Network, net);
+    if set.protected.paths.is_empty() {
+        return classes;
+    }
+    classes.with(
+        EnforcementClass::Protected,
+        protected_report(capabilities.get(EnforcementClass::Protected), set),
+    )
 }
+
+/// The protected class of one launch: what the backend can do here, narrowed by the paths no
+/// mount covers in this call (they do not exist yet, or a symlink is on the way), each named.
+/// Seatbelt denies by path, so nothing is uncovered for it.
+fn protected_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
+    if capability.enforcement != sandbox::ClassEnforcement::Full || !set.protected_by_mounts {
+        return capability;
+    }
+    ClassReport::with_gaps(
+        set.protected
+            .uncovered
+            .iter()
+            .map(|p| format!("{UNCOVERED_PREFIX}{}", p.display())),
+    )
+}
+
+/// How a launch names a protected path no mount covers (it does not exist when the call starts,
+/// or a symlink is on the way): the payload could create it.
+pub const UNCOVERED_PREFIX: &str = "protected path not covered (missing or behind a symlink): ";
 
 /// The confined launch for one backend and program, without selection. Shared by the provider
 /// and the probes so a probe exercises exactly the profile a command gets.
@@ -386,6 +418,16 @@ pub(crate) fn wrap(
             format,
         })
     };
+    // A backend that cannot protect paths here is not asked to (the launcher would fail every
+    // launch); its report says `not-governed` instead.
+    let mut set = set.clone();
+    set.protected_by_mounts = backend != Backend::Seatbelt;
+    if capabilities.get(EnforcementClass::Protected).enforcement != sandbox::ClassEnforcement::Full
+    {
+        set.protected.pinned.clear();
+        set.protected.read_only.clear();
+    }
+    let set = &set;
     let (args, status_channel) = match backend {
         Backend::Bwrap => (
             profile::bwrap_args(set, network, Some(STATUS_FD)),
@@ -401,7 +443,7 @@ pub(crate) fn wrap(
         ),
     };
     let dialect = backend.dialect();
-    let classes = launch_classes(capabilities, network);
+    let classes = launch_classes(capabilities, set, network);
     let restricted = EnforcementClass::restricted_by(network);
     ConfinedArgv {
         argv: profile::assemble(program.as_os_str(), args, payload),
@@ -431,20 +473,22 @@ impl SandboxProvider for LocalProvider {
                 "nothing to run: the argv is empty".into(),
             ));
         }
-        let roots = writable_roots(policy).map_err(|e| unavailable(None, e.to_string()))?;
-        let set = WritableSet::from_roots(roots, &policy.workspace_root);
+        let set = WritableSet::of(policy).map_err(|e| unavailable(None, e.to_string()))?;
         if let Some(operator) = &self.config.operator {
             let dialect = dialect::operator(operator.rule().clone());
             let (program, leading) = operator.split();
             let mut args = leading.to_vec();
             args.extend(profile::bwrap_args(&set, policy.network, None));
             // An operator runner is asserted to be bwrap-compatible: it governs what bwrap's
-            // arguments govern.
+            // arguments govern (the protected paths by mounts).
             let capabilities = probe::capabilities(
                 ClassReport::full(),
                 probe::network_capability(Backend::Bwrap, &[]),
+                ClassReport::full(),
             );
-            let classes = launch_classes(&capabilities, policy.network);
+            let mut by_mounts = set.clone();
+            by_mounts.protected_by_mounts = true;
+            let classes = launch_classes(&capabilities, &by_mounts, policy.network);
             return Ok(ConfinedArgv {
                 argv: profile::assemble(program, args, argv),
                 backend: "operator".to_owned(),

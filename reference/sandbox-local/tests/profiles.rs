@@ -16,7 +16,55 @@ fn set() -> WritableSet {
     WritableSet {
         workspace: Some(PathBuf::from("/work/my \"project\"")),
         temp: vec![PathBuf::from("/tmp"), PathBuf::from("/var/folders/xy/T")],
+        ..WritableSet::default()
     }
+}
+
+/// The same set with an extra root and the default protected paths of a repository whose
+/// `.git` exists with its hooks and config.
+fn protected_set() -> WritableSet {
+    let ws = PathBuf::from("/work/my \"project\"");
+    WritableSet {
+        extra: vec![PathBuf::from("/srv/cache")],
+        protected: sandbox::ProtectedPlan {
+            paths: vec![ws.join(".git/hooks"), ws.join(".git/config")],
+            ancestors: vec![ws.join(".git")],
+            pinned: vec![ws.join(".git")],
+            read_only: vec![ws.join(".git/hooks"), ws.join(".git/config")],
+            uncovered: Vec::new(),
+        },
+        ..set()
+    }
+}
+
+#[test]
+fn every_dialect_carries_the_extra_roots_and_the_protected_paths() {
+    let set = protected_set();
+    insta::assert_snapshot!(
+        "seatbelt_args_protected",
+        lines(&profile::seatbelt_args(
+            &set,
+            NetworkMode::Enabled,
+            Some(profile::STATUS_FD)
+        ))
+    );
+    insta::assert_snapshot!(
+        "bwrap_args_protected",
+        lines(&profile::bwrap_args(
+            &set,
+            NetworkMode::Enabled,
+            Some(profile::STATUS_FD)
+        ))
+    );
+    insta::assert_snapshot!(
+        "landlock_args_protected",
+        lines(&profile::landlock_args(
+            &set,
+            NetworkMode::Enabled,
+            None,
+            Some(profile::STATUS_FD)
+        ))
+    );
 }
 
 fn lines(argv: &[OsString]) -> String {
@@ -30,11 +78,15 @@ fn lines(argv: &[OsString]) -> String {
 fn seatbelt_profile_names_no_path_at_all() {
     insta::assert_snapshot!(
         "seatbelt_profile_read_only",
-        profile::seatbelt_profile(0, NetworkMode::Enabled)
+        profile::seatbelt_profile(0, 0, 0, NetworkMode::Enabled)
     );
     insta::assert_snapshot!(
         "seatbelt_profile_three_roots",
-        profile::seatbelt_profile(3, NetworkMode::Enabled)
+        profile::seatbelt_profile(3, 0, 0, NetworkMode::Enabled)
+    );
+    insta::assert_snapshot!(
+        "seatbelt_profile_protected",
+        profile::seatbelt_profile(2, 2, 1, NetworkMode::Enabled)
     );
 }
 
@@ -42,9 +94,9 @@ fn seatbelt_profile_names_no_path_at_all() {
 fn a_restricted_network_is_denied_by_every_profile() {
     insta::assert_snapshot!(
         "seatbelt_profile_network_restricted",
-        profile::seatbelt_profile(1, NetworkMode::Restricted)
+        profile::seatbelt_profile(1, 0, 0, NetworkMode::Restricted)
     );
-    assert!(!profile::seatbelt_profile(1, NetworkMode::Enabled).contains("network"));
+    assert!(!profile::seatbelt_profile(1, 0, 0, NetworkMode::Enabled).contains("network"));
     let bwrap = profile::bwrap_args(&set(), NetworkMode::Restricted, Some(profile::STATUS_FD));
     insta::assert_snapshot!("bwrap_args_network_restricted", lines(&bwrap));
     let landlock = profile::landlock_args(&set(), NetworkMode::Restricted, None, None);
@@ -102,10 +154,7 @@ fn bwrap_argv_binds_only_the_writable_set() {
             Some(profile::STATUS_FD)
         ))
     );
-    let read_only = WritableSet {
-        workspace: None,
-        temp: Vec::new(),
-    };
+    let read_only = WritableSet::default();
     insta::assert_snapshot!(
         "bwrap_args_read_only",
         lines(&profile::bwrap_args(

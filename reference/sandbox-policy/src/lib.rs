@@ -19,7 +19,8 @@ pub use session::{
 use std::path::{Path, PathBuf};
 
 use sandbox::{
-    ExecutionPolicy, NetworkMode, PathError, PinnedDir, RootError, SandboxMode, canonical_path,
+    ConfinedMode, ExecutionPolicy, ExtraRoot, NetworkMode, PathError, PinnedDir, ProtectedPath,
+    ProviderPolicy, RootError, SandboxMode, canonical_path,
 };
 
 /// Why a policy could not be resolved or configured.
@@ -51,6 +52,8 @@ pub struct PolicyService {
     workspace_pin: PinnedDir,
     temp_dir: Option<PathBuf>,
     temp_dir_pin: Option<PinnedDir>,
+    extra_roots: Vec<ExtraRoot>,
+    protected_paths: Vec<ProtectedPath>,
 }
 
 impl PolicyService {
@@ -73,6 +76,8 @@ impl PolicyService {
             workspace_pin,
             temp_dir: None,
             temp_dir_pin: None,
+            extra_roots: Vec::new(),
+            protected_paths: ProtectedPath::defaults(),
         }
         .with_temp_dir(std::env::var_os("TMPDIR").map(PathBuf::from)))
     }
@@ -98,6 +103,35 @@ impl PolicyService {
             .filter(|t| t.is_absolute() && t.is_dir())
             .and_then(|t| PinnedDir::pin(t).ok());
         self.temp_dir = temp_dir;
+        self
+    }
+
+    /// The same service with extra writable roots for `workspace-write` (beyond the workspace,
+    /// `/tmp` and `$TMPDIR`), checked now exactly like the workspace (absolute, an existing
+    /// directory, not `/`, a system directory, or the home directory or an ancestor of it) and
+    /// pinned: a root that resolves to another directory later fails every call
+    /// (`WRITABLE_ROOT_MOVED`).
+    pub fn with_writable_roots(mut self, roots: &[PathBuf]) -> Result<Self, PolicyError> {
+        let pinned = roots
+            .iter()
+            .map(|r| ExtraRoot::new(r).pinned())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(PolicyError::Pin)?;
+        let probe = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &self.workspace_root)
+            .with_temp_dir(None)
+            .with_extra_roots(pinned.clone());
+        // Only the extra roots are judged here; the workspace is judged per call, in its mode.
+        if let Err(e @ RootError::ExtraRoot { .. }) = sandbox::writable_roots(&probe) {
+            return Err(PolicyError::Pin(e));
+        }
+        self.extra_roots = pinned;
+        Ok(self)
+    }
+
+    /// The same service with other protected paths (default
+    /// [`sandbox::DEFAULT_PROTECTED_PATHS`]; empty: none).
+    pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
+        self.protected_paths = paths;
         self
     }
 
@@ -187,6 +221,8 @@ impl PolicyService {
             temp_dir: self.temp_dir.clone(),
             workspace_pin,
             temp_dir_pin: self.temp_dir_pin.clone(),
+            extra_roots: self.extra_roots.clone(),
+            protected_paths: self.protected_paths.clone(),
         }))
     }
 }
@@ -347,6 +383,34 @@ mod tests {
             .workspace_root
             .clone();
         assert_eq!(root, base.join("real"));
+    }
+
+    #[test]
+    fn a_bad_extra_root_is_a_load_error_with_its_code_and_a_good_one_reaches_every_call() {
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canon");
+        let (ws, extra) = (base.join("ws"), base.join("extra"));
+        std::fs::create_dir_all(&ws).expect("ws");
+        std::fs::create_dir_all(&extra).expect("extra");
+        let service = || PolicyService::new(SandboxMode::WorkspaceWrite, &ws).expect("service");
+        for (root, code) in [
+            (PathBuf::from("rel"), "WRITABLE_ROOT_RELATIVE"),
+            (base.join("missing"), "WRITABLE_ROOT_MISSING"),
+            (PathBuf::from("/usr"), "WRITABLE_ROOT_TOO_BROAD"),
+        ] {
+            let err = service()
+                .with_writable_roots(std::slice::from_ref(&root))
+                .expect_err(code);
+            assert!(err.to_string().starts_with(code), "{err}");
+        }
+        let service = service()
+            .with_writable_roots(std::slice::from_ref(&extra))
+            .expect("extra");
+        let stamp = service.resolve(None, None).expect("stamp");
+        assert_eq!(stamp.extra_roots.len(), 1);
+        assert!(stamp.extra_roots[0].pin.is_some());
+        assert_eq!(stamp.protected_paths, sandbox::ProtectedPath::defaults());
+        assert!(stamp.check().expect("roots").contains(&extra));
     }
 
     #[test]

@@ -3,9 +3,11 @@
 //! Reads pass in every mode. `read-only` denies every write and edit. `workspace-write`
 //! re-canonicalizes the target immediately before writing and fences it against
 //! [`sandbox::writable_roots`], the set every shell backend enforces, so a file the write tool may
-//! create is exactly a file the shell may create. On Linux the write itself then walks from the
+//! create is exactly a file the shell may create; the protected paths inside those roots
+//! ([`sandbox::protected_plan`]: `.git/hooks`, `.git/config` by default) are denied, existing or
+//! not, as every shell backend denies them. On Linux the write itself then walks from the
 //! writable root with `openat2(RESOLVE_BENEATH)`, so a symlink swapped into the path after the
-//! check cannot carry the write outside (`EXDEV`); what remains is a rename racing the final
+//! check cannot carry the write outside or into a protected path (`ELOOP`); what remains is a rename racing the final
 //! component between our `renameat` and a reader, which is not an escape. Writes are atomic: a
 //! temporary file in the target's directory, then `renameat` over the target.
 //!
@@ -201,6 +203,15 @@ impl FileSystem {
                 target: canonical,
             });
         }
+        if let Some(provider) = policy.for_provider() {
+            let plan = sandbox::protected_plan(&provider, &roots)?;
+            if plan.protects(&canonical) {
+                return Err(FsError::SandboxDenied {
+                    mode: policy.mode,
+                    path: path.to_path_buf(),
+                });
+            }
+        }
         roots
             .into_iter()
             .find_map(|root| beneath(&root, &canonical))
@@ -265,7 +276,7 @@ impl From<std::io::Error> for WriteError {
 /// Writes beneath the fenced root and nowhere else: the root is opened without following any
 /// symlink (its canonical path has none, so one found now is a swap) and must still be the
 /// directory the fence checked; every further component is opened with
-/// `openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS)` from there, missing directories are made
+/// `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS)` from there, missing directories are made
 /// with `mkdirat` in the directory already opened, the temporary file is created with
 /// `O_EXCL|O_NOFOLLOW` in the final directory and renamed over the target with `renameat` in that
 /// same directory. There is no plain-path fallback.
@@ -299,7 +310,11 @@ fn write_beneath(fenced: &Fenced, content: &[u8]) -> Result<(), WriteError> {
             .flags(flags | OFlag::O_CLOEXEC)
             .resolve(resolve)
     };
-    let walk = ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_MAGICLINKS;
+    // The relative path comes from the canonical target, which has no symlink in it: one found
+    // now was swapped in after the check (it could lead outside, or into a protected path).
+    let walk = ResolveFlag::RESOLVE_BENEATH
+        | ResolveFlag::RESOLVE_NO_SYMLINKS
+        | ResolveFlag::RESOLVE_NO_MAGICLINKS;
     let mut dir = openat2(
         nix::fcntl::AT_FDCWD,
         beneath.root.as_path(),
@@ -565,5 +580,77 @@ mod direct_callers {
         );
         assert_eq!(std::fs::read_to_string(ws.join("a")).expect("a"), "x");
         assert!(!outside.join("b").exists());
+    }
+}
+
+#[cfg(test)]
+mod protected_and_extra_roots {
+    //! The fence keeps the protected paths of every writable root unwritten, existing or not and
+    //! through any spelling, and writes the deployment's extra roots as the shell does.
+    use super::*;
+
+    fn code(r: Result<(), FsError>) -> &'static str {
+        r.map(|()| "OK").unwrap_or_else(|e| e.code())
+    }
+
+    #[test]
+    fn hooks_and_config_are_denied_existing_or_not_and_the_rest_of_git_is_not() {
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canonical");
+        let (ws, bare) = (base.join("ws"), base.join("bare"));
+        std::fs::create_dir_all(ws.join(".git/hooks")).expect("hooks");
+        std::fs::write(ws.join(".git/config"), "[core]\n").expect("config");
+        std::fs::create_dir_all(&bare).expect("bare");
+        let service = PolicyService::new(SandboxMode::WorkspaceWrite, &ws)
+            .expect("service")
+            .with_temp_dir(None)
+            .with_writable_roots(std::slice::from_ref(&bare))
+            .expect("extra root");
+        let stamp = service.default_stamp().expect("stamp");
+        let fs = FileSystem::Fenced;
+        std::os::unix::fs::symlink(ws.join(".git/hooks"), ws.join("hooks-link")).expect("ln");
+        for denied in [
+            ws.join(".git/hooks/pre-commit"),
+            ws.join(".git/config"),
+            ws.join("hooks-link/post-checkout"),
+            ws.join("sub/../.git/hooks/x"),
+            // Not there yet: a repository the payload would make in the extra root.
+            bare.join(".git/hooks/pre-commit"),
+            bare.join(".git/config"),
+        ] {
+            assert_eq!(
+                code(fs.write(&denied, "x", &stamp)),
+                FS_SANDBOX_DENIED,
+                "{denied:?}"
+            );
+        }
+        assert_eq!(
+            code(fs.edit(
+                &ws.join(".git/config"),
+                "[core]",
+                "[core]\n\thooksPath = /x",
+                &stamp
+            )),
+            FS_SANDBOX_DENIED
+        );
+        for allowed in [ws.join(".git/info/exclude"), ws.join("f"), bare.join("f")] {
+            assert_eq!(code(fs.write(&allowed, "ok", &stamp)), "OK", "{allowed:?}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(ws.join(".git/config")).expect("config"),
+            "[core]\n"
+        );
+        assert!(
+            std::fs::read_dir(ws.join(".git/hooks"))
+                .expect("hooks")
+                .next()
+                .is_none()
+        );
+        assert!(!bare.join(".git").exists());
+        assert_eq!(std::fs::read_to_string(bare.join("f")).expect("f"), "ok");
+        // A deployment that protects nothing writes the config like any file.
+        let open = service.with_protected_paths(Vec::new());
+        let stamp = open.default_stamp().expect("stamp");
+        assert_eq!(code(fs.write(&ws.join(".git/config"), "y", &stamp)), "OK");
     }
 }

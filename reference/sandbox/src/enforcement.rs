@@ -25,11 +25,18 @@ pub enum EnforcementClass {
     Files,
     /// Network reach, as the network knob promises it (`network`).
     Network,
+    /// The protected paths inside the writable roots (`.git/hooks`, `.git/config`), as the
+    /// policy's `protected_paths` promise them (`protected`).
+    Protected,
 }
 
 impl EnforcementClass {
     /// Every class, in report order.
-    pub const ALL: [EnforcementClass; 2] = [EnforcementClass::Files, EnforcementClass::Network];
+    pub const ALL: [EnforcementClass; 3] = [
+        EnforcementClass::Files,
+        EnforcementClass::Network,
+        EnforcementClass::Protected,
+    ];
 
     /// The classes a confined launch restricts: `files` always (a confined mode), `network` when
     /// the network is restricted.
@@ -46,6 +53,7 @@ impl EnforcementClass {
         match self {
             EnforcementClass::Files => "files",
             EnforcementClass::Network => "network",
+            EnforcementClass::Protected => "protected",
         }
     }
 }
@@ -59,7 +67,7 @@ impl FromStr for EnforcementClass {
             .ok_or_else(|| ModeParseError {
                 what: "enforcement class",
                 given: s.to_owned(),
-                expected: "files, network",
+                expected: "files, network, protected",
             })
     }
 }

@@ -9,6 +9,7 @@
 //! - [`classify`]: the one classifier that tells a broken sandbox from a kernel denial from an
 //!   ordinary result.
 //! - [`writable_roots`], [`canonical_path`], [`is_within`]: the one meaning of `workspace-write`.
+//! - [`ProtectedPath`], [`protected_plan`]: what `workspace-write` never writes inside a root.
 //! - [`RootError`], [`PinnedDir`]: what may never become writable, checked before any runner
 //!   starts, and a workspace pinned by identity.
 //! - [`denial_marker`]: the marker the model sees on a denied file effect.
@@ -23,6 +24,7 @@ mod marker;
 mod mode;
 mod paths;
 mod policy;
+mod protected;
 mod workspace;
 
 pub use classify::{
@@ -36,9 +38,14 @@ pub use error::{SANDBOX_UNAVAILABLE, SandboxUnavailable};
 pub use marker::denial_marker;
 pub use mode::{ConfinedMode, ModeParseError, NetworkMode, SandboxEnforcement, SandboxMode};
 pub use paths::{PathError, canonical_path, is_within, writable_roots};
-pub use policy::{ExecutionPolicy, ProviderPolicy};
+pub use policy::{ExecutionPolicy, ExtraRoot, ProviderPolicy};
+pub use protected::{
+    BAD_PROTECTED_PATH, DEFAULT_PROTECTED_PATHS, ProtectedPath, ProtectedPathError, ProtectedPlan,
+    protected_plan,
+};
 pub use workspace::{
     BAD_PATH, DirIdentity, PinnedDir, RootError, TEMP_DIR_MOVED, TEMP_DIR_NOT_A_DIRECTORY,
     TEMP_DIR_TOO_BROAD, WORKSPACE_MISSING, WORKSPACE_MOVED, WORKSPACE_NOT_A_DIRECTORY,
-    WORKSPACE_TOO_BROAD, system_reason,
+    WORKSPACE_TOO_BROAD, WRITABLE_ROOT_MISSING, WRITABLE_ROOT_MOVED, WRITABLE_ROOT_NOT_A_DIRECTORY,
+    WRITABLE_ROOT_RELATIVE, WRITABLE_ROOT_TOO_BROAD, system_reason,
 };

@@ -10,9 +10,11 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::mode::ConfinedMode;
-use crate::policy::ProviderPolicy;
+use crate::policy::{ExtraRoot, ProviderPolicy};
 use crate::workspace::{
-    DirIdentity, RootError, check_temp_breadth, check_workspace_breadth, identify_dir,
+    DirIdentity, RootError, WRITABLE_ROOT_MISSING, WRITABLE_ROOT_MOVED,
+    WRITABLE_ROOT_NOT_A_DIRECTORY, WRITABLE_ROOT_RELATIVE, WRITABLE_ROOT_TOO_BROAD,
+    check_temp_breadth, check_workspace_breadth, identify_dir,
 };
 
 /// Symlink hops followed before giving up, as the kernel's `ELOOP` limit.
@@ -137,10 +139,55 @@ pub fn is_within(path: &Path, root: &Path) -> bool {
     })
 }
 
+/// Checks an extra writable root exactly like the workspace: absolute, an existing directory,
+/// still the pinned one; with `home` (under `workspace-write`) also not `/`, a system directory,
+/// or the home directory or an ancestor of it. Returns its canonical path and identity.
+pub(crate) fn check_extra_root(
+    root: &ExtraRoot,
+    home: Option<Option<&Path>>,
+) -> Result<(PathBuf, DirIdentity), RootError> {
+    let refuse = |code, why: String| {
+        Err(RootError::ExtraRoot {
+            code,
+            path: root.path.clone(),
+            why,
+        })
+    };
+    if !root.path.is_absolute() {
+        return refuse(WRITABLE_ROOT_RELATIVE, "is not an absolute path".into());
+    }
+    let canonical = canonical_path(&root.path)?;
+    let id = match identify_dir(&root.path, &canonical) {
+        Ok(id) => id,
+        Err(RootError::WorkspaceMissing { .. }) => {
+            return refuse(WRITABLE_ROOT_MISSING, "does not exist".into());
+        }
+        Err(RootError::WorkspaceNotADirectory { .. }) => {
+            return refuse(WRITABLE_ROOT_NOT_A_DIRECTORY, "is not a directory".into());
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(pin) = root.pin.filter(|pin| *pin != id) {
+        return refuse(
+            WRITABLE_ROOT_MOVED,
+            format!("was pinned ({pin}) but now resolves to {canonical:?} ({id}); refusing to run"),
+        );
+    }
+    if let Some(Err(RootError::WorkspaceTooBroad { resolved, why, .. })) =
+        home.map(|home| check_workspace_breadth(&root.path, &canonical, home))
+    {
+        return refuse(
+            WRITABLE_ROOT_TOO_BROAD,
+            format!("resolves to {resolved:?}, {why}; refusing to make it writable"),
+        );
+    }
+    Ok((canonical, id))
+}
+
 /// The canonical writable set of a confined policy: nothing for `read-only`; for
-/// `workspace-write` the workspace root, `/tmp` and the policy's temp dir (when absolute and
-/// existing). Duplicates and roots nested inside another root are removed; order is workspace
-/// root, `/tmp`, temp dir. `/dev/null` is writable in every confined mode and each profile grants
+/// `workspace-write` the workspace root, `/tmp`, the policy's temp dir (when absolute and
+/// existing) and its extra roots. Duplicates and roots nested inside another root are removed;
+/// order is workspace root, `/tmp`, temp dir, extra roots. `/dev/null` is writable in every confined mode and each profile grants
 /// it separately.
 ///
 /// The roots are checked first, in every mode, so nothing runs on a bad policy: the workspace
@@ -161,6 +208,9 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
         });
     }
     if policy.mode == ConfinedMode::ReadOnly {
+        for root in &policy.extra_roots {
+            check_extra_root(root, None)?;
+        }
         return Ok(Vec::new());
     }
     let home = std::env::var_os("HOME")
@@ -168,6 +218,10 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
         .filter(|h| h.is_absolute())
         .and_then(|h| canonical_path(&h).ok());
     check_workspace_breadth(&policy.workspace_root, &workspace, home.as_deref())?;
+    let mut extras = Vec::with_capacity(policy.extra_roots.len());
+    for root in &policy.extra_roots {
+        extras.push(check_extra_root(root, Some(home.as_deref()))?.0);
+    }
     let tmp = canonical_path(Path::new("/tmp"))?;
     let mut canonical = vec![workspace.clone(), tmp.clone()];
     if let Some(t) = policy.temp_dir.as_ref().filter(|t| t.is_absolute()) {
@@ -197,6 +251,7 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
             Err(_) => {}
         }
     }
+    canonical.extend(extras);
     let mut roots: Vec<PathBuf> = Vec::new();
     for (i, root) in canonical.iter().enumerate() {
         let covered_by_other = canonical

@@ -6,7 +6,48 @@ use serde::{Deserialize, Serialize};
 
 use crate::enforcement::EnforcementClass;
 use crate::mode::{ConfinedMode, NetworkMode, SandboxMode};
-use crate::workspace::{PinnedDir, RootError};
+use crate::protected::ProtectedPath;
+use crate::workspace::{DirIdentity, PinnedDir, RootError};
+
+/// A writable root beyond the workspace, configured per deployment: checked like the workspace
+/// (absolute, an existing directory, not `/`, a system directory or the home directory or an
+/// ancestor of it) and, once pinned, required to stay the same directory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ExtraRoot {
+    /// The root as configured (absolute).
+    pub path: PathBuf,
+    /// The directory it was when it was pinned (`WRITABLE_ROOT_MOVED` otherwise).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pin: Option<DirIdentity>,
+}
+
+impl ExtraRoot {
+    /// An extra root, not pinned yet.
+    pub fn new(path: impl Into<PathBuf>) -> ExtraRoot {
+        ExtraRoot {
+            path: path.into(),
+            pin: None,
+        }
+    }
+
+    /// The same root pinned as it resolves now (it must be an existing directory).
+    pub fn pinned(self) -> Result<ExtraRoot, RootError> {
+        let pin = crate::paths::check_extra_root(&self, None)?.1;
+        Ok(ExtraRoot {
+            path: self.path,
+            pin: Some(pin),
+        })
+    }
+}
+
+fn default_protected() -> Vec<ProtectedPath> {
+    ProtectedPath::defaults()
+}
+
+fn is_default_protected(p: &[ProtectedPath]) -> bool {
+    p == ProtectedPath::defaults().as_slice()
+}
 
 /// The complete policy resolved for one capability call: the mode it runs under and the workspace
 /// root `workspace-write` may write beneath. Carried per call, never fixed on a provider.
@@ -29,6 +70,16 @@ pub struct ExecutionPolicy {
     /// The directory the temp dir was when it was set (`TEMP_DIR_MOVED` otherwise).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temp_dir_pin: Option<PinnedDir>,
+    /// Writable roots beyond the workspace (`workspace-write` only), configured per deployment.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_roots: Vec<ExtraRoot>,
+    /// Paths inside the workspace and every extra root that are never written
+    /// (default [`crate::DEFAULT_PROTECTED_PATHS`]).
+    #[serde(
+        default = "default_protected",
+        skip_serializing_if = "is_default_protected"
+    )]
+    pub protected_paths: Vec<ProtectedPath>,
 }
 
 impl ExecutionPolicy {
@@ -42,6 +93,8 @@ impl ExecutionPolicy {
             temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
             workspace_pin: None,
             temp_dir_pin: None,
+            extra_roots: Vec::new(),
+            protected_paths: ProtectedPath::defaults(),
         }
     }
 
@@ -55,6 +108,13 @@ impl ExecutionPolicy {
             .as_ref()
             .filter(|t| t.is_absolute() && t.is_dir())
             .and_then(|t| PinnedDir::pin(t).ok());
+        self.extra_roots = std::mem::take(&mut self.extra_roots)
+            .into_iter()
+            .map(|r| match r.pin {
+                Some(_) => Ok(r),
+                None => r.pinned(),
+            })
+            .collect::<Result<_, _>>()?;
         Ok(self)
     }
 
@@ -90,6 +150,8 @@ impl ExecutionPolicy {
             workspace_pin: self.workspace_pin.clone(),
             temp_dir_pin: self.temp_dir_pin.clone(),
             cwd: None,
+            extra_roots: self.extra_roots.clone(),
+            protected_paths: self.protected_paths.clone(),
         })
     }
 }
@@ -117,6 +179,15 @@ pub struct ProviderPolicy {
     /// (an external backend receives it as the protocol's `cwd`); it widens nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
+    /// Writable roots beyond the workspace (see [`ExecutionPolicy::extra_roots`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub extra_roots: Vec<ExtraRoot>,
+    /// Paths never written (see [`ExecutionPolicy::protected_paths`]).
+    #[serde(
+        default = "default_protected",
+        skip_serializing_if = "is_default_protected"
+    )]
+    pub protected_paths: Vec<ProtectedPath>,
 }
 
 impl ProviderPolicy {
@@ -131,6 +202,8 @@ impl ProviderPolicy {
             workspace_pin: None,
             temp_dir_pin: None,
             cwd: None,
+            extra_roots: Vec::new(),
+            protected_paths: ProtectedPath::defaults(),
         }
     }
 
@@ -149,6 +222,18 @@ impl ProviderPolicy {
     /// The same policy, saying the command will run in `cwd`.
     pub fn with_cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
         self.cwd = Some(cwd.into());
+        self
+    }
+
+    /// The same policy with extra writable roots (checked by [`crate::writable_roots`]).
+    pub fn with_extra_roots(mut self, roots: Vec<ExtraRoot>) -> Self {
+        self.extra_roots = roots;
+        self
+    }
+
+    /// The same policy with another set of protected paths (empty: none).
+    pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
+        self.protected_paths = paths;
         self
     }
 

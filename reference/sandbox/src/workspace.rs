@@ -105,6 +105,16 @@ pub const TEMP_DIR_TOO_BROAD: &str = "TEMP_DIR_TOO_BROAD";
 pub const TEMP_DIR_MOVED: &str = "TEMP_DIR_MOVED";
 /// The stable code of a path that cannot be resolved at all.
 pub const BAD_PATH: &str = "BAD_PATH";
+/// The stable code of an extra writable root that is not an absolute path.
+pub const WRITABLE_ROOT_RELATIVE: &str = "WRITABLE_ROOT_RELATIVE";
+/// The stable code of an extra writable root that does not exist.
+pub const WRITABLE_ROOT_MISSING: &str = "WRITABLE_ROOT_MISSING";
+/// The stable code of an extra writable root that is not a directory.
+pub const WRITABLE_ROOT_NOT_A_DIRECTORY: &str = "WRITABLE_ROOT_NOT_A_DIRECTORY";
+/// The stable code of an extra writable root that would make the host writable.
+pub const WRITABLE_ROOT_TOO_BROAD: &str = "WRITABLE_ROOT_TOO_BROAD";
+/// The stable code of an extra writable root that now resolves to another directory.
+pub const WRITABLE_ROOT_MOVED: &str = "WRITABLE_ROOT_MOVED";
 
 /// Why a policy's roots cannot be used. Nothing runs when this is returned.
 #[derive(Debug, thiserror::Error)]
@@ -184,6 +194,17 @@ pub enum RootError {
         /// That directory's identity, if it exists.
         now: Option<DirIdentity>,
     },
+    /// An extra writable root was refused, by the workspace's rules; `code` is one of the
+    /// `WRITABLE_ROOT_*` codes.
+    #[error("{code}: the writable root {path:?} {why}")]
+    ExtraRoot {
+        /// The stable code.
+        code: &'static str,
+        /// The root as configured.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A root could not be resolved.
     #[error("{BAD_PATH}: {0}")]
     Path(#[from] PathError),
@@ -200,6 +221,7 @@ impl RootError {
             RootError::TempDirNotADirectory { .. } => TEMP_DIR_NOT_A_DIRECTORY,
             RootError::TempDirTooBroad { .. } => TEMP_DIR_TOO_BROAD,
             RootError::TempDirMoved { .. } => TEMP_DIR_MOVED,
+            RootError::ExtraRoot { code, .. } => code,
             RootError::Path(_) => BAD_PATH,
         }
     }

@@ -4,4 +4,5 @@
 
 mod classify;
 mod mode;
+mod protected;
 mod roots;

@@ -1,0 +1,230 @@
+//! Protected paths: places inside a writable root that `workspace-write` never writes, because a
+//! write there runs code later, outside the sandbox (a repository's hooks and its config, which
+//! can name a hooks directory, a pager, an editor or a filter).
+//!
+//! A protected path is a relative path without `..` (validated when it is made), anchored at the
+//! workspace and at every extra writable root. [`protected_plan`] turns the policy into what each
+//! dialect needs: the paths the fs fence and Seatbelt deny (existing or not), and for the
+//! mount-based backends (bwrap, the Landlock launcher) the existing directories to pin as mount
+//! points (so they cannot be renamed or removed) and the existing paths to bind read-only.
+
+use std::path::{Component, Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::mode::ConfinedMode;
+use crate::paths::{canonical_path, is_within};
+use crate::policy::ProviderPolicy;
+use crate::workspace::RootError;
+
+/// The stable code of a protected-path pattern that is not a plain relative path.
+pub const BAD_PROTECTED_PATH: &str = "BAD_PROTECTED_PATH";
+
+/// The default protected paths of a deployment: the code-execution vectors of a repository that
+/// `git init` always creates (hooks, and the config that can point at hooks, pagers, editors and
+/// filters). Ordinary git (`add`, `commit`) writes neither.
+pub const DEFAULT_PROTECTED_PATHS: [&str; 2] = [".git/hooks", ".git/config"];
+
+/// Why a protected-path pattern was refused.
+#[derive(Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{BAD_PROTECTED_PATH}: the protected path {pattern:?} {why}")]
+pub struct ProtectedPathError {
+    /// The pattern as given.
+    pub pattern: String,
+    /// Why it is refused.
+    pub why: &'static str,
+}
+
+/// A path inside every writable root that `workspace-write` never writes: relative, non-empty,
+/// no `..`, no NUL (so it can never name anything outside its root).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(try_from = "String", into = "String")]
+pub struct ProtectedPath(PathBuf);
+
+impl ProtectedPath {
+    /// Validates `pattern`: refused when empty, absolute, holding `..` or a NUL byte.
+    pub fn new(pattern: &str) -> Result<ProtectedPath, ProtectedPathError> {
+        let refuse = |why| {
+            Err(ProtectedPathError {
+                pattern: pattern.to_owned(),
+                why,
+            })
+        };
+        if pattern.contains('\0') {
+            return refuse("holds a NUL byte");
+        }
+        let path = Path::new(pattern);
+        if path.is_absolute() {
+            return refuse("is absolute (it must be relative to each writable root)");
+        }
+        let mut clean = PathBuf::new();
+        for c in path.components() {
+            match c {
+                Component::Normal(n) => clean.push(n),
+                Component::CurDir => {}
+                Component::ParentDir => return refuse("escapes its root with `..`"),
+                Component::RootDir | Component::Prefix(_) => return refuse("is absolute"),
+            }
+        }
+        if clean.as_os_str().is_empty() {
+            return refuse("names the root itself (it must name something inside it)");
+        }
+        Ok(ProtectedPath(clean))
+    }
+
+    /// The default set ([`DEFAULT_PROTECTED_PATHS`]).
+    pub fn defaults() -> Vec<ProtectedPath> {
+        DEFAULT_PROTECTED_PATHS
+            .iter()
+            .map(|p| ProtectedPath(PathBuf::from(p)))
+            .collect()
+    }
+
+    /// The relative path.
+    pub fn as_path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for ProtectedPath {
+    type Error = ProtectedPathError;
+    fn try_from(s: String) -> Result<Self, Self::Error> {
+        ProtectedPath::new(&s)
+    }
+}
+
+impl From<ProtectedPath> for String {
+    fn from(p: ProtectedPath) -> String {
+        p.0.to_string_lossy().into_owned()
+    }
+}
+
+impl std::fmt::Display for ProtectedPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.0.display())
+    }
+}
+
+/// What every dialect needs to keep the protected paths of one call unwritten.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProtectedPlan {
+    /// Every protected path under a writable root, absolute (lexically under its canonical root,
+    /// plus its canonical spelling when a symlink leads elsewhere inside the writable set),
+    /// existing or not: what the fs fence and the Seatbelt profile deny.
+    pub paths: Vec<PathBuf>,
+    /// Every path strictly between a root and a protected path (`.git`), existing or not: what a
+    /// path-based dialect (Seatbelt) keeps from being created, removed or renamed, so a payload
+    /// cannot rename the repository away, edit its config there and rename it back.
+    pub ancestors: Vec<PathBuf>,
+    /// Existing directories strictly between a root and a protected path (`.git`), shallowest
+    /// first: a mount-based backend makes each a mount point (a writable bind onto itself), so
+    /// the payload cannot rename or remove it and plant a fresh one (`EBUSY`).
+    pub pinned: Vec<PathBuf>,
+    /// Existing protected paths, and files standing where a directory on the way to one should
+    /// be (a `.git` file naming the real git directory): bound read-only onto themselves.
+    pub read_only: Vec<PathBuf>,
+    /// Protected paths no mount can cover (they do not exist yet, or a symlink is on the way): a
+    /// mount-based backend reports the protected class `partial` and names them.
+    pub uncovered: Vec<PathBuf>,
+}
+
+impl ProtectedPlan {
+    /// True when `canonical` (a canonicalized target) is a protected path or lies beneath one.
+    pub fn protects(&self, canonical: &Path) -> bool {
+        self.paths.iter().any(|p| canonical.starts_with(p))
+    }
+}
+
+/// The protected paths of `policy` anchored at its workspace and extra writable roots (`roots`
+/// is [`crate::writable_roots`]'s answer for the same policy). Empty under `read-only`, where
+/// nothing is writable anyway. Inspects the disk (`lstat`) but changes nothing.
+pub fn protected_plan(
+    policy: &ProviderPolicy,
+    roots: &[PathBuf],
+) -> Result<ProtectedPlan, RootError> {
+    let mut plan = ProtectedPlan::default();
+    if policy.mode == ConfinedMode::ReadOnly || policy.protected_paths.is_empty() {
+        return Ok(plan);
+    }
+    let mut anchors = vec![canonical_path(&policy.workspace_root)?];
+    for root in &policy.extra_roots {
+        let canonical = canonical_path(&root.path)?;
+        if !anchors.contains(&canonical) {
+            anchors.push(canonical);
+        }
+    }
+    let push = |list: &mut Vec<PathBuf>, p: PathBuf| {
+        if !list.contains(&p) {
+            list.push(p);
+        }
+    };
+    for anchor in &anchors {
+        for pattern in &policy.protected_paths {
+            let lexical = anchor.join(pattern.as_path());
+            push(&mut plan.paths, lexical.clone());
+            let canonical = canonical_path(&lexical)?;
+            if canonical != lexical && roots.iter().any(|r| is_within(&canonical, r)) {
+                push(&mut plan.paths, canonical);
+            }
+            let parts: Vec<_> = pattern.as_path().components().collect();
+            let mut ancestor = anchor.clone();
+            for part in &parts[..parts.len().saturating_sub(1)] {
+                ancestor.push(part);
+                push(&mut plan.ancestors, ancestor.clone());
+            }
+            let mut at = anchor.clone();
+            let mut covered = true;
+            for (i, part) in parts.iter().enumerate() {
+                at.push(part);
+                let last = i + 1 == parts.len();
+                match std::fs::symlink_metadata(&at) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        covered = false;
+                        break;
+                    }
+                    Ok(_) if last => push(&mut plan.read_only, at.clone()),
+                    Ok(meta) if meta.is_dir() => push(&mut plan.pinned, at.clone()),
+                    Ok(_) => {
+                        // A file where a directory should be (a `.git` file naming the git
+                        // directory): nothing lies beneath it here; keep the pointer itself.
+                        push(&mut plan.read_only, at.clone());
+                        break;
+                    }
+                    Err(_) => {
+                        covered = false;
+                        break;
+                    }
+                }
+            }
+            if !covered {
+                push(&mut plan.uncovered, lexical);
+            }
+        }
+    }
+    plan.pinned.sort_by_key(|p| p.components().count());
+    plan.pinned.retain(|p| !plan.read_only.contains(p));
+    Ok(plan)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn patterns_must_be_plain_relative_paths() {
+        for bad in ["", ".", "/etc/passwd", "../x", ".git/../../x", "a\0b", "./"] {
+            let err = ProtectedPath::new(bad).expect_err(bad);
+            assert!(err.to_string().starts_with(BAD_PROTECTED_PATH), "{err}");
+        }
+        assert_eq!(
+            ProtectedPath::new("./.git//hooks/")
+                .expect("ok")
+                .as_path()
+                .to_str(),
+            Some(".git/hooks")
+        );
+        let parsed: Result<ProtectedPath, _> = serde_json::from_str("\"../x\"");
+        assert!(parsed.is_err());
+    }
+}
