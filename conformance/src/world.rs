@@ -994,9 +994,21 @@ mod tests {
     #[test]
     fn worlds_carry_no_marker_and_leave_nothing_behind() {
         let world = World::new().expect("world");
-        let paths = [&world.dir, &world.ws, &world.tmp, &world.shm, &world.tmpdir];
-        for p in paths {
-            let shown = p.display().to_string().to_lowercase();
+        // Only what the harness names is checked: the base is the host's (a CI user's home may
+        // well be `/home/sandbox-ci`).
+        let drawn = [
+            (&world.dir, world.base.as_path()),
+            (&world.ws, world.base.as_path()),
+            (&world.tmp, Path::new("/tmp")),
+            (&world.shm, Path::new("/dev/shm")),
+            (&world.tmpdir, Path::new("/var/tmp")),
+        ];
+        for (p, base) in drawn {
+            let named = p
+                .strip_prefix(base)
+                .unwrap_or_else(|_| panic!("{p:?} in {base:?}"));
+            let shown = named.display().to_string().to_lowercase();
+            assert!(!shown.is_empty(), "{p:?}");
             assert!(
                 !shown.contains("conformance") && !shown.contains("sandbox"),
                 "{shown}"
