@@ -356,7 +356,15 @@ impl World {
                     ),
                 )
             });
-            if std::fs::symlink_metadata(Path::new("/tmp").join(&tmp)).is_ok() {
+            // A world removes its four roots when dropped, so it must own each: a root that is
+            // there already (another world's, drawn alike) means drawing again.
+            let taken = |p: &Path| std::fs::symlink_metadata(p).is_ok();
+            let scratch_roots = [
+                Path::new("/var/tmp").join(&tmpdir),
+                Path::new("/tmp").join(&tmp),
+                Path::new("/dev/shm").join(&shm),
+            ];
+            if scratch_roots.iter().any(|p| taken(p)) {
                 continue;
             }
             // A project lies in the drawn folder when this host has it (`~/src`), else right in
@@ -368,22 +376,26 @@ impl World {
             } else {
                 base.join(&project)
             };
-            let world = World {
-                ws: dir.join(pick_ws_name(&project)),
-                outside: dir.join(&neighbour),
-                alias: dir.join(&alias),
-                tmpdir: PathBuf::from("/var/tmp").join(&tmpdir),
-                tmp: Path::new("/tmp").join(&tmp),
-                shm: Path::new("/dev/shm").join(&shm),
-                extra: dir.join(&extra),
-                base: base.clone(),
-                dir,
-            };
-            match std::fs::create_dir(&world.dir) {
+            let ws = dir.join(pick_ws_name(&project));
+            // The world exists (and is dropped, removing its roots) only once its folder is
+            // made here: a folder that was there is another world's, never removed by this one.
+            match std::fs::create_dir(&dir) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(e),
             }
+            let [tmpdir, tmp, shm] = scratch_roots;
+            let world = World {
+                ws,
+                outside: dir.join(&neighbour),
+                alias: dir.join(&alias),
+                tmpdir,
+                tmp,
+                shm,
+                extra: dir.join(&extra),
+                base: base.clone(),
+                dir,
+            };
             match layout {
                 Layout::Full => world.lay_out()?,
                 Layout::Twin => {}
@@ -989,6 +1001,23 @@ mod tests {
         assert_eq!(first, dirs(7, "containment::bwrap::effects::a"));
         let others: std::collections::BTreeSet<_> = (0..8u64).map(|n| dirs(n, "x").0).collect();
         assert!(others.len() > 1, "{others:?}");
+    }
+
+    #[test]
+    fn a_world_drawn_onto_another_never_removes_the_other() {
+        // The same seed and trial draw the same places first: the second world must draw again
+        // and leave the first one's folder and scratch roots alone.
+        // A world for one effect makes no `/tmp` root, so only its folder shows it is taken.
+        let first = with_case(11, "x::y", || {
+            World::for_effect(Shape::Inside).expect("world")
+        });
+        let second = with_case(11, "x::y", || {
+            World::for_effect(Shape::Inside).expect("world")
+        });
+        assert_ne!(first.dir, second.dir);
+        assert!(first.outside.join("sentinel").is_file());
+        drop(second);
+        assert!(first.outside.join("sentinel").is_file());
     }
 
     #[test]

@@ -380,9 +380,10 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
             String::from_utf8_lossy(&done.stderr).trim()
         )
     };
-    if read(&world.outside.join("sentinel")).as_deref() != Some(SENTINEL) {
+    let sentinel = read(&world.outside.join("sentinel"));
+    if sentinel.as_deref() != Some(SENTINEL) {
         return Err(format!(
-            "the sentinel outside the workspace changed: {}",
+            "the sentinel outside the workspace changed (now {sentinel:?}): {}",
             describe()
         ));
     }
