@@ -324,17 +324,23 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
             progress(done, total, &result);
         }
     };
+    crate::world::defer_removal();
     std::thread::scope(|scope| {
         // `jobs` workers run the cases that keep the CPU busy, then help with the waiting ones;
         // as many again run only cases that mostly wait (listeners' grace, survivors), which
         // cost little CPU, so the waits overlap the busy cases instead of holding a worker.
         for _ in 0..options.jobs.max(1) {
-            scope.spawn(|| run_all(&|| pop(&busy).or_else(|| pop(&waiting))));
+            scope.spawn(|| {
+                run_all(&|| pop(&busy).or_else(|| pop(&waiting)));
+                // Nothing left to start: remove the worlds done so far while the last cases end.
+                crate::world::sweep_so_far();
+            });
         }
         for _ in 0..options.jobs.max(1) * WAITING_WORKERS_PER_JOB {
             scope.spawn(|| run_all(&|| pop(&waiting)));
         }
     });
+    crate::world::sweep(options.jobs);
     let mut cases = results.into_inner().unwrap_or_default();
     cases.sort_by(|a, b| a.trial.cmp(&b.trial));
     let suite_problems: Vec<String> = cases
