@@ -919,38 +919,29 @@ pub fn defer_removal() {
 /// Removes every world dropped since [`defer_removal`], on `threads` threads, and removes each
 /// world dropped from now on at once again.
 pub fn sweep(threads: usize) {
-    remove_deferred(threads, false);
-}
-
-/// Removes the worlds dropped so far on this thread and goes on deferring: for a worker with no
-/// case left to start, while others finish theirs (no world is made after that, so the freed
-/// inodes slow nothing down).
-pub fn sweep_so_far() {
-    remove_deferred(1, true);
-}
-
-fn remove_deferred(threads: usize, keep_deferring: bool) {
-    let roots = DEFERRED
-        .lock()
-        .ok()
-        .and_then(|mut d| {
-            if keep_deferring {
-                d.as_mut().map(std::mem::take)
-            } else {
-                d.take()
-            }
-        })
-        .unwrap_or_default();
-    let next = Mutex::new(roots.into_iter());
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
-            scope.spawn(|| {
-                while let Some(root) = next.lock().ok().and_then(|mut n| n.next()) {
-                    let _ = std::fs::remove_dir_all(root);
-                }
-            });
+            scope.spawn(sweep_so_far);
         }
     });
+    if let Ok(mut deferred) = DEFERRED.lock() {
+        for root in deferred.take().unwrap_or_default() {
+            let _ = std::fs::remove_dir_all(root);
+        }
+    }
+}
+
+/// Removes the worlds dropped so far, one at a time, and goes on deferring: for each worker with
+/// no case left to start, while others finish theirs (no world is made after that, so the freed
+/// inodes slow nothing down). Workers that call it together share the work.
+pub fn sweep_so_far() {
+    while let Some(root) = DEFERRED
+        .lock()
+        .ok()
+        .and_then(|mut d| d.as_mut().and_then(Vec::pop))
+    {
+        let _ = std::fs::remove_dir_all(root);
+    }
 }
 
 /// Makes in a twin what `path` (a path in a world) passes through in the world: each directory,
