@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -248,6 +249,9 @@ pub struct Options {
     pub excluded: Vec<(String, String)>,
     /// The seed every case draws its places and names from (the same seed replays the run).
     pub seed: u64,
+    /// Set (say, on Ctrl-C) to start no more cases: the cases under way end, every world of the
+    /// run is removed, and [`run`] returns what ran.
+    pub stop: Arc<AtomicBool>,
 }
 
 /// Runs the certification; `progress(done, total, result)` is called after every case.
@@ -308,7 +312,9 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     let results = Mutex::new(Vec::with_capacity(total));
     let pop = |q: &Mutex<VecDeque<Trial>>| q.lock().ok().and_then(|mut q| q.pop_front());
     let run_all = |next: &dyn Fn() -> Option<Trial>| {
-        while let Some(trial) = next() {
+        while !options.stop.load(Ordering::Relaxed)
+            && let Some(trial) = next()
+        {
             let result = run_trial(
                 trial,
                 &backends,

@@ -702,3 +702,46 @@ fn an_expectation_can_name_the_cases_it_covers_by_prefix() {
         run.matrix
     );
 }
+
+#[test]
+fn ctrl_c_stops_the_run_and_removes_every_world_it_made() {
+    // A home of its own (the worlds drawn under the home directory land there, and nothing
+    // else does), so what is left afterwards is this run's alone.
+    let home = tempfile::Builder::new()
+        .prefix("home.")
+        .tempdir_in("/var/tmp")
+        .expect("home");
+    let cache = tempfile::tempdir().expect("cache");
+    let out = tempfile::tempdir().expect("out");
+    let child = Command::new(CERTIFY)
+        .args(["--family", "containment", "--out"])
+        .arg(out.path())
+        .env("HOME", home.path())
+        .env("XDG_CACHE_HOME", cache.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("certify");
+    let worlds = || std::fs::read_dir(home.path()).map_or(0, Iterator::count);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while worlds() < 10 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let seen = worlds();
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).expect("SIGINT");
+    let done = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    assert!(
+        seen >= 10,
+        "the run made no worlds in the home directory: {stderr}"
+    );
+    assert_eq!(done.status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("stopped after"), "{stderr}");
+    let left: Vec<_> = std::fs::read_dir(home.path())
+        .expect("home")
+        .map(|e| e.map(|e| e.file_name()))
+        .collect();
+    assert!(left.is_empty(), "left in the home directory: {left:?}");
+    assert!(!out.path().join("report.json").exists());
+}

@@ -7,13 +7,15 @@
 //!
 //! Exit code 0 only when every backend in the run is certified on the whole suite; 1 when not;
 //! 2 on bad usage; 3 for `PARTIAL`: everything the run ran passed, but `--family` left families
-//! out, so it is no certificate.
+//! out, so it is no certificate; 130 when stopped by a signal (Ctrl-C): no new case starts, the
+//! cases under way end, every world of the run is removed, and no report is written.
 
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use clap::Parser;
@@ -71,7 +73,38 @@ struct Cli {
 
 type Planned = Vec<(Backend, Result<Option<ExpectationFile>, String>)>;
 
+/// Turns the first SIGINT, SIGTERM or SIGHUP into `stop` (the run winds down and cleans up);
+/// a second one removes the worlds done so far and exits at once. The signals are blocked here,
+/// before any thread starts, so every thread inherits the mask and one waits for them (a child
+/// process starts with an empty mask: the standard library resets it).
+fn stop_on_signals(stop: Arc<AtomicBool>) {
+    use nix::sys::signal::{SigSet, Signal};
+    let mut set = SigSet::empty();
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
+        set.add(signal);
+    }
+    if let Err(e) = set.thread_block() {
+        eprintln!("certify: cannot wait for signals ({e}): Ctrl-C stops the run uncleaned");
+        return;
+    }
+    std::thread::spawn(move || {
+        while let Ok(signal) = set.wait() {
+            if stop.swap(true, Ordering::SeqCst) {
+                conformance::world::sweep_so_far();
+                eprintln!("certify: {signal} again: stopped at once");
+                std::process::exit(130);
+            }
+            eprintln!(
+                "certify: {signal}: starting no more cases; the ones under way end and the run's \
+                 worlds are removed (again to stop at once)"
+            );
+        }
+    });
+}
+
 fn main() -> ExitCode {
+    let stop = Arc::new(AtomicBool::new(false));
+    stop_on_signals(stop.clone());
     let cli = Cli::parse();
     let (backends, excluded) = match select_backends(&cli) {
         Ok(selected) => selected,
@@ -112,6 +145,7 @@ fn main() -> ExitCode {
         jobs,
         case_timeout: Duration::from_secs(cli.case_timeout),
         excluded,
+        stop: stop.clone(),
     };
     let last_shown = Mutex::new(0usize);
     let tty = std::io::stderr().is_terminal();
@@ -135,6 +169,13 @@ fn main() -> ExitCode {
         let _ = std::io::stderr().flush();
     };
     let report = certify::run(options, &progress);
+    if stop.load(Ordering::SeqCst) {
+        eprintln!(
+            "certify: stopped after {} cases; the run's worlds are removed; no report written",
+            report.cases.len()
+        );
+        return ExitCode::from(130);
+    }
     summarize(&report);
     if let Err(e) = certify::write(&report, &cli.out) {
         eprintln!(
