@@ -2,18 +2,22 @@
 //!
 //! - `sandboxctl probe` prints what each backend would do here (usable or why not, enforcement,
 //!   Landlock ABI, bwrap version) and which one the platform chain selects.
-//! - `sandboxctl run --mode M [--network N] --workspace DIR [--backend B] -- CMD...` confines one command and
-//!   prints its result facts as JSON. Usable probe verdicts are shared across invocations
+//! - `sandboxctl run --mode M [--network N] --workspace DIR [--writable-root DIR]... [--protect P]...
+//!   [--backend B] -- CMD...` confines one command and prints its result facts as JSON. Usable probe verdicts are shared across invocations
 //!   (`sandbox_local::cache`; `SANDBOX_PROBE_CACHE=off` probes every time), and a runner failure
 //!   drops the verdict it used.
 
 use std::ffi::OsString;
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use sandbox::{Classification, NetworkMode, ProcessOutcome, SandboxMode, SandboxProvider};
+use sandbox::{
+    Classification, ExtraRoot, NetworkMode, ProcessOutcome, ProtectedPath, SandboxMode,
+    SandboxProvider,
+};
 use sandbox_local::launch::{self, LaunchOptions};
 use sandbox_local::probe::probe_all;
 use sandbox_local::{Backend, LocalConfig, LocalProvider, OperatorRunner};
@@ -64,28 +68,51 @@ enum Command {
         runners: Runners,
     },
     /// Run one command confined and print the result facts as JSON.
-    Run {
-        /// read-only, workspace-write or danger-full-access.
-        #[arg(long)]
-        mode: SandboxMode,
-        /// restricted or enabled (default: enabled, no network restriction).
-        #[arg(long, default_value_t = NetworkMode::Enabled)]
-        network: NetworkMode,
-        /// The workspace root (default: the current directory).
-        #[arg(long)]
-        workspace: Option<PathBuf>,
-        /// Use this backend instead of the platform chain.
-        #[arg(long)]
-        backend: Option<Backend>,
-        #[command(flatten)]
-        runners: Runners,
-        /// Kill the command after this many seconds.
-        #[arg(long)]
-        timeout: Option<u64>,
-        /// The command and its arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<OsString>,
-    },
+    Run(RunArgs),
+}
+
+/// What `sandboxctl run` confines, and how.
+#[derive(clap::Args)]
+struct RunArgs {
+    /// read-only, workspace-write or danger-full-access.
+    #[arg(long)]
+    mode: SandboxMode,
+    /// restricted or enabled (default: enabled, no network restriction).
+    #[arg(long, default_value_t = NetworkMode::Enabled)]
+    network: NetworkMode,
+    /// The workspace root (default: the current directory).
+    #[arg(long)]
+    workspace: Option<PathBuf>,
+    /// A writable root beyond the workspace under workspace-write (repeatable; an existing
+    /// directory, checked like the workspace).
+    #[arg(long = "writable-root")]
+    writable_roots: Vec<PathBuf>,
+    /// A path inside each writable root that is never written, added to the defaults
+    /// (.git/hooks, .git/config; repeatable; relative, no `..`).
+    #[arg(long, value_parser = protected_path)]
+    protect: Vec<ProtectedPath>,
+    /// Use this backend instead of the platform chain.
+    #[arg(long)]
+    backend: Option<Backend>,
+    #[command(flatten)]
+    runners: Runners,
+    /// Kill the command after this many seconds.
+    #[arg(long)]
+    timeout: Option<u64>,
+    /// The command and its arguments.
+    #[arg(last = true, required = true)]
+    command: Vec<OsString>,
+}
+
+fn protected_path(pattern: &str) -> Result<ProtectedPath, String> {
+    ProtectedPath::new(pattern).map_err(|e| e.to_string())
+}
+
+/// Prints `value` as pretty JSON. A reader that went away (`sandboxctl probe | head -1`) is no
+/// reason to panic: what it did not read is dropped.
+fn print_json(value: &Value) {
+    let text = serde_json::to_string_pretty(value).unwrap_or_default();
+    let _ = writeln!(std::io::stdout().lock(), "{text}");
 }
 
 fn main() -> ExitCode {
@@ -94,16 +121,8 @@ fn main() -> ExitCode {
             Ok(config) => probe(config),
             Err(e) => bad_config(&e),
         },
-        Command::Run {
-            mode,
-            network,
-            workspace,
-            backend,
-            runners,
-            timeout,
-            command,
-        } => match config(backend, &runners) {
-            Ok(config) => run(mode, network, workspace, config, timeout, command),
+        Command::Run(args) => match config(args.backend, &args.runners) {
+            Ok(config) => run(args, config),
             Err(e) => bad_config(&e),
         },
     }
@@ -172,31 +191,31 @@ fn probe(config: LocalConfig) -> ExitCode {
         "selected": selected,
         "backends": backends,
     });
-    println!(
-        "{}",
-        serde_json::to_string_pretty(&report).unwrap_or_default()
-    );
+    print_json(&report);
     ExitCode::SUCCESS
 }
 
-fn run(
-    mode: SandboxMode,
-    network: NetworkMode,
-    workspace: Option<PathBuf>,
-    config: LocalConfig,
-    timeout: Option<u64>,
-    command: Vec<OsString>,
-) -> ExitCode {
-    let emit = |facts: Value| {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&facts).unwrap_or_default()
-        )
-    };
+fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
+    let RunArgs {
+        mode,
+        network,
+        workspace,
+        writable_roots,
+        protect,
+        timeout,
+        command,
+        ..
+    } = args;
+    let emit = |facts: Value| print_json(&facts);
     let workspace = workspace
         .or_else(|| std::env::current_dir().ok())
         .unwrap_or_else(|| PathBuf::from("."));
-    let policy = sandbox::ExecutionPolicy::new(mode, &workspace).with_network(network);
+    let mut protected_paths = ProtectedPath::defaults();
+    protected_paths.extend(protect);
+    let policy = sandbox::ExecutionPolicy::new(mode, &workspace)
+        .with_network(network)
+        .with_extra_roots(writable_roots.into_iter().map(ExtraRoot::new).collect())
+        .with_protected_paths(protected_paths);
     // Bad roots are refused before any runner starts, each with its own code.
     let policy = match policy.pinned().and_then(|p| p.check().map(|_| p)) {
         Ok(p) => p,

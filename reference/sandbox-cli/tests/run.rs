@@ -699,3 +699,104 @@ fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails
     assert!(!canary.exists(), "the payload ran");
     assert!(!entry.exists(), "an unusable verdict was cached");
 }
+
+#[test]
+fn writable_root_and_protect_widen_and_narrow_what_a_command_may_write() {
+    for backend in ["bwrap", "landlock"] {
+        let d = dirs();
+        let extra = d.outside.join("cache");
+        std::fs::create_dir(&extra).expect("extra");
+        std::fs::create_dir(d.ws.join("secrets")).expect("secrets");
+        let (granted, kept, plain) = (extra.join("ok"), d.ws.join("secrets/x"), d.ws.join("fine"));
+        let extra_arg = extra.display().to_string();
+        let (_, facts) = run(
+            &[
+                "--mode",
+                "workspace-write",
+                "--backend",
+                backend,
+                "--writable-root",
+                &extra_arg,
+                "--protect",
+                "secrets",
+            ],
+            &d.ws,
+            &format!(
+                "printf a > {}; printf b > {}; printf c > {}",
+                granted.display(),
+                kept.display(),
+                plain.display()
+            ),
+        );
+        assert_eq!(
+            std::fs::read_to_string(&granted).ok().as_deref(),
+            Some("a"),
+            "{backend}: {facts}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&plain).ok().as_deref(),
+            Some("c"),
+            "{backend}: {facts}"
+        );
+        // The launcher keeps protected paths only where it can make a mount namespace: it says
+        // which, and a path it says it keeps must be kept.
+        if facts["classes"]["protected"]["enforcement"] != "not-governed" {
+            assert!(!kept.exists(), "{backend} wrote a protected path: {facts}");
+            assert_eq!(facts["denied"], true, "{backend}: {facts}");
+        }
+        assert!(!d.outside.join("stray").exists());
+    }
+}
+
+#[test]
+fn a_bad_writable_root_or_protected_path_is_refused_before_anything_runs() {
+    let d = dirs();
+    let marker = d.ws.join("ran");
+    let script = format!("printf x > {}", marker.display());
+    let (code, facts) = run(
+        &[
+            "--mode",
+            "workspace-write",
+            "--writable-root",
+            "relative/dir",
+        ],
+        &d.ws,
+        &script,
+    );
+    assert_eq!(code, Some(2));
+    assert_eq!(facts["error"], "WRITABLE_ROOT_RELATIVE", "{facts}");
+    let out = Command::new(SANDBOXCTL)
+        .args([
+            "run",
+            "--mode",
+            "workspace-write",
+            "--protect",
+            "../up",
+            "--workspace",
+        ])
+        .arg(&d.ws)
+        .args(["--", "bash", "-c", &script])
+        .output()
+        .expect("sandboxctl");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("BAD_PROTECTED_PATH"), "{stderr}");
+    assert!(!marker.exists(), "a refused call ran");
+}
+
+#[test]
+fn probe_into_a_reader_that_left_is_no_panic() {
+    // `sandboxctl probe | head -1` where head has gone: the read end is closed before a byte is
+    // written, so the write fails with EPIPE.
+    let mut child = Command::new(SANDBOXCTL)
+        .arg("probe")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("sandboxctl");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

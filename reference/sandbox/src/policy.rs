@@ -139,6 +139,18 @@ impl ExecutionPolicy {
         self
     }
 
+    /// The same policy with these writable roots beyond the workspace (checked when pinned).
+    pub fn with_extra_roots(mut self, roots: Vec<ExtraRoot>) -> Self {
+        self.extra_roots = roots;
+        self
+    }
+
+    /// The same policy with these protected paths instead of the defaults.
+    pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
+        self.protected_paths = paths;
+        self
+    }
+
     /// The policy a provider must enforce, or `None` when the call runs unconfined
     /// (`danger-full-access`, which never reaches a provider).
     pub fn for_provider(&self) -> Option<ProviderPolicy> {
