@@ -92,6 +92,10 @@ pub struct Places {
     /// The project folders each base already had when the run began (`~/src`): a world lies in
     /// one of them when drawn, else right in the base. Fixed for the run, so a seed replays it.
     folders: Vec<PathBuf>,
+    /// Names this host's own software goes by (`/usr/share/doc`), sorted: a third of project and
+    /// neighbour names come from here, so a backend keyed on the harness's word lists would key
+    /// on ordinary names of this very host as well.
+    names: Vec<String>,
 }
 
 /// This host's [`Places`], decided once per process: `/var/tmp`, the home directory and `/srv`,
@@ -112,6 +116,7 @@ pub fn places() -> &'static Places {
             bases: Vec::new(),
             left_out: Vec::new(),
             folders: Vec::new(),
+            names: host_names(Path::new("/usr/share/doc")),
         };
         for (path, kind) in candidates {
             match usable_base(&path) {
@@ -129,6 +134,66 @@ pub fn places() -> &'static Places {
         }
         places
     })
+}
+
+/// The entries of `dir` that make plausible folder names (UTF-8, not hidden, 2 to 40 bytes,
+/// without the harness's own words), sorted so a seed replays the same draws on this host.
+fn host_names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok()?.file_name().into_string().ok())
+                .filter(|n| (2..=40).contains(&n.len()) && !n.starts_with('.'))
+                .filter(|n| {
+                    let lower = n.to_lowercase();
+                    !lower.contains("sandbox") && !lower.contains("conformance")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// A made-up, pronounceable name (`velorin`, `Tasku-web`): names no list holds.
+fn coined(rng: &mut fastrand::Rng) -> String {
+    const ONSETS: &[&str] = &[
+        "b", "d", "f", "g", "k", "l", "m", "n", "p", "r", "s", "t", "v", "z", "br", "kl", "st",
+        "tr", "sh",
+    ];
+    const VOWELS: &[&str] = &["a", "e", "i", "o", "u", "ai", "ou", "é"];
+    const TAILS: &[&str] = &[
+        "app", "web", "cli", "lib", "tools", "site", "api", "data", "docs",
+    ];
+    let mut name = String::new();
+    for _ in 0..rng.usize(2..4) {
+        name.push_str(pick(rng, ONSETS));
+        name.push_str(pick(rng, VOWELS));
+    }
+    if rng.bool() {
+        name.push_str(pick(rng, &["n", "r", "s", "x", "l"]));
+    }
+    if rng.u8(..4) == 0 {
+        let mut chars = name.chars();
+        if let Some(first) = chars.next() {
+            name = first.to_uppercase().chain(chars).collect();
+        }
+    }
+    match rng.u8(..4) {
+        0 => format!("{name}-{}", pick(rng, TAILS)),
+        1 => format!("{name} {}", pick(rng, TAILS)),
+        _ => name,
+    }
+}
+
+/// A name from `list`, from this host's own names, or coined, a third each (the list's share
+/// is larger on a host without names of its own).
+fn draw_name(rng: &mut fastrand::Rng, list: &[&str], host: &[String]) -> String {
+    match rng.u8(..3) {
+        0 if !host.is_empty() => host[rng.usize(..host.len())].clone(),
+        1 => coined(rng),
+        _ => pick(rng, list).to_owned(),
+    }
 }
 
 fn usable_base(path: &Path) -> Result<PathBuf, String> {
@@ -328,20 +393,22 @@ impl World {
         for _ in 0..16 {
             let (base, kind) = draw(|rng| bases[rng.usize(..bases.len())].clone());
             let (folder, project, neighbour, alias, tmpdir, tmp, shm, extra) = draw(|rng| {
-                let project = pick(rng, PROJECTS);
+                let project = draw_name(rng, PROJECTS, &places.names);
                 let folder = pick(rng, folders(kind));
-                let suffix = match rng.u8(..3) {
+                // Most real checkouts carry no suffix at all.
+                let suffix = match rng.u8(..6) {
                     0 => format!(" ({})", rng.u16(2..999)),
                     1 => format!("-{}", token(rng, 6)),
-                    _ => format!("_{}", rng.u32(1000..99999)),
+                    2 => format!("_{}", rng.u32(1000..99999)),
+                    _ => String::new(),
                 };
                 let scratch =
                     |rng: &mut fastrand::Rng| format!("{}{}", pick(rng, SCRATCH), token(rng, 10));
                 (
                     folder.to_owned(),
                     format!("{project}{suffix}"),
-                    pick(rng, NEIGHBOURS).to_owned(),
-                    format!("{} link", pick(rng, PROJECTS)),
+                    draw_name(rng, NEIGHBOURS, &places.names),
+                    format!("{} link", draw_name(rng, PROJECTS, &places.names)),
                     format!(
                         "{}{}",
                         pick(rng, &["tmp-", "build-tmp.", "scratch ", "tmp."]),
@@ -376,7 +443,19 @@ impl World {
             } else {
                 base.join(&project)
             };
-            let ws = dir.join(pick_ws_name(&project));
+            let ws_name = pick_ws_name(&project);
+            // The workspace, the outside tree, the alias and the extra root are siblings: drawn
+            // from shared pools (this host's names, coined ones), two could coincide.
+            let siblings = [
+                ws_name.as_str(),
+                neighbour.as_str(),
+                alias.as_str(),
+                extra.as_str(),
+            ];
+            if (1..siblings.len()).any(|i| siblings[..i].contains(&siblings[i])) {
+                continue;
+            }
+            let ws = dir.join(&ws_name);
             // The world exists (and is dropped, removing its roots) only once its folder is
             // made here: a folder that was there is another world's, never removed by this one.
             match std::fs::create_dir(&dir) {
@@ -1066,6 +1145,36 @@ mod tests {
         assert!(first.outside.join("sentinel").is_file());
         drop(second);
         assert!(first.outside.join("sentinel").is_file());
+    }
+
+    #[test]
+    fn project_names_come_from_the_list_the_host_and_coined_ones() {
+        let names: Vec<String> = (0..90u64)
+            .map(|n| {
+                with_case(n, "names", || {
+                    let world = World::for_effect(Shape::Inside).expect("world");
+                    world
+                        .dir
+                        .file_name()
+                        .map_or_else(String::new, |f| f.to_string_lossy().into_owned())
+                })
+            })
+            .collect();
+        let listed = |n: &String| PROJECTS.iter().any(|p| n.starts_with(p));
+        let hosts = |n: &String| places().names.iter().any(|h| n.starts_with(h.as_str()));
+        let from_list = names.iter().filter(|n| listed(n)).count();
+        assert!((10..80).contains(&from_list), "{from_list}: {names:?}");
+        if !places().names.is_empty() {
+            assert!(names.iter().any(hosts), "{names:?}");
+        }
+        assert!(
+            names.iter().any(|n| !listed(n) && !hosts(n)),
+            "no coined name: {names:?}"
+        );
+        assert!(
+            names.iter().any(|n| PROJECTS.contains(&n.as_str())),
+            "never unsuffixed: {names:?}"
+        );
     }
 
     #[test]

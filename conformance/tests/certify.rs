@@ -178,6 +178,20 @@ fn a_backend_keyed_on_the_harness_markers_is_rejected_with_the_escapes_named() {
 }
 
 #[test]
+fn a_backend_keyed_on_the_harness_word_list_is_rejected_with_the_escapes_named() {
+    let (failed, run) = rejected("cheat_on_names_backend.py", "FAIL");
+    // Two thirds of the names are not in the list: escapes on effects of every kind.
+    let escapes: Vec<&String> = failed
+        .iter()
+        .map(|(t, _)| t)
+        .filter(|t| t.starts_with("containment::cheat-on-names::effects::"))
+        .collect();
+    assert!(escapes.len() > 20, "{failed:?}");
+    // matrix.md names the first hundred failures, report.json every one.
+    assert!(run.matrix.contains(escapes[0].as_str()), "{}", run.matrix);
+}
+
+#[test]
 fn a_backend_confining_every_other_request_is_inconsistent_with_both_argvs_named() {
     let (inconsistent, run) = rejected("cheat_every_other_backend.py", "INCONSISTENT");
     assert!(inconsistent.len() > 100, "{}", inconsistent.len());
