@@ -271,6 +271,9 @@ pub enum Step {
     Forge(ForgeStep),
     /// Try to create or change every path the backend declared protected, then check the disk.
     Declared(DeclaredStep),
+    /// Try to write in every system and home directory of the host, then check the host: nothing
+    /// beyond the writable set (and what the backend declared) may be writable.
+    Writable(WritableStep),
 }
 
 impl Step {
@@ -293,6 +296,7 @@ impl Step {
             Step::World(_) => &[],
             Step::Forge(_) => &[Capability::Confine, Capability::DeclaredDialect],
             Step::Declared(_) => &[Capability::Confine, Capability::DeclaredProtected],
+            Step::Writable(_) => &[Capability::Confine],
         }
     }
 }
@@ -1111,6 +1115,15 @@ pub struct ForgeStep {
 pub struct DeclaredStep {
     /// Whether each protected path exists before the payload runs.
     pub protected: ProtectedBefore,
+}
+
+/// A `writable` step: one payload tries to write in every system and home directory of the host
+/// under `mode` (see `steps/writable.rs`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WritableStep {
+    /// The confined mode the payload runs under.
+    pub mode: sandbox::ConfinedMode,
 }
 
 /// The state of a declared protected path before the payload tries it.

@@ -10,6 +10,7 @@ mod race;
 mod select;
 mod tool;
 mod wire;
+mod writable;
 
 use crate::backends::Backend;
 use crate::load::ExpandedCase;
@@ -46,6 +47,7 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailur
             Step::Net(s) => net::run(backend, s),
             Step::Forge(s) => forge::run(backend, s),
             Step::Declared(s) => declared::run(backend, s),
+            Step::Writable(s) => writable::run(backend, s),
         };
         result.map_err(|message| CaseFailure {
             step: index + 1,
@@ -118,5 +120,6 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Net(_) => "net",
         Step::Forge(_) => "forge",
         Step::Declared(_) => "declared",
+        Step::Writable(_) => "writable",
     }
 }
