@@ -50,6 +50,7 @@ fi
 subset=$out/scenarios-subset
 rm -rf "$subset"
 for f in containment/names.yaml containment/names_via_env.yaml containment/root_spellings.yaml containment/devices.yaml \
+    containment/writable_set.yaml \
     runner-failure/forged_signatures.yaml runner-failure/forged_signatures_stderr_only.yaml \
     declared/protected_paths.yaml parity/write_rows.yaml parity/cross_read.yaml parity/dev_null.yaml \
     hardening/temp_dir_widening.yaml hardening/workspace_swap.yaml hardening/workspace_roots.yaml; do
