@@ -16,5 +16,6 @@ pub mod metamorphic;
 pub mod model;
 pub mod plan;
 pub mod protocol;
+pub mod request;
 pub mod steps;
 pub mod world;

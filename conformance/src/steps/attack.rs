@@ -259,6 +259,7 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
             MAX_AFTER.as_millis()
         ));
     }
+    let since = CallStart::now();
     let stage = Stage::new(step)?;
     // A call checked a while after it returned holds a pipe from its first line on, so every
     // process it starts inherits it: the wait ends as soon as the last of them is gone.
@@ -282,12 +283,27 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
         script.push_str(&pipe.prologue());
     }
     script.push_str(&step.run);
-    let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script.into()];
     let held = if step.hold_fd {
         Some(Held::open(&stage.held_file)?)
     } else {
         None
     };
+    let d = &stage.world.dir;
+    let mut vars: Vec<(&str, OsString)> = vec![
+        ("WS", stage.spelled.clone().into_os_string()),
+        ("OUTSIDE", stage.world.outside.clone().into_os_string()),
+        ("TMP", stage.world.tmp.clone().into_os_string()),
+        ("WORLD", d.clone().into_os_string()),
+        ("EXTRA", stage.world.extra.clone().into_os_string()),
+        ("ETC_PROBE", stage.etc_probe.clone().into_os_string()),
+        ("CANARY", stage.canary.clone().into_os_string()),
+        ("CALLER", std::process::id().to_string().into()),
+    ];
+    if let Some(h) = &held {
+        vars.push(("HELD", h.0.as_raw_fd().to_string().into()));
+    }
+    let dressed = crate::request::dress(&script, vars);
+    let argv = dressed.argv;
     let twin = crate::metamorphic::Twin::new(provider.clone(), &stage.world, true)?;
     let answer = twin.confine(&argv, &policy);
     twin.verdict()?;
@@ -295,27 +311,8 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
         Err(e) => Came::Refused(e.to_string()),
         Ok(confined) => {
             let mut options = LaunchOptions::in_dir(&stage.cwd);
-            let d = &stage.world.dir;
-            options.env = vec![
-                ("WS".into(), stage.spelled.clone().into_os_string()),
-                (
-                    "OUTSIDE".into(),
-                    stage.world.outside.clone().into_os_string(),
-                ),
-                ("TMP".into(), stage.world.tmp.clone().into_os_string()),
-                ("WORLD".into(), d.clone().into_os_string()),
-                ("EXTRA".into(), stage.world.extra.clone().into_os_string()),
-                ("ETC_PROBE".into(), stage.etc_probe.clone().into_os_string()),
-                ("CANARY".into(), stage.canary.clone().into_os_string()),
-                ("CALLER".into(), std::process::id().to_string().into()),
-                (TAG_VAR.into(), stage.tag.clone().into()),
-            ];
-            match &held {
-                Some(h) => options
-                    .env
-                    .push(("HELD".into(), h.0.as_raw_fd().to_string().into())),
-                None => options.env_remove.push("HELD".into()),
-            }
+            options.env = dressed.env.clone();
+            options.env.push((TAG_VAR.into(), stage.tag.clone().into()));
             match &stage.temp_dir {
                 Some(t) => options
                     .env
@@ -345,7 +342,7 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
     };
     drop(held);
     // No process of the call may outlive it: look for the call's tag right after it returned.
-    let survivors = survivors(&stage.tag);
+    let survivors = survivors(&stage.tag, since);
     if let Some(pipe) = &pipe {
         pipe.wait(after);
     }
@@ -364,13 +361,16 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
 /// are still alive (not zombies) [`SURVIVOR_GRACE`] later. The grace covers a runner whose
 /// namespace is still being torn down by the kernel as it returns; the scenarios' survivors live
 /// for seconds, so they cannot end by themselves within it.
-fn survivors(tag: &str) -> Vec<String> {
+fn survivors(tag: &str, since: CallStart) -> Vec<String> {
     let needle = format!("{TAG_VAR}={tag}");
-    let mut left: Vec<Tagged> = tagged(&needle).into_iter().filter(|t| !t.zombie).collect();
+    let mut left: Vec<Tagged> = tagged(&needle, since)
+        .into_iter()
+        .filter(|t| !t.zombie)
+        .collect();
     let deadline = Instant::now() + SURVIVOR_GRACE;
     while !left.is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
-        let now: Vec<String> = tagged(&needle)
+        let now: Vec<String> = tagged(&needle, since)
             .into_iter()
             .filter(|t| !t.zombie)
             .map(|t| t.pid)
@@ -398,10 +398,62 @@ fn zombie(status: &str) -> bool {
     })
 }
 
-fn tagged(needle: &str) -> Vec<Tagged> {
+/// Where a call begins, to tell its processes from the host's: the last pid handed out and the
+/// clock ticks since boot a second ago. Every process the call starts gets a higher pid (pids
+/// are handed out in order; only a wrap-around at `pid_max`, seen as a lower last pid later,
+/// breaks that, and then start times decide) and starts after that tick.
+#[derive(Clone, Copy, Debug)]
+struct CallStart {
+    last_pid: Option<u64>,
+    ticks: Option<u64>,
+}
+
+impl CallStart {
+    fn now() -> CallStart {
+        CallStart {
+            last_pid: last_pid(),
+            ticks: ticks_since_boot(),
+        }
+    }
+}
+
+/// The last pid the kernel handed out in this pid namespace.
+fn last_pid() -> Option<u64> {
+    std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Clock ticks since boot a second ago: every process a call starts starts after it.
+fn ticks_since_boot() -> Option<u64> {
+    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
+    let secs: f64 = uptime.split_whitespace().next()?.parse().ok()?;
+    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
+    let ticks = (secs - 1.0).max(0.0) * hz as f64;
+    Some(ticks as u64)
+}
+
+/// When a process started, in clock ticks since boot (`/proc/<pid>/stat`, field 22; the command
+/// name in field 2 may hold spaces and parentheses, so fields are counted from its last `)`).
+fn start_ticks(stat: &str) -> Option<u64> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// The processes whose environment holds `needle`, among those started since the call began
+/// (all, when that is unknown). A pid and a start time are the kernel's, so a process of the
+/// call cannot hide behind them, and the host's long-lived processes (hundreds on a busy
+/// machine) are passed over without reading anything of theirs.
+fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
+    // Pids at or below the call's first are the host's, unless the pids wrapped around since.
+    let floor = since
+        .last_pid
+        .filter(|first| last_pid().is_some_and(|now| now >= *first));
     let mut found = Vec::new();
     for entry in dir.filter_map(Result::ok) {
         let name = entry.file_name();
@@ -411,6 +463,17 @@ fn tagged(needle: &str) -> Vec<Tagged> {
         else {
             continue;
         };
+        if floor.is_some_and(|floor| pid.parse::<u64>().is_ok_and(|n| n <= floor)) {
+            continue;
+        }
+        if let Some(since) = since.ticks {
+            let started = std::fs::read_to_string(entry.path().join("stat"))
+                .ok()
+                .and_then(|stat| start_ticks(&stat));
+            if started.is_some_and(|t| t < since) {
+                continue;
+            }
+        }
         let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
             continue;
         };
@@ -601,4 +664,58 @@ fn tail(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(6)..].join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_start_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
+        let stat = "1234 (a ) b) (c) S 1 2 3 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 98765 1000";
+        assert_eq!(start_ticks(stat), Some(98765));
+        // This process started before now (less a second, give or take a tick).
+        let me = std::fs::read_to_string("/proc/self/stat").expect("stat");
+        let since = ticks_since_boot().expect("uptime");
+        assert!(start_ticks(&me).expect("start") <= since + 101);
+    }
+
+    #[test]
+    fn a_process_started_during_the_call_is_found_and_one_from_before_is_passed_over() {
+        let tag = format!("{TAG_VAR}=test-{}", std::process::id());
+        let before = std::process::Command::new("sleep")
+            .arg("5")
+            .env(TAG_VAR, format!("test-{}", std::process::id()))
+            .spawn()
+            .expect("sleep");
+        std::thread::sleep(Duration::from_millis(1200));
+        let since = CallStart::now();
+        let during = std::process::Command::new("sleep")
+            .arg("5")
+            .env(TAG_VAR, format!("test-{}", std::process::id()))
+            .spawn()
+            .expect("sleep");
+        // A spawn returns as the child execs, before the kernel has laid out its environment.
+        std::thread::sleep(Duration::from_millis(100));
+        let pids: Vec<String> = tagged(&tag, since).into_iter().map(|t| t.pid).collect();
+        let during_pid = during.id().to_string();
+        let unknown = CallStart {
+            last_pid: None,
+            ticks: None,
+        };
+        let all: Vec<String> = tagged(&tag, unknown).into_iter().map(|t| t.pid).collect();
+        // By start time alone (as after a wrap-around of the pids).
+        let by_time = CallStart {
+            last_pid: None,
+            ..since
+        };
+        let timed: Vec<String> = tagged(&tag, by_time).into_iter().map(|t| t.pid).collect();
+        for mut child in [before, during] {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        assert_eq!(all.len(), 2, "{all:?}");
+        assert_eq!(pids, vec![during_pid.clone()]);
+        assert_eq!(timed, vec![during_pid]);
+    }
 }

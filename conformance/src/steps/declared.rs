@@ -140,12 +140,17 @@ pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), String> 
     let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws.clone())
         .with_temp_dir(None)
         .with_cwd(&ws);
-    let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script.into()];
+    let vars = env
+        .iter()
+        .map(|(k, v)| (k.to_str().unwrap_or_default(), v.clone()))
+        .collect();
+    let dressed = crate::request::dress(&script, vars);
+    let argv = dressed.argv;
     let confined = provider
         .confine(&argv, &policy)
         .map_err(|e| format!("confine refused: {e}"))?;
     let mut options = LaunchOptions::in_dir(&ws);
-    options.env = env;
+    options.env = dressed.env;
     options.env_remove.push("TMPDIR".into());
     options.timeout = Some(Duration::from_secs(30));
     let done = launch::run(&confined, &options);

@@ -76,6 +76,32 @@ fn spelled_script(op: Effect, place: &Place) -> String {
         .replace(r#""$T""#, &q(&place.target))
 }
 
+/// The effect as a program run directly, without a shell (as clients run `mkdir`, `mv`, `rm`),
+/// for the effects one program does and paths an argv can carry (UTF-8: the protocol's JSON
+/// cannot carry other bytes, so such a name is built by the shell instead).
+fn direct(op: Effect, place: &Place) -> Option<Vec<OsString>> {
+    let t = place.target.as_os_str();
+    let src = place.ws.join("src").into_os_string();
+    let moved = place.ws.join("moved").into_os_string();
+    if t.to_str().is_none() || src.to_str().is_none() {
+        return None;
+    }
+    let argv: Vec<&OsStr> = match op {
+        Effect::Unlink => vec!["rm".as_ref(), "-f".as_ref(), "--".as_ref(), t],
+        Effect::RenameIn => vec!["mv".as_ref(), "--".as_ref(), &src, t],
+        Effect::RenameOut => vec!["mv".as_ref(), "--".as_ref(), t, &moved],
+        Effect::Mkdir => vec!["mkdir".as_ref(), "--".as_ref(), t],
+        Effect::Rmdir => vec!["rmdir".as_ref(), "--".as_ref(), t],
+        Effect::Symlink => vec!["ln".as_ref(), "-s".as_ref(), "/etc/hostname".as_ref(), t],
+        Effect::Hardlink => vec!["ln".as_ref(), "--".as_ref(), &src, t],
+        Effect::Chmod => vec!["chmod".as_ref(), "600".as_ref(), "--".as_ref(), t],
+        // Truncation is tried by path (truncate(2)), which only Perl's `truncate` does; the
+        // others need the shell's redirections.
+        Effect::Truncate | Effect::Create | Effect::Overwrite | Effect::Append => return None,
+    };
+    Some(argv.into_iter().map(OsStr::to_os_string).collect())
+}
+
 fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
     let file = file_for(op);
     let plain = |root: PathBuf, ws: PathBuf, spelled: PathBuf, real: PathBuf, suffix: &OsStr| {
@@ -320,11 +346,23 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
     let policy = ProviderPolicy::new(step.mode, place.root.clone())
         .with_temp_dir(place.temp_dir.clone())
         .with_cwd(&place.cwd);
-    let command = match step.via {
-        PathRoute::Argv => spelled_script(step.op, &place),
-        PathRoute::Env => script(step.op).to_owned(),
+    // A third of the effects one program can do run it directly, the rest through a shell.
+    let dressed = match step.via {
+        PathRoute::Argv => match direct(step.op, &place) {
+            Some(argv) if crate::world::draw_one(&["direct", "shell", "shell"]) == "direct" => {
+                crate::request::Dressed::direct(argv)
+            }
+            _ => crate::request::dress(&spelled_script(step.op, &place), Vec::new()),
+        },
+        PathRoute::Env => crate::request::dress(
+            script(step.op),
+            vec![
+                ("T", place.target.clone().into_os_string()),
+                ("W", place.ws.clone().into_os_string()),
+            ],
+        ),
     };
-    let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), command.into()];
+    let argv = dressed.argv.clone();
     let before = world.snapshot();
     let twin = crate::metamorphic::Twin::new(provider.clone(), &world, true)?;
     let answer = twin.confine(&argv, &policy);
@@ -347,12 +385,7 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         Err(e) => return Err(format!("confine refused: {e}")),
     };
     let mut options = LaunchOptions::in_dir(&place.cwd);
-    if step.via == PathRoute::Env {
-        options.env = vec![
-            ("T".into(), place.target.clone().into_os_string()),
-            ("W".into(), place.ws.clone().into_os_string()),
-        ];
-    }
+    options.env = dressed.env;
     match &place.temp_dir {
         Some(t) => options
             .env

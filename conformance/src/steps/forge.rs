@@ -1,7 +1,6 @@
 //! The `forge` step: a payload prints the backend's own declared runner-failure signatures and
 //! exits with the rule's code. It ran (it leaves a mark), so each must be an ordinary result.
 
-use std::ffi::OsString;
 use std::time::Duration;
 
 use sandbox::{Classification, ProviderPolicy, RunnerFailureRule};
@@ -50,7 +49,11 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), String> {
         .with_temp_dir(None)
         .with_cwd(&ws);
     let script = format!(r#"printf '%s{TAIL}\n' "$SIG" >&2; printf ran > "$MARK"; exit "$CODE""#);
-    let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script.into()];
+    let dressed = crate::request::dress(
+        &script,
+        vec![("SIG", "".into()), ("CODE", "".into()), ("MARK", "".into())],
+    );
+    let argv = dressed.argv.clone();
     // The signatures are the ones the backend declares for this very launch.
     let first = provider
         .confine(&argv, &policy)
@@ -69,9 +72,9 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), String> {
         let mark = ws.join(format!("forged-{i}"));
         let mut options = LaunchOptions::in_dir(&ws);
         options.env = vec![
-            ("SIG".into(), sig.into()),
-            ("CODE".into(), code.to_string().into()),
-            ("MARK".into(), mark.clone().into_os_string()),
+            (dressed.alias("SIG"), sig.into()),
+            (dressed.alias("CODE"), code.to_string().into()),
+            (dressed.alias("MARK"), mark.clone().into_os_string()),
         ];
         options.env_remove.push("TMPDIR".into());
         options.timeout = Some(Duration::from_secs(20));

@@ -11,7 +11,6 @@
 //! listener while it reports the class `partial` or `not-governed` fails truthfully (an expected
 //! failure can name that), and one that reaches it while claiming `full` fails as a liar.
 
-use std::ffi::OsString;
 use std::io::{ErrorKind, Read};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::PermissionsExt;
@@ -38,9 +37,6 @@ const GRACE: Duration = Duration::from_millis(200);
 
 /// How long the listener reads one accepted connection.
 const READ_TIMEOUT: Duration = Duration::from_millis(500);
-
-/// What the harness prints first in the payload, so a payload that never ran cannot pass.
-const STARTED: &str = "net-step-started";
 
 /// The default client of each target: sends `$MSG` and prints `connected` (or `sent`), or prints
 /// `refused` with the reason. Under `reached: false` the payload must print `refused`, so one that
@@ -283,13 +279,29 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
     let before = world.snapshot();
     let listeners = Listeners::start()?;
     let msg = format!("hello-{}", crate::world::draw_hex(12));
+    // The first line proves the payload ran; its word is drawn, like every name of a request.
+    let started = format!(
+        "{}-{}",
+        crate::world::draw_one(&["starting", "begin", "connecting", "probe"]),
+        crate::world::draw_hex(6)
+    );
     let script = format!(
-        "echo {STARTED}\n{}\n",
+        "echo {started}\n{}\n",
         step.run
             .as_deref()
             .unwrap_or_else(|| default_client(step.target))
     );
-    let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), script.into()];
+    let dressed = crate::request::dress(
+        &script,
+        vec![
+            ("PORT", listeners.port.to_string().into()),
+            ("UDP_PORT", listeners.udp_port.to_string().into()),
+            ("UNIX_PATH", listeners.unix_path.clone().into_os_string()),
+            ("ABSTRACT_NAME", listeners.abstract_name.clone().into()),
+            ("MSG", msg.clone().into()),
+        ],
+    );
+    let argv = dressed.argv;
     let policy = ProviderPolicy::new(step.mode, workspace.clone())
         .with_temp_dir(None)
         .with_network(step.network);
@@ -310,19 +322,7 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
         )
     };
     let mut options = LaunchOptions::in_dir(&workspace);
-    options.env = vec![
-        ("PORT".into(), listeners.port.to_string().into()),
-        ("UDP_PORT".into(), listeners.udp_port.to_string().into()),
-        (
-            "UNIX_PATH".into(),
-            listeners.unix_path.clone().into_os_string(),
-        ),
-        (
-            "ABSTRACT_NAME".into(),
-            listeners.abstract_name.clone().into(),
-        ),
-        ("MSG".into(), msg.clone().into()),
-    ];
+    options.env = dressed.env;
     options.env_remove.push("TMPDIR".into());
     options.timeout = Some(CALL_TIMEOUT);
     let done = launch::run(&confined, &options);
@@ -339,7 +339,7 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
     if done.timed_out {
         return Err(format!("the call timed out; stdout {stdout:?}"));
     }
-    if !stdout.starts_with(STARTED) {
+    if !stdout.starts_with(&started) {
         return Err(format!(
             "the payload never ran (stdout {stdout:?}, stderr {stderr:?})"
         ));

@@ -9,7 +9,6 @@
 //! drawn per case, and a dotfile is only opened, never written. What a broken backend lets
 //! through is removed again and named.
 
-use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -193,11 +192,7 @@ pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), String> 
         draw_hex(8)
     );
     let mark = format!("{}-{}", draw_one(&["done", "ok", "finished"]), draw_hex(6));
-    let argv: Vec<OsString> = vec![
-        "bash".into(),
-        "-c".into(),
-        payload(&probes, &name, &mark).into(),
-    ];
+    let argv = crate::request::dress(&payload(&probes, &name, &mark), Vec::new()).argv;
     let policy = ProviderPolicy::new(step.mode, ws.clone())
         .with_temp_dir(None)
         .with_cwd(&ws);
