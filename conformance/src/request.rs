@@ -2,7 +2,8 @@
 //! (the workspace, a target path, a port); were their names and the shell's invocation fixed, a
 //! backend could confine exactly the requests that carry them (`$OUTSIDE`, `bash -c`) and pass
 //! every real one through. So each case draws, from its seed, a name for every variable from
-//! the names build scripts use, and one of the ways clients invoke a shell.
+//! the names build scripts use, one of the ways clients invoke a shell, and (for half of them)
+//! a first line as ordinary scripts have (`export NODE_ENV=test`, `# npm run build`).
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;
@@ -36,6 +37,23 @@ const NAMES: &[&str] = &[
     "dest_dir",
     "target",
     "work",
+];
+
+/// First lines of ordinary scripts, none of which prints, starts a process or changes what the
+/// rest does: a request that names `npm` or `cargo` is as likely from the harness as any.
+const PRELUDES: &[&str] = &[
+    "export NODE_ENV=test",
+    "export CARGO_TERM_COLOR=never",
+    "export PIP_DISABLE_PIP_VERSION_CHECK=1",
+    "export CI=1",
+    "# npm run build && npm test",
+    "# make -j4 all",
+    ": cargo build --release",
+    "command -v npm >/dev/null || true",
+    "command -v make >/dev/null || true",
+    "command -v python3 >/dev/null || true",
+    "# git pull --rebase && pip install -r requirements.txt",
+    "# curl -fsSL https://example.com/install.sh | sh",
 ];
 
 /// A payload dressed as an ordinary request: the argv to confine and the environment to run it
@@ -87,7 +105,10 @@ pub fn dress(script: &str, vars: Vec<(&str, OsString)>) -> Dressed {
         env.push((OsString::from(&alias), value));
         names.insert(name.to_owned(), alias);
     }
-    let script = rename_variables(script, &names);
+    let mut script = rename_variables(script, &names);
+    if draw_one(&["prelude", "none"]) == "prelude" {
+        script = format!("{}\n{script}", draw_one(PRELUDES));
+    }
     Dressed {
         argv: shell(script),
         env,

@@ -192,6 +192,18 @@ fn a_backend_keyed_on_the_harness_word_list_is_rejected_with_the_escapes_named()
 }
 
 #[test]
+fn a_backend_keyed_on_the_shape_of_the_harness_requests_is_rejected_with_the_escapes_named() {
+    let (failed, run) = rejected("cheat_on_shape_backend.py", "FAIL");
+    let escapes: Vec<&String> = failed
+        .iter()
+        .map(|(t, _)| t)
+        .filter(|t| t.starts_with("containment::cheat-on-shape::"))
+        .collect();
+    assert!(escapes.len() > 20, "{failed:?}");
+    assert!(run.matrix.contains(escapes[0].as_str()), "{}", run.matrix);
+}
+
+#[test]
 fn a_backend_confining_every_other_request_is_inconsistent_with_both_argvs_named() {
     let (inconsistent, run) = rejected("cheat_every_other_backend.py", "INCONSISTENT");
     assert!(inconsistent.len() > 100, "{}", inconsistent.len());
