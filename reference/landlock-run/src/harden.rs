@@ -240,11 +240,15 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 ///    `int 0x80` on x86_64 arrives with `AUDIT_ARCH_I386` and other syscall numbers), x32 calls
 ///    fail with `EPERM`, `openat2` fails with `ENOSYS` (its mode lives in a struct seccomp cannot
 ///    read; glibc and most programs then fall back to `openat`), and `io_uring_setup` fails with
-///    `ENOSYS` (io_uring opens and creates files with a mode no filter sees);
+///    `ENOSYS` (io_uring opens and creates files with a mode no filter sees), and so does
+///    `clone3` (its flags live in a struct: see the user-namespace rule below);
 /// 2. the *mode filter*, compiled by `seccompiler`: `chmod`, `fchmod`, `fchmodat`, `fchmodat2`,
 ///    `open`, `openat`, `creat`, `mknod`, `mknodat`, `mkdir`, `mkdirat` fail with `EPERM` when
 ///    their mode argument has `S_ISUID` or `S_ISGID` (for `open`/`openat` the mode only matters
 ///    with `O_CREAT` or `O_TMPFILE`; refusing the bits regardless changes nothing else).
+///
+/// The mode filter also refuses `unshare` and `clone` with `CLONE_NEWUSER` (`EPERM`): the payload
+/// makes no user namespace of its own.
 ///
 /// Ordinary modes (`chmod 755`, `cp -p`, `tar x`) are untouched.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -276,6 +280,22 @@ pub fn install_setuid_guard() -> Result<(), String> {
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("cannot build the setuid guard: {e}"))?;
         rules.insert(nr, chain);
+    }
+    // No user namespace of its own: `unshare` and `clone` with `CLONE_NEWUSER` fail with EPERM
+    // (`clone3` carries its flags in a struct: the guard makes it fail with ENOSYS, and glibc
+    // falls back to `clone`). A nested user namespace would hand the payload a root of its own
+    // over new mounts and the kernel code behind them; bwrap's `--disable-userns` does the same.
+    let newuser = libc::CLONE_NEWUSER as u64;
+    for nr in [libc::SYS_unshare, libc::SYS_clone] {
+        let condition = SeccompCondition::new(
+            0,
+            SeccompCmpArgLen::Qword,
+            SeccompCmpOp::MaskedEq(newuser),
+            newuser,
+        )
+        .and_then(|c| SeccompRule::new(vec![c]))
+        .map_err(|e| format!("cannot build the user-namespace guard: {e}"))?;
+        rules.insert(nr, vec![condition]);
     }
     let filter = SeccompFilter::new(
         rules,
@@ -344,6 +364,8 @@ fn guard_program() -> Vec<seccompiler::sock_filter> {
         jump(BPF_JEQ_K, nr(libc::SYS_openat2), 0, 1),
         stmt(BPF_RET_K, errno(libc::ENOSYS)),
         jump(BPF_JEQ_K, nr(libc::SYS_io_uring_setup), 0, 1),
+        stmt(BPF_RET_K, errno(libc::ENOSYS)),
+        jump(BPF_JEQ_K, nr(libc::SYS_clone3), 0, 1),
         stmt(BPF_RET_K, errno(libc::ENOSYS)),
     ]);
     prog

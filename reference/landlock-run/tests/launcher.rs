@@ -1540,3 +1540,49 @@ fn the_probe_says_whether_this_host_lets_the_launcher_protect_paths() {
         assert!(stdout(&out).contains(&protect_flag), "{}", stdout(&out));
     }
 }
+
+#[test]
+fn the_payload_makes_no_user_namespace_of_its_own_and_threads_still_start() {
+    for who in identities() {
+        let w = world();
+        let ws = w.ws();
+        // unshare(2) with CLONE_NEWUSER (the unshare tool, and the raw call), and clone3, which
+        // must say ENOSYS so that glibc falls back to clone for threads.
+        let python = "import ctypes, os, threading
+libc = ctypes.CDLL(None, use_errno=True)
+rc = libc.unshare(0x10000000)  # CLONE_NEWUSER
+print('unshare=%d/%d' % (rc, ctypes.get_errno()))
+rc = libc.syscall(435, None, 0)
+print('clone3=%d/%d' % (rc, ctypes.get_errno()))
+t = threading.Thread(target=lambda: print('thread=ran'))
+t.start(); t.join()
+";
+        let script = format!(
+            "unshare --user true 2>/dev/null; echo unshare_user=$?
+             unshare --user --map-root-user true 2>/dev/null; echo map_root=$?
+             /usr/bin/python3 -c {python}
+             (echo subshell=ran)",
+            python = shell_quote(python),
+        );
+        let out = launch_as(
+            who,
+            &["--ro", "/", "--rw", ws, "--rw", "/dev/null"],
+            &script,
+        );
+        let report = stdout(&out);
+        for line in [
+            "unshare_user=1",
+            "map_root=1",
+            "unshare=-1/1",
+            "clone3=-1/38",
+            "thread=ran",
+            "subshell=ran",
+        ] {
+            assert!(
+                report.lines().any(|l| l == line),
+                "{who:?}: no {line:?} in {report} {}",
+                stderr(&out)
+            );
+        }
+    }
+}
