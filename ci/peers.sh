@@ -53,7 +53,8 @@ for f in containment/names.yaml containment/names_via_env.yaml containment/root_
     containment/writable_set.yaml \
     runner-failure/forged_signatures.yaml runner-failure/forged_signatures_stderr_only.yaml \
     declared/protected_paths.yaml parity/write_rows.yaml parity/cross_read.yaml parity/dev_null.yaml \
-    hardening/temp_dir_widening.yaml hardening/workspace_swap.yaml hardening/workspace_roots.yaml; do
+    hardening/temp_dir_widening.yaml hardening/workspace_swap.yaml hardening/workspace_roots.yaml \
+    hardening/isolation.yaml; do
     mkdir -p "$subset/$(dirname "$f")"
     ln -s "$repo/scenarios/$f" "$subset/$f"
 done
