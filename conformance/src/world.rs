@@ -70,6 +70,94 @@ pub fn with_case<R>(seed: u64, trial: &str, f: impl FnOnce() -> R) -> R {
     f()
 }
 
+thread_local! {
+    /// The drawn names of the files an effect works on, while one runs on this thread.
+    static FILE_NAMES: RefCell<Option<BTreeMap<&'static str, String>>> = const { RefCell::new(None) };
+}
+
+/// Names files and folders have in real projects: what an effect's `existing`, `new`,
+/// `newdir`, ... are called in one case.
+const FILE_NAMES_POOL: &[&str] = &[
+    "notes.txt",
+    "config.yaml",
+    "main.rs",
+    "README.md",
+    "index.html",
+    "data.csv",
+    "app.py",
+    "Makefile",
+    "report.pdf",
+    "todo.md",
+    "build.log",
+    "package.json",
+    "lib",
+    "assets",
+    "docs",
+    "scripts",
+    "vendor",
+    "out",
+    "photos",
+    "old",
+    "settings.json",
+    "Cargo.toml",
+    "test_main.py",
+    "styles.css",
+    "LICENSE",
+    "schema.sql",
+    "deploy.sh",
+    "src-gen",
+    "fixtures",
+    "tmp-out",
+];
+
+/// The logical names effects work on, each given a name of [`FILE_NAMES_POOL`] per case.
+const LOGICAL_FILES: &[&str] = &[
+    "existing",
+    "new",
+    "newdir",
+    "emptydir",
+    "newlink",
+    "src",
+    "moved",
+    "dir",
+    "link_out",
+    "file_link",
+    "dangling",
+];
+
+/// Runs `f` (one effect) with the files it works on named by draws of the case (distinct names
+/// from [`FILE_NAMES_POOL`]): no fixed file name marks a harness request. [`file_name`] and
+/// [`name`] answer with them while `f` runs on this thread.
+pub fn with_file_names<R>(f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<BTreeMap<&'static str, String>>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            FILE_NAMES.set(self.0.take());
+        }
+    }
+    let mut pool: Vec<&str> = FILE_NAMES_POOL.to_vec();
+    let table: BTreeMap<&'static str, String> = LOGICAL_FILES
+        .iter()
+        .map(|logical| {
+            let i = draw(|rng| rng.usize(..pool.len()));
+            (*logical, pool.swap_remove(i).to_owned())
+        })
+        .collect();
+    let _restore = Restore(FILE_NAMES.replace(Some(table)));
+    f()
+}
+
+/// The name `logical` (`existing`, `dir`, `src`, ...) has in the effect running on this thread,
+/// or `logical` itself outside one.
+pub fn file_name(logical: &str) -> String {
+    FILE_NAMES.with_borrow(|table| {
+        table
+            .as_ref()
+            .and_then(|t| t.get(logical).cloned())
+            .unwrap_or_else(|| logical.to_owned())
+    })
+}
+
 /// One draw from the case's generator (outside a case, from a fresh random one).
 fn draw<R>(f: impl FnOnce(&mut fastrand::Rng) -> R) -> R {
     CASE_RNG.with_borrow_mut(|slot| match slot {
@@ -183,6 +271,16 @@ fn coined(rng: &mut fastrand::Rng) -> String {
         0 => format!("{name}-{}", pick(rng, TAILS)),
         1 => format!("{name} {}", pick(rng, TAILS)),
         _ => name,
+    }
+}
+
+/// A project name: from [`PROJECTS`], from this host's own names, or coined, a third each; true
+/// when it came from a pool (a list or the host).
+fn draw_project(rng: &mut fastrand::Rng, host: &[String]) -> (String, bool) {
+    match rng.u8(..3) {
+        0 if !host.is_empty() => (host[rng.usize(..host.len())].clone(), true),
+        1 => (coined(rng), false),
+        _ => (pick(rng, PROJECTS).to_owned(), true),
     }
 }
 
@@ -393,13 +491,16 @@ impl World {
         for _ in 0..16 {
             let (base, kind) = draw(|rng| bases[rng.usize(..bases.len())].clone());
             let (folder, project, neighbour, alias, tmpdir, tmp, shm, extra) = draw(|rng| {
-                let project = draw_name(rng, PROJECTS, &places.names);
+                let (project, pooled) = draw_project(rng, &places.names);
                 let folder = pick(rng, folders(kind));
-                // Most real checkouts carry no suffix at all.
-                let suffix = match rng.u8(..6) {
-                    0 => format!(" ({})", rng.u16(2..999)),
-                    1 => format!("-{}", token(rng, 6)),
-                    2 => format!("_{}", rng.u32(1000..99999)),
+                // A name from a pool carries a suffix, as copies and clones do: without one, two
+                // worlds of a run would often draw the same folder and the later one would have
+                // to draw again, differently from one run to the next. A coined name is one of
+                // millions and mostly carries none.
+                let suffix = match (pooled, rng.u8(..6)) {
+                    (_, 0) | (true, 3) => format!(" ({})", rng.u16(2..999)),
+                    (_, 1) | (true, 4) => format!("-{}", token(rng, 6)),
+                    (_, 2) | (true, 5) => format!("_{}", rng.u32(1000..99999)),
                     _ => String::new(),
                 };
                 let scratch =
@@ -455,6 +556,15 @@ impl World {
             if (1..siblings.len()).any(|i| siblings[..i].contains(&siblings[i])) {
                 continue;
             }
+            // A world named like a project folder (`git`, `data`) would pass for one in a run
+            // that starts while it exists, and take that run's worlds with it when removed.
+            if ["home", "srv", "var-tmp"].iter().any(|kind| {
+                folders(kind)
+                    .iter()
+                    .any(|f| f.split('/').any(|part| part == project))
+            }) {
+                continue;
+            }
             let ws = dir.join(&ws_name);
             // The world exists (and is dropped, removing its roots) only once its folder is
             // made here: a folder that was there is another world's, never removed by this one.
@@ -494,16 +604,16 @@ impl World {
         match shape {
             Shape::RootViaSymlink => symlink(&self.ws, &self.alias)?,
             // `ws/dir/../..`: the path passes through `dir`.
-            Shape::Dotdot => std::fs::create_dir(self.ws.join("dir"))?,
+            Shape::Dotdot => std::fs::create_dir(self.ws.join(file_name("dir")))?,
             Shape::DevShm if Path::new("/dev/shm").is_dir() => std::fs::create_dir(&self.shm)?,
             _ => {}
         }
         std::fs::write(self.outside.join("sentinel"), SENTINEL)?;
-        std::fs::write(self.ws.join("src"), "src")?;
+        std::fs::write(self.ws.join(file_name("src")), "src")?;
         let plain = OsStr::new("");
         match shape {
             Shape::Inside | Shape::RootViaSymlink | Shape::RootTrailingSlash => {
-                populate(&self.ws.join("dir"), plain)?;
+                populate(&self.ws.join(file_name("dir")), plain)?;
             }
             Shape::Root => populate(&self.ws, plain)?,
             Shape::Dotdot | Shape::AbsoluteOutside | Shape::FsRootWorkspace => {
@@ -511,21 +621,29 @@ impl World {
             }
             Shape::SymlinkDir => {
                 populate(&self.outside, plain)?;
-                symlink(&self.outside, self.ws.join("link_out"))?;
+                symlink(&self.outside, self.ws.join(file_name("link_out")))?;
             }
             Shape::SymlinkFile => {
                 populate(&self.outside, plain)?;
-                symlink(self.outside.join("existing"), self.ws.join("file_link"))?;
-                symlink(self.outside.join("new"), self.ws.join("dangling"))?;
+                symlink(
+                    self.outside.join(file_name("existing")),
+                    self.ws.join(file_name("file_link")),
+                )?;
+                symlink(
+                    self.outside.join(file_name("new")),
+                    self.ws.join(file_name("dangling")),
+                )?;
             }
             Shape::Tmp => populate(&self.tmp, plain)?,
             Shape::Tmpdir => populate(&self.tmpdir, plain)?,
             Shape::DevNull | Shape::DevShm => {}
             Shape::WsUnderTmp => {
-                populate(&self.tmp.join("ws/dir"), plain)?;
-                std::fs::write(self.tmp.join("ws/src"), "src")?;
+                populate(&self.tmp.join("ws").join(file_name("dir")), plain)?;
+                std::fs::write(self.tmp.join("ws").join(file_name("src")), "src")?;
             }
-            Shape::NonUtf8 => populate(&self.ws.join("dir"), OsStr::from_bytes(b"\xff"))?,
+            Shape::NonUtf8 => {
+                populate(&self.ws.join(file_name("dir")), OsStr::from_bytes(b"\xff"))?
+            }
             Shape::NonUtf8Outside => populate(&self.outside, OsStr::from_bytes(b"\xff"))?,
             Shape::Space => populate(&self.ws.join("with space"), OsStr::new(" x"))?,
             Shape::Prelinked => {
@@ -952,7 +1070,7 @@ pub fn shell_quote(text: &OsStr) -> String {
 
 /// `base` followed by `suffix`, as a file name.
 pub fn name(base: &str, suffix: &OsStr) -> OsString {
-    let mut n = OsString::from(base);
+    let mut n = OsString::from(file_name(base));
     n.push(suffix);
     n
 }
@@ -972,7 +1090,21 @@ impl Drop for World {
         if let Ok(mut deferred) = DEFERRED.lock()
             && let Some(later) = deferred.as_mut()
         {
-            later.extend(self.roots().iter().map(|r| r.to_path_buf()));
+            // Each root is renamed out of the way now (a rename frees no inode) and removed by
+            // the sweep: its name is free again at once, so the worlds of a run collide only
+            // with the ones running beside them, and a seed replays the same names.
+            static RENAMED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+            for root in self.roots() {
+                if std::fs::symlink_metadata(root).is_err() {
+                    continue;
+                }
+                let n = RENAMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let aside = root.with_file_name(format!(".removed-{}-{n}", std::process::id()));
+                match std::fs::rename(root, &aside) {
+                    Ok(()) => later.push(aside),
+                    Err(_) => later.push(root.to_path_buf()),
+                }
+            }
             return;
         }
         for root in self.roots() {
@@ -1171,9 +1303,18 @@ mod tests {
             names.iter().any(|n| !listed(n) && !hosts(n)),
             "no coined name: {names:?}"
         );
+        // Only coined names go without a suffix: one of millions, they do not collide.
         assert!(
-            names.iter().any(|n| PROJECTS.contains(&n.as_str())),
-            "never unsuffixed: {names:?}"
+            names.iter().all(|n| !PROJECTS.contains(&n.as_str())),
+            "a listed name without a suffix: {names:?}"
+        );
+        let unsuffixed =
+            |n: &&String| !n.contains(['(', '_']) && !n.contains(|c: char| c.is_ascii_digit());
+        assert!(
+            names
+                .iter()
+                .any(|n| !listed(n) && !hosts(n) && unsuffixed(&n)),
+            "{names:?}"
         );
     }
 

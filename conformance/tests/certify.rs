@@ -246,10 +246,10 @@ fn a_backend_that_writes_another_name_than_asked_is_caught_by_the_world_diff() {
         .expect("the case ran");
     assert_eq!(case["status"], "FAIL");
     let message = case["message"].as_str().unwrap_or("");
-    // The stray name that was written, and the name that was asked.
-    assert!(message.contains("/dir/new\u{FFFD} (file"), "{message}");
+    // The stray name that was written, and the name that was asked (both drawn for the case).
+    assert!(message.contains("\u{FFFD} (file"), "{message}");
     assert!(
-        message.contains("asked on ") && message.contains("/dir/new\\xFF"),
+        message.contains("asked on ") && message.contains("\\xFF"),
         "{message}"
     );
 }
@@ -619,7 +619,9 @@ fn a_declared_protected_path_that_is_writable_is_caught_on_the_disk() {
         "{}",
         run.matrix
     );
-    assert!(run.matrix.contains(".git was created"), "{}", run.matrix);
+    // matrix.md wraps long messages wherever the drawn path ends: read the report's own.
+    let messages = run.report["cases"].to_string();
+    assert!(messages.contains(".git was created"), "{messages}");
     assert!(
         run.report["backends"][0]["declared"]["protected"][0]["path"] == ".git",
         "{}",

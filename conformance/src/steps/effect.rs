@@ -11,7 +11,7 @@ use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
 use crate::model::{Effect, EffectStep, ExpectedEffect, PathRoute, Shape};
-use crate::world::{SENTINEL, World, name, shell_quote};
+use crate::world::{SENTINEL, World, file_name, name, shell_quote};
 
 /// Where one effect lands.
 struct Place {
@@ -71,8 +71,8 @@ fn script(op: Effect) -> &'static str {
 fn spelled_script(op: Effect, place: &Place) -> String {
     let q = |p: &Path| shell_quote(p.as_os_str());
     script(op)
-        .replace(r#""$W/src""#, &q(&place.ws.join("src")))
-        .replace(r#""$W/moved""#, &q(&place.ws.join("moved")))
+        .replace(r#""$W/src""#, &q(&place.ws.join(file_name("src"))))
+        .replace(r#""$W/moved""#, &q(&place.ws.join(file_name("moved"))))
         .replace(r#""$T""#, &q(&place.target))
 }
 
@@ -81,8 +81,8 @@ fn spelled_script(op: Effect, place: &Place) -> String {
 /// cannot carry other bytes, so such a name is built by the shell instead).
 fn direct(op: Effect, place: &Place) -> Option<Vec<OsString>> {
     let t = place.target.as_os_str();
-    let src = place.ws.join("src").into_os_string();
-    let moved = place.ws.join("moved").into_os_string();
+    let src = place.ws.join(file_name("src")).into_os_string();
+    let moved = place.ws.join(file_name("moved")).into_os_string();
     if t.to_str().is_none() || src.to_str().is_none() {
         return None;
     }
@@ -127,27 +127,46 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
         }
     };
     Ok(match shape {
-        Shape::Inside => plain(ws.clone(), ws.clone(), ws.join("dir"), ws.join("dir"), none),
+        Shape::Inside => plain(
+            ws.clone(),
+            ws.clone(),
+            ws.join(file_name("dir")),
+            ws.join(file_name("dir")),
+            none,
+        ),
         Shape::Root => plain(ws.clone(), ws.clone(), ws.clone(), ws.clone(), none),
         Shape::Dotdot => plain(
             ws.clone(),
             ws.clone(),
-            ws.join("dir/../..")
+            ws.join(file_name("dir"))
+                .join("../..")
                 .join(outside.file_name().unwrap_or_default()),
             outside,
             none,
         ),
         Shape::AbsoluteOutside => plain(ws.clone(), ws.clone(), outside.clone(), outside, none),
-        Shape::SymlinkDir => plain(ws.clone(), ws.clone(), ws.join("link_out"), outside, none),
+        Shape::SymlinkDir => plain(
+            ws.clone(),
+            ws.clone(),
+            ws.join(file_name("link_out")),
+            outside,
+            none,
+        ),
         Shape::SymlinkFile => {
             use Effect::*;
             only(&[
                 Create, Overwrite, Append, Truncate, Chmod, Unlink, RenameOut,
             ])?;
             let (link, real) = if file == "new" {
-                (ws.join("dangling"), outside.join("new"))
+                (
+                    ws.join(file_name("dangling")),
+                    outside.join(file_name("new")),
+                )
             } else {
-                (ws.join("file_link"), outside.join("existing"))
+                (
+                    ws.join(file_name("file_link")),
+                    outside.join(file_name("existing")),
+                )
             };
             Place {
                 root: ws.clone(),
@@ -196,8 +215,8 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
             plain(
                 tws.clone(),
                 tws.clone(),
-                tws.join("dir"),
-                tws.join("dir"),
+                tws.join(file_name("dir")),
+                tws.join(file_name("dir")),
                 none,
             )
         }
@@ -206,8 +225,8 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
             let mut p = plain(
                 alias.clone(),
                 ws.clone(),
-                alias.join("dir"),
-                ws.join("dir"),
+                alias.join(file_name("dir")),
+                ws.join(file_name("dir")),
                 none,
             );
             p.cwd = alias;
@@ -216,7 +235,13 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
         Shape::RootTrailingSlash => {
             let mut spelled = ws.clone().into_os_string();
             spelled.push("/");
-            let mut p = plain(ws.clone(), ws.clone(), ws.join("dir"), ws.join("dir"), none);
+            let mut p = plain(
+                ws.clone(),
+                ws.clone(),
+                ws.join(file_name("dir")),
+                ws.join(file_name("dir")),
+                none,
+            );
             p.root = PathBuf::from(spelled);
             p
         }
@@ -233,7 +258,13 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
         }
         Shape::NonUtf8 => {
             let s = OsStr::from_bytes(b"\xff");
-            plain(ws.clone(), ws.clone(), ws.join("dir"), ws.join("dir"), s)
+            plain(
+                ws.clone(),
+                ws.clone(),
+                ws.join(file_name("dir")),
+                ws.join(file_name("dir")),
+                s,
+            )
         }
         Shape::NonUtf8Outside => {
             let s = OsStr::from_bytes(b"\xff");
@@ -296,7 +327,7 @@ fn state(op: Effect, p: &Place) -> State {
         (false, true) => State::Effected,
         _ => State::Other(format!("{}: {what}", p.entry.display())),
     };
-    let src = p.ws.join("src");
+    let src = p.ws.join(file_name("src"));
     match op {
         Effect::Create => by_content(None, Some("new")),
         Effect::Overwrite => by_content(Some("old"), Some("new")),
@@ -313,7 +344,7 @@ fn state(op: Effect, p: &Place) -> State {
         Effect::Rmdir => by_entry(p.entry.is_dir(), !exists(&p.entry), "rmdir half-done"),
         Effect::RenameOut => by_entry(
             exists(&p.entry),
-            !exists(&p.entry) && exists(&p.ws.join("moved")),
+            !exists(&p.entry) && exists(&p.ws.join(file_name("moved"))),
             "rename out half-done",
         ),
         Effect::RenameIn => by_entry(
@@ -336,6 +367,11 @@ fn state(op: Effect, p: &Place) -> State {
 }
 
 pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
+    // The files the effect works on get names drawn for the case (`notes.txt`, `lib`, ...).
+    crate::world::with_file_names(|| run_named(backend, step))
+}
+
+fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), String> {
     let provider = backend
         .provider
         .as_ref()
@@ -355,7 +391,10 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
             _ => crate::request::dress(&spelled_script(step.op, &place), Vec::new()),
         },
         PathRoute::Env => crate::request::dress(
-            script(step.op),
+            // The drawn names are plain words, safe inside double quotes.
+            &script(step.op)
+                .replace("$W/src", &format!("$W/{}", file_name("src")))
+                .replace("$W/moved", &format!("$W/{}", file_name("moved"))),
             vec![
                 ("T", place.target.clone().into_os_string()),
                 ("W", place.ws.clone().into_os_string()),
@@ -451,7 +490,7 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         // A rename the kernel refuses across mounts (EXDEV) makes `mv` copy the file into the
         // workspace before it fails to remove the source: a read outside and a write inside,
         // both allowed.
-        vec![place.ws.join("moved")]
+        vec![place.ws.join(file_name("moved"))]
     } else {
         Vec::new()
     };
@@ -486,8 +525,8 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
 fn changes(op: Effect, p: &Place) -> Vec<PathBuf> {
     let mut paths = vec![p.entry.clone(), p.content.clone()];
     match op {
-        Effect::RenameIn => paths.push(p.ws.join("src")),
-        Effect::RenameOut => paths.push(p.ws.join("moved")),
+        Effect::RenameIn => paths.push(p.ws.join(file_name("src"))),
+        Effect::RenameOut => paths.push(p.ws.join(file_name("moved"))),
         _ => {}
     }
     paths
