@@ -442,52 +442,61 @@ fn start_ticks(stat: &str) -> Option<u64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
+/// The pids a process of the call can have: those handed out since it began (`ns_last_pid` then
+/// and now; across a wrap-around at `pid_max`, both ends of the range), so the host's other
+/// processes, however many, are never read. When the kernel does not say, every pid in `/proc`.
+fn candidate_pids(since: CallStart) -> Vec<u64> {
+    const MOST: u64 = 1 << 16;
+    if let (Some(first), Some(now)) = (since.last_pid, last_pid()) {
+        if now >= first && now - first <= MOST {
+            return (first + 1..=now).collect();
+        }
+        let max: Option<u64> = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+            .ok()
+            .and_then(|m| m.trim().parse().ok());
+        if let Some(max) = max.filter(|max| now < first && max - first + now <= MOST) {
+            return (first + 1..max).chain(1..=now).collect();
+        }
+    }
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+        .collect()
+}
+
 /// The processes whose environment holds `needle`, among those started since the call began
 /// (all, when that is unknown). A pid and a start time are the kernel's, so a process of the
 /// call cannot hide behind them, and the host's long-lived processes (hundreds on a busy
 /// machine) are passed over without reading anything of theirs.
 fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    // Pids at or below the call's first are the host's, unless the pids wrapped around since.
-    let floor = since
-        .last_pid
-        .filter(|first| last_pid().is_some_and(|now| now >= *first));
     let mut found = Vec::new();
-    for entry in dir.filter_map(Result::ok) {
-        let name = entry.file_name();
-        let Some(pid) = name
-            .to_str()
-            .filter(|n| n.bytes().all(|b| b.is_ascii_digit()))
-        else {
-            continue;
-        };
-        if floor.is_some_and(|floor| pid.parse::<u64>().is_ok_and(|n| n <= floor)) {
-            continue;
-        }
+    for pid in candidate_pids(since) {
+        let path = Path::new("/proc").join(pid.to_string());
+        let pid = pid.to_string();
         if let Some(since) = since.ticks {
-            let started = std::fs::read_to_string(entry.path().join("stat"))
+            let started = std::fs::read_to_string(path.join("stat"))
                 .ok()
                 .and_then(|stat| start_ticks(&stat));
-            if started.is_some_and(|t| t < since) {
+            if started.is_none_or(|t| t < since) {
                 continue;
             }
         }
-        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+        let Ok(environ) = std::fs::read(path.join("environ")) else {
             continue;
         };
         if environ
             .split(|b| *b == 0)
             .any(|var| var == needle.as_bytes())
         {
-            let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+            let cmdline = std::fs::read(path.join("cmdline")).unwrap_or_default();
             let shown: Vec<String> = cmdline
                 .split(|b| *b == 0)
                 .filter(|a| !a.is_empty())
                 .map(|a| String::from_utf8_lossy(a).into_owned())
                 .collect();
-            let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+            let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
             found.push(Tagged {
                 pid: pid.to_owned(),
                 cmdline: shown.join(" "),
