@@ -119,10 +119,14 @@ pub fn dress(script: &str, vars: Vec<(&str, OsString)>) -> Dressed {
 /// One of the ways clients run a script: `bash -c`, bash by its absolute path, without startup
 /// files, or through `env`.
 fn shell(script: String) -> Vec<OsString> {
-    let absolute = ["/bin/bash", "/usr/bin/bash"]
-        .into_iter()
-        .find(|p| Path::new(p).is_file())
-        .unwrap_or("bash");
+    // Where this host keeps bash, looked up once per process.
+    static ABSOLUTE: std::sync::OnceLock<&str> = std::sync::OnceLock::new();
+    let absolute = *ABSOLUTE.get_or_init(|| {
+        ["/bin/bash", "/usr/bin/bash"]
+            .into_iter()
+            .find(|p| Path::new(p).is_file())
+            .unwrap_or("bash")
+    });
     let prefix: &[&str] = match draw_one(&["plain", "absolute", "norc", "env"]) {
         "absolute" => &[absolute, "-c"],
         "norc" => &["bash", "--noprofile", "--norc", "-c"],
