@@ -973,16 +973,86 @@ pub fn junit(report: &Report) -> Result<String, String> {
     junit.to_string().map_err(|e| e.to_string())
 }
 
-/// Writes `report.json`, `junit.xml` and `matrix.md` into `dir`.
+/// The families of the scenario root `root`: its folders that hold at least one scenario file
+/// (`.yaml` or `.yml`), sorted. A `--family` filter must name one of them.
+pub fn families(root: &Path) -> Vec<String> {
+    let Ok(dir) = std::fs::read_dir(root) else {
+        return Vec::new();
+    };
+    let mut families: Vec<String> = dir
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().is_dir())
+        .filter(|entry| {
+            std::fs::read_dir(entry.path()).is_ok_and(|files| {
+                files.filter_map(Result::ok).any(|f| {
+                    f.path()
+                        .extension()
+                        .is_some_and(|e| e == "yaml" || e == "yml")
+                })
+            })
+        })
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .collect();
+    families.sort();
+    families
+}
+
+/// Writes `report.json`, `junit.xml` and `matrix.md` into `dir`, all or nothing: they are written
+/// into a new sibling directory first, which then takes `dir`'s place in one step (an exchange
+/// where the kernel has one), so a run that fails to write, or is stopped while writing, leaves
+/// the previous report as it was.
 pub fn write(report: &Report, dir: &Path) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
-    std::fs::write(dir.join("report.json"), json)?;
-    std::fs::write(
-        dir.join("junit.xml"),
-        junit(report).map_err(std::io::Error::other)?,
-    )?;
-    std::fs::write(dir.join("matrix.md"), markdown(report))
+    let name = dir
+        .file_name()
+        .ok_or_else(|| std::io::Error::other(format!("{} names no directory", dir.display())))?;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    std::fs::create_dir_all(&parent)?;
+    let mut staging_name = std::ffi::OsString::from(".");
+    staging_name.push(name);
+    staging_name.push(format!(".writing-{}", std::process::id()));
+    let staging = parent.join(staging_name);
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir(&staging)?;
+    let written = (|| {
+        let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+        std::fs::write(staging.join("report.json"), json)?;
+        std::fs::write(
+            staging.join("junit.xml"),
+            junit(report).map_err(std::io::Error::other)?,
+        )?;
+        std::fs::write(staging.join("matrix.md"), markdown(report))?;
+        replace_dir(&staging, dir)
+    })();
+    let _ = std::fs::remove_dir_all(&staging);
+    written
+}
+
+/// Puts the directory `new` at `dir`; what was at `dir` ends up at `new` (removed by the caller).
+fn replace_dir(new: &Path, dir: &Path) -> std::io::Result<()> {
+    if std::fs::symlink_metadata(dir).is_err() {
+        return std::fs::rename(new, dir);
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
+        renameat2(AT_FDCWD, new, AT_FDCWD, dir, RenameFlags::RENAME_EXCHANGE)
+            .map_err(std::io::Error::from)
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        // No exchange: move the old report aside, then the new one in (a crash in between
+        // leaves the old one beside it, never a half-written one at `dir`).
+        let mut aside = new.as_os_str().to_owned();
+        aside.push(".old");
+        let aside = PathBuf::from(aside);
+        std::fs::rename(dir, &aside)?;
+        std::fs::rename(new, dir)?;
+        let _ = std::fs::remove_dir_all(&aside);
+        Ok(())
+    }
 }
 
 #[cfg(test)]

@@ -775,3 +775,76 @@ fn ctrl_c_stops_the_run_and_removes_every_world_it_made() {
     assert!(left.is_empty(), "left in the home directory: {left:?}");
     assert!(!out.path().join("report.json").exists());
 }
+
+#[test]
+fn a_family_that_names_nothing_is_a_usage_error_and_leaves_the_last_report() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let report = out.path().join("report.json");
+    std::fs::write(&report, "{\"certified\": true, \"kept\": 1}").expect("seed a report");
+    let run = Command::new(CERTIFY)
+        .args(["--family", "contianment", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("run certify");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(2), "stderr: {stderr}");
+    assert!(
+        stderr.contains("\"contianment\"") && stderr.contains("containment"),
+        "the error names the typo and the real families: {stderr}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&report).expect("the old report is still there"),
+        "{\"certified\": true, \"kept\": 1}"
+    );
+    assert_eq!(
+        std::fs::read_dir(out.path()).expect("list").count(),
+        1,
+        "nothing else was written"
+    );
+    let help = Command::new(CERTIFY)
+        .arg("--help")
+        .output()
+        .expect("certify --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    for family in ["containment", "runner-failure", "hardening", "anchoring"] {
+        assert!(help.contains(family), "--help lists {family}: {help}");
+    }
+}
+
+#[test]
+fn a_new_report_replaces_the_old_one_whole() {
+    let parent = tempfile::tempdir().expect("tempdir");
+    let out = parent.path().join("certify-report");
+    std::fs::create_dir(&out).expect("old report dir");
+    std::fs::write(out.join("stale.txt"), "from an older run").expect("stale file");
+    let run = Command::new(CERTIFY)
+        .args(["--backend", "policy", "--family", "runner-failure", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run certify");
+    assert!(
+        matches!(run.status.code(), Some(0 | 1 | 3)),
+        "certify ran: {}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .expect("report dir")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    assert_eq!(
+        sorted,
+        ["junit.xml", "matrix.md", "report.json"],
+        "{names:?}"
+    );
+    let left: Vec<_> = std::fs::read_dir(parent.path())
+        .expect("parent")
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .collect();
+    assert_eq!(
+        left,
+        ["certify-report"],
+        "no staging directory is left behind"
+    );
+}

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 use conformance::backends::{Backend, REFERENCE_BACKENDS, reference_backend};
 use conformance::certify::{self, CaseResult, Options, Report, Status};
 use conformance::expectations::{self, ExpectationFile};
@@ -35,7 +35,7 @@ struct Cli {
     /// Certify this reference backend (repeatable; default: every backend usable on this host).
     #[arg(long = "backend")]
     backends: Vec<String>,
-    /// Only this scenario family (repeatable).
+    /// Only this scenario family (repeatable; `--help` lists the suite's families).
     #[arg(long = "family")]
     families: Vec<String>,
     /// Where to write report.json, junit.xml and matrix.md.
@@ -105,7 +105,12 @@ fn stop_on_signals(stop: Arc<AtomicBool>) {
 fn main() -> ExitCode {
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(stop.clone());
-    let cli = Cli::parse();
+    let cli = parse_cli();
+    let scenarios = cli.scenarios.clone().unwrap_or_else(scenario_root);
+    if let Err(e) = check_families(&cli.families, &scenarios) {
+        eprintln!("certify: {e}");
+        return ExitCode::from(2);
+    }
     let (backends, excluded) = match select_backends(&cli) {
         Ok(selected) => selected,
         Err(e) => {
@@ -139,7 +144,7 @@ fn main() -> ExitCode {
     }
     let options = Options {
         seed,
-        scenarios: cli.scenarios.clone().unwrap_or_else(scenario_root),
+        scenarios,
         backends,
         families: cli.families.clone(),
         jobs,
@@ -202,6 +207,48 @@ fn main() -> ExitCode {
         println!("NOT CERTIFIED ({:.1} s)", report.wall_seconds);
         ExitCode::from(1)
     }
+}
+
+/// The command line, with `--family`'s help naming the families of the default scenario root.
+fn parse_cli() -> Cli {
+    let families = certify::families(&scenario_root());
+    let command = Cli::command().mut_arg("families", |arg| {
+        arg.long_help(format!(
+            "Only this scenario family (repeatable). A run that leaves families out is PARTIAL, \
+             never a certificate. The suite's families: {}",
+            if families.is_empty() {
+                "(none found under the default scenario root)".to_owned()
+            } else {
+                families.join(", ")
+            }
+        ))
+    });
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+/// A `--family` that names no family of the scenario root is a usage error: the run would
+/// certify nothing, yet look like a run.
+fn check_families(asked: &[String], scenarios: &std::path::Path) -> Result<(), String> {
+    let known = certify::families(scenarios);
+    let unknown: Vec<&String> = asked.iter().filter(|f| !known.contains(f)).collect();
+    if unknown.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "no family {} in {}; its families are: {}",
+        unknown
+            .iter()
+            .map(|f| format!("{f:?}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        scenarios.display(),
+        if known.is_empty() {
+            "(none)".to_owned()
+        } else {
+            known.join(", ")
+        }
+    ))
 }
 
 /// The backends of this run, and the reference backends left out because they cannot run here.
