@@ -84,8 +84,12 @@ pub struct External {
     timeout: Duration,
 }
 
+/// The least time an external backend is given to start and answer the handshake, whatever
+/// `--protocol-timeout` says (that bounds each later request).
+pub const START_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl External {
-    /// Starts `command` and performs the handshake.
+    /// Starts `command` and performs the handshake (allowed at least [`START_TIMEOUT`]).
     pub fn start(command: &[OsString], timeout: Duration) -> Result<External, ProtocolFailure> {
         let Some(program) = command.first() else {
             return Err(ProtocolFailure::Error("no backend command given".into()));
@@ -132,9 +136,12 @@ impl External {
         };
         // Offer the newest version; a backend that refuses it with PROTOCOL_VERSION (a strict
         // version 1 backend) is offered version 1 on the same connection.
-        let mut answer = exchange(&mut conn, &hello(PROTOCOL_VERSION), timeout, &stderr)?;
+        // The handshake also waits for the backend's start (an interpreter, its imports), which
+        // a loaded machine can stretch past a request's timeout: it gets the longer of the two.
+        let start_timeout = timeout.max(START_TIMEOUT);
+        let mut answer = exchange(&mut conn, &hello(PROTOCOL_VERSION), start_timeout, &stderr)?;
         if matches!(&answer, Response::Error { code, .. } if code == "PROTOCOL_VERSION") {
-            answer = exchange(&mut conn, &hello(1), timeout, &stderr)?;
+            answer = exchange(&mut conn, &hello(1), start_timeout, &stderr)?;
         }
         let (implementation, capabilities, enforcement, protocol, differences) = match answer {
             Response::Hello {

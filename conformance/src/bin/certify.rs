@@ -47,7 +47,8 @@ struct Cli {
     /// The longest one case may take, in seconds.
     #[arg(long, default_value_t = 60)]
     case_timeout: u64,
-    /// The longest an external backend may take to answer one request, in seconds.
+    /// The longest an external backend may take to answer one request, in seconds (its start
+    /// and handshake get at least 30 s).
     #[arg(long, default_value_t = 10)]
     protocol_timeout: u64,
     /// The external backend's expectation file (reference backends use fixtures/expectations/).
