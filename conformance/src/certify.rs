@@ -16,6 +16,7 @@ use crate::expectations::{ExpectationFile, Judgement};
 use crate::external::ProtocolFailure;
 use crate::load::{Suite, load_suite};
 use crate::model::{Level, Step};
+use crate::observed::{ClassesSeen, Observed};
 use crate::plan::{Trial, TrialKind, plan};
 use crate::steps::run_case;
 
@@ -119,10 +120,12 @@ pub struct BackendReport {
     pub name: String,
     /// Its version, when known.
     pub version: Option<String>,
-    /// The enforcement it reports here.
+    /// The weakest enforcement its answers reported in this run for any class they were asked
+    /// to restrict (what it claimed up front when it was asked nothing).
     pub enforcement: Option<sandbox::SandboxEnforcement>,
-    /// What it can govern here, per class (`files`, `network`), as its probe found: a reference
-    /// backend's; `None` for an external backend (its answers report classes per launch).
+    /// Per class (`files`, `network`, `protected`, ...), the weakest report its answers gave in
+    /// this run over the requests that restricted that class, with what was left ungoverned;
+    /// when it was asked nothing, what its probe found (reference backends) or `None`.
     pub classes: Option<sandbox::ClassEnforcements>,
     /// Whether it can confine on this host.
     pub usable: bool,
@@ -262,7 +265,19 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let suite: Suite = load_suite(&options.scenarios);
-    let (backends, expectations): (Vec<Backend>, Vec<_>) = options.backends.into_iter().unzip();
+    let (mut backends, expectations): (Vec<Backend>, Vec<_>) = options.backends.into_iter().unzip();
+    // Every answer of every backend is seen on its way to the steps, so the report states the
+    // weakest enforcement each class had in this run.
+    let seen: Vec<Arc<ClassesSeen>> = backends
+        .iter_mut()
+        .map(|b| {
+            let seen = Arc::new(ClassesSeen::default());
+            b.provider = b.provider.take().map(|p| {
+                Arc::new(Observed::new(p, Arc::clone(&seen))) as Arc<dyn sandbox::SandboxProvider>
+            });
+            seen
+        })
+        .collect();
     let planned = plan(
         &suite,
         &backends,
@@ -357,9 +372,15 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     let backend_reports = backends
         .iter()
         .zip(&expectations)
-        .map(|(b, e)| {
+        .zip(&seen)
+        .map(|((b, e), seen)| {
             let expected = e.as_ref().ok().and_then(Option::as_ref);
-            verdict(b, expected, &cases, &levels, !left_out_families.is_empty())
+            let mut report = verdict(b, expected, &cases, &levels, !left_out_families.is_empty());
+            if let Some(overall) = seen.overall() {
+                report.enforcement = Some(overall);
+                report.classes = Some(seen.weakest());
+            }
+            report
         })
         .collect();
     let mut family_seconds: BTreeMap<String, f64> = BTreeMap::new();
@@ -748,14 +769,17 @@ pub fn markdown(report: &Report) -> String {
             b.enforcement.map(|e| e.as_str()).unwrap_or("-")
         ));
     }
-    out.push_str("\n| **network** |");
-    for b in &report.backends {
-        let network = b.classes.as_ref().map(|c| {
-            c.get(sandbox::EnforcementClass::Network)
-                .enforcement
-                .as_str()
-        });
-        out.push_str(&format!(" {} |", network.unwrap_or("-")));
+    for class in sandbox::EnforcementClass::ALL {
+        out.push_str(&format!("\n| **{}** |", class.as_str()));
+        for b in &report.backends {
+            // `-`: no request of this run restricted the class (or the backend reports none).
+            let word = b.classes.as_ref().and_then(|c| {
+                c.iter()
+                    .find(|(reported, _)| *reported == class)
+                    .map(|(_, r)| r.enforcement.as_str())
+            });
+            out.push_str(&format!(" {} |", word.unwrap_or("-")));
+        }
     }
     out.push_str("\n| **certified** |");
     for b in &report.backends {

@@ -14,6 +14,7 @@ pub mod harness;
 pub mod load;
 pub mod metamorphic;
 pub mod model;
+pub mod observed;
 pub mod plan;
 pub mod protocol;
 pub mod request;

@@ -129,6 +129,21 @@ fn the_worked_example_in_python_is_certified() {
     assert!(count(&run.report, "XFAIL") >= 2, "{}", run.matrix);
     assert!(count(&run.report, "PASS") >= 262);
     assert_eq!(run.report["backends"][0]["name"], "example-bwrap-py");
+    // The report states what its answers said, not its handshake's `full`: restricted-network
+    // answers report the network `partial` (named unix sockets), so the backend is `partial`.
+    let me = &run.report["backends"][0];
+    assert_eq!(me["enforcement"], "partial", "{me}");
+    assert_eq!(me["classes"]["files"]["enforcement"], "full", "{me}");
+    assert_eq!(me["classes"]["network"]["enforcement"], "partial", "{me}");
+    assert_eq!(
+        me["classes"]["network"]["ungoverned"][0], "named-unix-sockets",
+        "{me}"
+    );
+    assert!(
+        run.matrix.contains("| **network** | partial |"),
+        "{}",
+        run.matrix
+    );
 }
 
 #[test]
