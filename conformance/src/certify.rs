@@ -9,7 +9,7 @@ use std::sync::mpsc::channel;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::backends::Backend;
 use crate::expectations::{ExpectationFile, Judgement};
@@ -21,7 +21,7 @@ use crate::plan::{Trial, TrialKind, plan};
 use crate::steps::run_case;
 
 /// What a case came to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "UPPERCASE")]
 pub enum Status {
     /// Passed.
@@ -674,7 +674,7 @@ fn landlock_abi() -> Option<u32> {
 pub const FORGED_SIGNATURE_SCENARIO: &str = "RF-013";
 
 /// One matrix cell: the non-zero counts.
-fn cell(counts: &BTreeMap<Status, usize>) -> String {
+pub(crate) fn cell(counts: &BTreeMap<Status, usize>) -> String {
     let parts: Vec<String> = Status::ALL
         .iter()
         .filter_map(|s| {

@@ -12,6 +12,7 @@ pub mod expectations;
 pub mod external;
 pub mod harness;
 pub mod load;
+pub mod merge;
 pub mod metamorphic;
 pub mod model;
 pub mod observed;

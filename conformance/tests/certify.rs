@@ -863,3 +863,119 @@ fn a_new_report_replaces_the_old_one_whole() {
         "no staging directory is left behind"
     );
 }
+
+/// Runs `certify merge ARGS...`.
+fn merge(args: &[&std::ffi::OsStr]) -> std::process::Output {
+    Command::new(CERTIFY)
+        .arg("merge")
+        .args(args)
+        .output()
+        .expect("run certify merge")
+}
+
+#[test]
+fn merging_two_legs_reports_yields_one_matrix_with_every_host() {
+    let base = tempfile::tempdir().expect("tempdir");
+    // Two legs of a matrix, each certifying what it has (a short family keeps this quick).
+    for (leg, backend) in [("root", "bwrap"), ("unprivileged", "landlock")] {
+        let run = Command::new(CERTIFY)
+            .args(["--backend", backend, "--family", "runner-failure", "--out"])
+            .arg(base.path().join(leg))
+            .output()
+            .expect("certify a leg");
+        assert_eq!(
+            run.status.code(),
+            Some(3),
+            "a --family run is PARTIAL: {}",
+            String::from_utf8_lossy(&run.stderr)
+        );
+    }
+    let out = base.path().join("merged");
+    let run = merge(&[
+        base.path().join("root").as_os_str(),
+        base.path().join("unprivileged").as_os_str(),
+        "--out".as_ref(),
+        out.as_os_str(),
+    ]);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    // PARTIAL legs are no certificate, so neither is their merge.
+    assert_eq!(run.status.code(), Some(1), "{stdout}");
+    let matrix = std::fs::read_to_string(out.join("matrix.md")).expect("matrix.md");
+    assert!(
+        matrix.contains("| family | root: bwrap | unprivileged: landlock |"),
+        "{matrix}"
+    );
+    let row = matrix
+        .lines()
+        .find(|l| l.starts_with("| runner-failure |"))
+        .expect("a runner-failure row");
+    assert_eq!(row.matches("passed").count(), 2, "{row}");
+    assert!(
+        matrix.contains("- **root**: PARTIAL") && matrix.contains("- **unprivileged**: PARTIAL")
+    );
+    let merged: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("merged.json")).expect("json"))
+            .expect("merged.json parses");
+    assert_eq!(merged["hosts"].as_array().map(Vec::len), Some(2));
+    assert_eq!(merged["certified"], false);
+}
+
+#[test]
+fn merge_refuses_what_is_not_a_finished_report_of_this_suite_naming_the_file() {
+    let base = tempfile::tempdir().expect("tempdir");
+    let leg = base.path().join("leg");
+    let run = Command::new(CERTIFY)
+        .args(["--backend", "bwrap", "--family", "runner-failure", "--out"])
+        .arg(&leg)
+        .output()
+        .expect("certify a leg");
+    assert_eq!(run.status.code(), Some(3));
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(leg.join("report.json")).expect("report"))
+            .expect("json");
+    let other = base.path().join("other");
+    std::fs::create_dir(&other).expect("mkdir");
+    let mut older = report.clone();
+    older["suite_version"] = "0.0.1".into();
+    std::fs::write(other.join("report.json"), older.to_string()).expect("write");
+    let junk = base.path().join("junk");
+    std::fs::create_dir(&junk).expect("mkdir");
+    std::fs::write(junk.join("report.json"), "{\"hello\": 1}").expect("write");
+    let stopped = base.path().join("stopped");
+    std::fs::create_dir(&stopped).expect("mkdir");
+    let out = base.path().join("merged");
+    for (bad, says) in [
+        (&other, "suite version 0.0.1"),
+        (&junk, "not a certify report"),
+        (&stopped, "no report.json"),
+    ] {
+        let run = merge(&[
+            leg.as_os_str(),
+            bad.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ]);
+        let stderr = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains(says) && stderr.contains(&bad.display().to_string()),
+            "names {} and says {says:?}: {stderr}",
+            bad.display()
+        );
+        assert!(!out.exists(), "nothing is written on bad input");
+    }
+    let run = merge(&[
+        leg.as_os_str(),
+        other.as_os_str(),
+        "--allow-mixed-versions".as_ref(),
+        "--out".as_ref(),
+        out.as_os_str(),
+    ]);
+    assert_eq!(
+        run.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(out.join("matrix.md").exists());
+}

@@ -4,6 +4,7 @@
 //! - `certify --backend bwrap --backend landlock` certifies those (an unusable one fails).
 //! - `certify [--expectations FILE] -- COMMAND ARGS...` certifies an external backend that speaks
 //!   the JSON-lines protocol (`conformance/protocol/README.md`).
+//! - `certify merge DIR...` joins the reports of several hosts into one report and one matrix.
 //!
 //! Exit code 0 only when every backend in the run is certified on the whole suite; 1 when not;
 //! 2 on bad usage; 3 for `PARTIAL`: everything the run ran passed, but `--family` left families
@@ -29,7 +30,8 @@ use conformance::harness::{expectations_dir, scenario_root};
 #[command(
     name = "certify",
     version,
-    about = "Certify sandbox backends against the conformance suite"
+    about = "Certify sandbox backends against the conformance suite",
+    after_help = "certify merge DIR... joins the reports of several hosts (certify merge --help)."
 )]
 struct Cli {
     /// Certify this reference backend (repeatable; default: every backend usable on this host).
@@ -103,7 +105,55 @@ fn stop_on_signals(stop: Arc<AtomicBool>) {
     });
 }
 
+/// `certify merge DIR...`: one report and one matrix from the reports of several hosts.
+#[derive(Parser)]
+#[command(
+    name = "certify merge",
+    about = "Join the reports of several hosts (the legs of a CI matrix) into one report and one matrix"
+)]
+struct MergeCli {
+    /// A report directory (holding report.json) or a report.json; one per host (at least one).
+    #[arg(required = true)]
+    reports: Vec<PathBuf>,
+    /// Where to write merged.json and matrix.md.
+    #[arg(long, default_value = "certify-report/merged")]
+    out: PathBuf,
+    /// Merge reports of different suite versions (refused by default: they do not compare).
+    #[arg(long)]
+    allow_mixed_versions: bool,
+}
+
+/// Exit 0 when every backend is certified on every host, 1 when not, 2 on bad input.
+fn merge_main(args: impl Iterator<Item = OsString>) -> ExitCode {
+    let cli = MergeCli::parse_from(std::iter::once(OsString::from("certify merge")).chain(args));
+    let merged = match conformance::merge::merge(&cli.reports, cli.allow_mixed_versions) {
+        Ok(merged) => merged,
+        Err(e) => {
+            eprintln!("certify merge: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e) = conformance::merge::write(&merged, &cli.out) {
+        eprintln!("certify merge: cannot write to {}: {e}", cli.out.display());
+        return ExitCode::from(2);
+    }
+    print!("{}", conformance::merge::markdown(&merged));
+    println!(
+        "\nmerged: {0}/merged.json, {0}/matrix.md",
+        cli.out.display()
+    );
+    if merged.certified {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
 fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1);
+    if args.next().is_some_and(|a| a == "merge") {
+        return merge_main(args);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(stop.clone());
     let cli = parse_cli();
