@@ -1,10 +1,24 @@
 //! The conformance suite: YAML scenarios that any sandbox backend must pass.
 //!
+//! Reading a scenario:
 //! - [`model`]: the scenario schema (documented for backend authors in `scenarios/README.md`).
 //! - [`load`]: discovery, parsing with `file:line:col` errors, and matrix expansion.
 //! - [`plan`]: one trial per (backend, scenario case), with skips decided at listing time.
+//! - [`expectations`]: a backend's known failures, each pinned to what its failure must show.
+//!
+//! Running it against a backend:
+//! - [`backends`]: the backends a run certifies and what each can do on this host.
+//! - [`external`] and [`protocol`]: an external backend over the JSON-lines protocol.
+//! - [`world`]: the scratch world of one case (realistic places and names, snapshots, diffs).
+//! - [`request`]: requests dressed as ordinary clients make them.
 //! - [`steps`]: what each step kind does and how its expectation is checked.
+//! - [`metamorphic`]: every confine request asked again about a renamed twin world.
+//! - [`observed`]: what a backend's answers reported per enforcement class over a run.
+//!
+//! Reporting:
 //! - [`harness`]: the `libtest-mimic` entry point used by `cargo test` and `cargo nextest`.
+//! - [`certify`]: the certify run, its verdicts and its report (JSON, JUnit, Markdown).
+//! - [`merge`]: several hosts' reports joined into one matrix (`certify merge`).
 
 pub mod backends;
 pub mod certify;

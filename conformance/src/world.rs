@@ -24,7 +24,7 @@ use crate::model::{Shape, TempDirSpelling, WorkspaceSpelling};
 enum Layout {
     /// Everything every shape and step relies on.
     Full,
-    /// A twin's: the world directory only ([`World::mirror`] makes what a request names).
+    /// A twin's: the world directory only ([`mirror`] makes what a request names).
     Twin,
     /// An effect's: the workspace, the outside tree with its sentinel, `src`, and what the one
     /// shape works on.
@@ -126,7 +126,7 @@ const LOGICAL_FILES: &[&str] = &[
 ];
 
 /// Runs `f` (one effect) with the files it works on named by draws of the case (distinct names
-/// from [`FILE_NAMES_POOL`]): no fixed file name marks a harness request. [`file_name`] and
+/// from the pool of ordinary file names): no fixed file name marks a harness request. [`file_name`] and
 /// [`name`] answer with them while `f` runs on this thread.
 pub fn with_file_names<R>(f: impl FnOnce() -> R) -> R {
     struct Restore(Option<BTreeMap<&'static str, String>>);
@@ -454,7 +454,7 @@ impl World {
     /// home directory, `/srv`: a backend may rightly treat those differently, so a twin elsewhere
     /// could be refused for a reason that has nothing to do with the renaming), of which only the
     /// world directory is made; the paths a request names are made later, as they are in this
-    /// world ([`World::mirror`]).
+    /// world ([`mirror`]).
     pub fn twin_of(world: &World) -> io::Result<World> {
         World::drawn(Layout::Twin, Some(&world.base))
     }
