@@ -381,6 +381,13 @@ pub const REFERENCE_BACKENDS: [&str; 7] = [
     "policy",
 ];
 
+/// Why `backend` belongs to another platform than this one (Seatbelt off macOS): its trials that
+/// cannot run here are not listed at all, rather than skipped by the hundred.
+pub fn foreign_platform(backend: &str) -> Option<&'static str> {
+    (backend == "seatbelt" && !cfg!(target_os = "macos"))
+        .then_some("Seatbelt runs on macOS only (/usr/bin/sandbox-exec); its classifier cases run")
+}
+
 /// The reference backends a run on this platform requires unless told otherwise: on Linux bwrap
 /// (when installed), landlock, landlock-abi2 and the policy bridge, plus the local chain when running as root (its
 /// hostile-host simulations need root); on macOS seatbelt and the policy bridge.
