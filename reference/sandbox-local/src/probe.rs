@@ -55,7 +55,7 @@ impl ProbeFacts {
 }
 
 /// What `backend` governs of the network when the policy restricts it, by construction of its
-/// profile (the launcher's share depends on the kernel: see [`landlock_network`]).
+/// profile (the launcher's share depends on the kernel: see `landlock_network`).
 ///
 /// - bwrap (and an operator runner, which gets bwrap's arguments): `--unshare-net` leaves the
 ///   payload a network namespace with only its own loopback, so TCP, UDP and abstract unix
@@ -63,7 +63,7 @@ impl ProbeFacts {
 ///   reachable through the read-only bind of `/` (connecting to a socket is not a write), so the
 ///   class is `partial`: `named-unix-sockets`.
 /// - Seatbelt: `(deny network*)` refuses every socket connection, unix paths included.
-/// - The launcher: see [`landlock_network`].
+/// - The launcher: see `landlock_network`.
 pub fn network_capability(backend: Backend, landlock_governed: &[String]) -> ClassReport {
     match backend {
         Backend::Bwrap => ClassReport::with_gaps([landlock_run::net::NAMED_UNIX_SOCKETS]),

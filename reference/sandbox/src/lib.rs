@@ -15,6 +15,23 @@
 //! - [`denial_marker`]: the marker the model sees on a denied file effect.
 //!
 //! This crate performs no I/O beyond path canonicalization and `stat` of the roots it checks.
+//!
+//! ```
+//! use sandbox::{SandboxMode, denial_marker};
+//!
+//! // The closed vocabulary: anything else is a clear error, never a guess.
+//! let mode: SandboxMode = "read-only".parse()?;
+//! assert!("root".parse::<SandboxMode>().is_err());
+//! // Only a confined mode ever reaches a provider.
+//! assert!(mode.confined().is_some());
+//! assert!(SandboxMode::DangerFullAccess.confined().is_none());
+//! // What the model sees when the kernel refused a file effect.
+//! assert_eq!(
+//!     denial_marker(mode),
+//!     "[sandbox: file access denied under read-only mode]"
+//! );
+//! # Ok::<(), sandbox::ModeParseError>(())
+//! ```
 
 mod classify;
 mod confined;
