@@ -294,7 +294,9 @@ impl Step {
             Step::Attack(_) | Step::FenceRace(_) | Step::Net(_) => &[Capability::Confine],
             // Checks the world the case's other steps built; needs nothing of its own.
             Step::World(_) => &[],
-            Step::Forge(_) => &[Capability::Confine, Capability::DeclaredDialect],
+            // Every backend that confines declares a dialect in its launch (the reference ones
+            // too), so every one is held to it, not only those speaking the protocol.
+            Step::Forge(_) => &[Capability::Confine],
             Step::Declared(_) => &[Capability::Confine, Capability::DeclaredProtected],
             Step::Writable(_) => &[Capability::Confine],
         }
