@@ -979,3 +979,49 @@ fn merge_refuses_what_is_not_a_finished_report_of_this_suite_naming_the_file() {
     );
     assert!(out.join("matrix.md").exists());
 }
+
+/// The leaky fixture's run of the containment family: its failed cases (scenario, message).
+fn leaky(leak: &str) -> (Run, Vec<(String, String)>) {
+    let mut cmd = backend("leaky_backend.py");
+    cmd.push(leak.into());
+    let run = certify(&["--family", "containment"], &cmd);
+    let failed = run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .map(|c| {
+            (
+                c["scenario"].as_str().unwrap_or_default().to_owned(),
+                c["message"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    (run, failed)
+}
+
+#[test]
+fn a_system_directory_or_dotfile_left_writable_is_caught_by_the_outside_in_check_alone() {
+    let home = std::env::var("HOME").expect("HOME");
+    let system_dir = if is_root() {
+        "/usr/local/bin".to_owned()
+    } else {
+        format!("{home}/.cache")
+    };
+    for (leak, place) in [
+        ("system-dir", system_dir),
+        ("dotfile", format!("{home}/.bashrc")),
+    ] {
+        let (run, failed) = leaky(leak);
+        assert_eq!(run.code, Some(1), "{leak}: {}", run.matrix);
+        assert!(!failed.is_empty(), "{leak}: nothing failed");
+        // Only the check meant for it catches it: shrink CT-008's list and this certifies.
+        for (scenario, message) in &failed {
+            assert_eq!(scenario, "CT-008", "{leak}: {scenario} failed too: {message}");
+            assert!(
+                message.contains(&place),
+                "{leak}: the message names {place}: {message}"
+            );
+        }
+    }
+}
