@@ -274,6 +274,9 @@ pub enum Step {
     /// Try to write in every system and home directory of the host, then check the host: nothing
     /// beyond the writable set (and what the backend declared) may be writable.
     Writable(WritableStep),
+    /// Walk every directory the payload can see, try to create a file in each, and map each
+    /// place that took one back to the host: nothing may land outside the writable set.
+    Walk(WalkStep),
 }
 
 impl Step {
@@ -298,7 +301,7 @@ impl Step {
             // too), so every one is held to it, not only those speaking the protocol.
             Step::Forge(_) => &[Capability::Confine],
             Step::Declared(_) => &[Capability::Confine, Capability::DeclaredProtected],
-            Step::Writable(_) => &[Capability::Confine],
+            Step::Writable(_) | Step::Walk(_) => &[Capability::Confine],
         }
     }
 }
@@ -1124,6 +1127,14 @@ pub struct DeclaredStep {
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WritableStep {
+    /// The confined mode the payload runs under.
+    pub mode: sandbox::ConfinedMode,
+}
+
+/// `walk: { mode }`: the writable set found from the inside out (see `steps/walk.rs`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WalkStep {
     /// The confined mode the payload runs under.
     pub mode: sandbox::ConfinedMode,
 }

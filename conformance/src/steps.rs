@@ -9,6 +9,7 @@ mod net;
 mod race;
 mod select;
 mod tool;
+mod walk;
 mod wire;
 mod writable;
 
@@ -48,6 +49,7 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailur
             Step::Forge(s) => forge::run(backend, s),
             Step::Declared(s) => declared::run(backend, s),
             Step::Writable(s) => writable::run(backend, s),
+            Step::Walk(s) => walk::run(backend, s),
         };
         result.map_err(|message| CaseFailure {
             step: index + 1,
@@ -121,5 +123,6 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Forge(_) => "forge",
         Step::Declared(_) => "declared",
         Step::Writable(_) => "writable",
+        Step::Walk(_) => "walk",
     }
 }

@@ -1005,7 +1005,7 @@ fn hash_file(path: &Path, len: u64) -> u64 {
 
 /// A mount point as `/proc/self/mountinfo` writes it (space, tab, newline and backslash are
 /// octal escapes).
-fn unescape_mount_path(field: &str) -> PathBuf {
+pub(crate) fn unescape_mount_path(field: &str) -> PathBuf {
     let bytes = field.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;

@@ -1017,11 +1017,60 @@ fn a_system_directory_or_dotfile_left_writable_is_caught_by_the_outside_in_check
         assert!(!failed.is_empty(), "{leak}: nothing failed");
         // Only the check meant for it catches it: shrink CT-008's list and this certifies.
         for (scenario, message) in &failed {
-            assert_eq!(scenario, "CT-008", "{leak}: {scenario} failed too: {message}");
+            assert_eq!(
+                scenario, "CT-008",
+                "{leak}: {scenario} failed too: {message}"
+            );
             assert!(
                 message.contains(&place),
                 "{leak}: the message names {place}: {message}"
             );
         }
+    }
+}
+
+#[test]
+fn a_host_directory_under_another_name_or_the_hosts_dev_is_caught_by_the_inside_out_walk_alone() {
+    let home = std::env::var("HOME").expect("HOME");
+    let stage = ["/mnt", "/media", "/opt"]
+        .into_iter()
+        .find(|d| Path::new(d).is_dir())
+        .expect("an existing directory to stage under");
+    let exposed = if is_root() {
+        ["/var/backups", "/var/opt", "/usr/src"]
+            .into_iter()
+            .find(|d| Path::new(d).is_dir())
+            .expect("a system directory to expose")
+            .to_owned()
+    } else {
+        format!("{home}/.local/state/leaky-stage")
+    };
+    let (run, failed) = leaky("stage-dir");
+    assert_eq!(run.code, Some(1), "stage-dir: {}", run.matrix);
+    assert!(!failed.is_empty(), "stage-dir: nothing failed");
+    for (scenario, message) in &failed {
+        assert_eq!(
+            scenario, "CT-009",
+            "stage-dir: {scenario} failed too: {message}"
+        );
+        assert!(
+            message.contains(&format!("{stage}/")) && message.contains(&format!("at {exposed}/")),
+            "stage-dir: names the path inside ({stage}) and on the host ({exposed}): {message}"
+        );
+    }
+    // The host's /dev is writable only as root: as a user the same backend leaks nothing there.
+    let (run, failed) = leaky("dev");
+    if is_root() {
+        assert_eq!(run.code, Some(1), "dev: {}", run.matrix);
+        assert!(!failed.is_empty(), "dev: nothing failed");
+        for (scenario, message) in &failed {
+            assert_eq!(scenario, "CT-009", "dev: {scenario} failed too: {message}");
+            assert!(message.contains("/dev/"), "dev: names /dev: {message}");
+        }
+    } else {
+        assert!(
+            failed.is_empty(),
+            "dev: nothing of /dev is a user's to write: {failed:?}"
+        );
     }
 }
