@@ -3,7 +3,8 @@
 //! - `sandboxctl probe` prints what each backend would do here (usable or why not, enforcement,
 //!   Landlock ABI, bwrap version) and which one the platform chain selects.
 //! - `sandboxctl run --mode M [--network N] --workspace DIR [--writable-root DIR]... [--protect P]...
-//!   [--backend B] -- CMD...` confines one command and prints its result facts as JSON. Usable probe verdicts are shared across invocations
+//!   [--backend B] [--output-cap SIZE] -- CMD...` confines one command and prints its result facts as JSON
+//!   (at most `--output-cap` of each stream, 4 MiB by default; `dropped` says how much more there was). Usable probe verdicts are shared across invocations
 //!   (`sandbox_local::cache`; `SANDBOX_PROBE_CACHE=off` probes every time), and a runner failure
 //!   drops the verdict it used.
 
@@ -99,20 +100,32 @@ struct RunArgs {
     /// Kill the command after this many seconds.
     #[arg(long)]
     timeout: Option<u64>,
+    /// The most output kept of each stream (4096, 512KiB, 5MiB; default 4MiB); the rest is read,
+    /// counted in the result's `dropped` and never held.
+    #[arg(long, value_name = "SIZE", value_parser = output_cap)]
+    output_cap: Option<usize>,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
+}
+
+fn output_cap(size: &str) -> Result<usize, String> {
+    launch::parse_size(size).map_err(|e| e.to_string())
 }
 
 fn protected_path(pattern: &str) -> Result<ProtectedPath, String> {
     ProtectedPath::new(pattern).map_err(|e| e.to_string())
 }
 
-/// Prints `value` as pretty JSON. A reader that went away (`sandboxctl probe | head -1`) is no
-/// reason to panic: what it did not read is dropped.
+/// Prints `value` as pretty JSON, streamed (no second copy of a large output). A reader that
+/// went away (`sandboxctl probe | head -1`) is no reason to panic: what it did not read is
+/// dropped.
 fn print_json(value: &Value) {
-    let text = serde_json::to_string_pretty(value).unwrap_or_default();
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if serde_json::to_writer_pretty(&mut out, value).is_ok() {
+        let _ = writeln!(out);
+    }
+    let _ = out.flush();
 }
 
 fn main() -> ExitCode {
@@ -203,6 +216,7 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
         writable_roots,
         protect,
         timeout,
+        output_cap,
         command,
         ..
     } = args;
@@ -230,6 +244,9 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
         .map_or_else(|| policy.workspace_root.clone(), |pin| pin.path.clone());
     let mut options = LaunchOptions::in_dir(&workspace);
     options.timeout = timeout.map(Duration::from_secs);
+    if let Some(cap) = output_cap {
+        options.output_cap = cap;
+    }
     let provider = LocalProvider::new(config);
     let confined = match policy.for_provider() {
         // danger-full-access never reaches a provider.
@@ -256,7 +273,7 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
             }
         },
     };
-    let done = launch::run(&confined, &options);
+    let mut done = launch::run(&confined, &options);
     let (exit_code, signal) = match &done.outcome {
         ProcessOutcome::Exited { code, .. } => (Some(*code), None),
         ProcessOutcome::Signaled { signal, .. } => (None, Some(*signal)),
@@ -279,9 +296,13 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
         "denied": matches!(done.classification, Classification::Denied { .. }),
         "runner_failed": runner_failed,
         "classification": done.classification,
-        "stdout": String::from_utf8_lossy(&done.stdout),
-        "stderr": String::from_utf8_lossy(&done.stderr),
+        "stdout": text(std::mem::take(&mut done.stdout)),
+        "stderr": text(std::mem::take(&mut done.stderr)),
     });
+    // Only present when output was cut: how many bytes of each stream were read and not kept.
+    if done.dropped.any() {
+        facts["dropped"] = json!(done.dropped);
+    }
     if let Classification::Denied { .. } = done.classification {
         facts["marker"] = json!(sandbox::denial_marker(mode));
     }
@@ -295,4 +316,9 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
         (false, Some(code)) => ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)),
         (false, None) => ExitCode::from(1),
     }
+}
+
+/// Output as text, moved rather than copied when it is UTF-8 (it can be the whole output cap).
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
