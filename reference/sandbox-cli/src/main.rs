@@ -131,7 +131,10 @@ fn print_json(value: &Value) {
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Probe { runners } => match config(None, &runners) {
-            Ok(config) => probe(config),
+            Ok(mut config) => match admit_cache(&mut config, &[]) {
+                Ok(()) => probe(config),
+                Err(e) => bad_config(&e.to_string()),
+            },
             Err(e) => bad_config(&e),
         },
         Command::Run(args) => match config(args.backend, &args.runners) {
@@ -144,6 +147,30 @@ fn main() -> ExitCode {
 fn bad_config(e: &str) -> ExitCode {
     eprintln!("sandboxctl: bad configuration: {e}");
     ExitCode::from(2)
+}
+
+/// Checks the probe cache against the policies this call serves (none for `probe`): a directory
+/// inside one of their writable roots (or `/tmp`, or one others may write) is never read or
+/// written. Named explicitly (`SANDBOX_PROBE_CACHE=DIR`) it is bad input and nothing runs; the
+/// default location (`$XDG_CACHE_HOME`, `~/.cache`) only means probing, with a warning.
+fn admit_cache(
+    config: &mut LocalConfig,
+    policies: &[sandbox::ProviderPolicy],
+) -> Result<(), sandbox::StateDirError> {
+    let Some(dir) = config.verdict_cache.take() else {
+        return Ok(());
+    };
+    match sandbox::check_state_dir(sandbox_local::cache::WHAT, &dir, policies) {
+        Ok(resolved) => {
+            config.verdict_cache = Some(resolved);
+            Ok(())
+        }
+        Err(e) if sandbox_local::cache::explicit_dir() => Err(e),
+        Err(e) => {
+            eprintln!("sandboxctl: warning: {e}; probing without the cache");
+            Ok(())
+        }
+    }
 }
 
 fn config(backend: Option<Backend>, runners: &Runners) -> Result<LocalConfig, String> {
@@ -208,7 +235,7 @@ fn probe(config: LocalConfig) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
+fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
     let RunArgs {
         mode,
         network,
@@ -238,6 +265,12 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The probe cache must lie outside what this call's payload may write.
+    let served: Vec<sandbox::ProviderPolicy> = policy.for_provider().into_iter().collect();
+    if let Err(e) = admit_cache(&mut config, &served) {
+        emit(json!({ "mode": mode, "error": e.code(), "detail": e.to_string() }));
+        return ExitCode::from(2);
+    }
     let workspace = policy
         .workspace_pin
         .as_ref()
