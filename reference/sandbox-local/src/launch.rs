@@ -306,14 +306,17 @@ impl Capture {
 
 /// Looks for the first line of the dropped part of stderr that carries a denial signature
 /// (ASCII case-insensitive, as the classifier folds the ASCII signatures it is given), keeping
-/// only the current line's last bytes: bounded memory, whatever the payload prints.
+/// only the current line's last bytes: bounded memory, whatever the payload prints. Signatures
+/// hold no newline, so a match in the stream always lies within one line.
 struct DenialScan {
     /// The signatures, ASCII-lowercased; empty ones never match.
     signatures: Vec<Vec<u8>>,
     /// The longest signature.
     reach: usize,
-    /// The current line's last bytes (at most `2 * EVIDENCE_MAX`), ASCII-lowercased copy beside.
-    line: Vec<u8>,
+    /// The current line's last bytes before the next chunk (at most `EVIDENCE_MAX`).
+    tail: Vec<u8>,
+    /// Scratch: `tail` followed by the chunk being scanned.
+    window: Vec<u8>,
     /// The evidence line once a signature was seen.
     found: Option<Vec<u8>>,
     /// The evidence line is complete (its newline came, or it is `EVIDENCE_MAX` long).
@@ -330,7 +333,8 @@ impl DenialScan {
         DenialScan {
             reach: signatures.iter().map(Vec::len).max().unwrap_or(0),
             signatures,
-            line: Vec::new(),
+            tail: Vec::new(),
+            window: Vec::new(),
             found: None,
             complete: false,
         }
@@ -339,69 +343,75 @@ impl DenialScan {
     /// The start of the current line (kept bytes the dropped ones continue).
     fn seed(&mut self, line: &[u8]) {
         let from = line.len().saturating_sub(EVIDENCE_MAX);
-        self.line.extend_from_slice(&line[from..]);
+        self.tail = line[from..].to_vec();
     }
 
     fn feed(&mut self, bytes: &[u8]) {
         if self.signatures.is_empty() || self.complete {
             return;
         }
-        let mut segments = bytes.split(|b| *b == b'\n').peekable();
-        while let Some(segment) = segments.next() {
-            let ends_line = segments.peek().is_some();
-            if let Some(found) = &mut self.found {
-                let room = EVIDENCE_MAX.saturating_sub(found.len()).min(segment.len());
-                found.extend_from_slice(&segment[..room]);
-                if ends_line || found.len() >= EVIDENCE_MAX {
-                    self.complete = true;
-                    return;
-                }
-                continue;
-            }
-            let before = self.line.len();
-            self.line.extend_from_slice(segment);
-            let from = before.saturating_sub(self.reach);
-            if let Some(at) = self.find(from) {
-                // The evidence: the line around the signature, at most EVIDENCE_MAX bytes.
-                let start = at.saturating_sub(EVIDENCE_MAX / 2);
-                let end = self.line.len().min(start + EVIDENCE_MAX);
-                self.found = Some(self.line[start..end].to_vec());
-                self.line = Vec::new();
-                if ends_line || end - start >= EVIDENCE_MAX {
-                    self.complete = true;
-                    return;
-                }
-                continue;
-            }
-            if ends_line {
-                self.line.clear();
-            } else if self.line.len() > 2 * EVIDENCE_MAX {
-                self.line.drain(..self.line.len() - EVIDENCE_MAX);
-            }
+        if let Some(found) = &mut self.found {
+            // The rest of the evidence line, up to its newline or the bound.
+            let end = bytes.iter().position(|b| *b == b'\n');
+            let piece = &bytes[..end.unwrap_or(bytes.len())];
+            let room = EVIDENCE_MAX.saturating_sub(found.len()).min(piece.len());
+            found.extend_from_slice(&piece[..room]);
+            self.complete = end.is_some() || found.len() >= EVIDENCE_MAX;
+            return;
         }
-    }
-
-    /// Where the first signature starts at or after `from` in the current line.
-    fn find(&self, from: usize) -> Option<usize> {
-        let hay = self.line.get(from..)?.to_ascii_lowercase();
-        self.signatures
+        let mut window = std::mem::take(&mut self.window);
+        window.clear();
+        window.extend_from_slice(&self.tail);
+        window.extend_from_slice(bytes);
+        // Only a match that ends in the new bytes is new.
+        let from = self.tail.len().saturating_sub(self.reach.saturating_sub(1));
+        let hit = self
+            .signatures
             .iter()
-            .filter_map(|sig| find_bytes(&hay, sig))
+            .filter_map(|sig| find_ignoring_ascii_case(&window[from..], sig))
             .min()
-            .map(|at| at + from)
+            .map(|at| at + from);
+        if let Some(at) = hit {
+            let line_start = window[..at]
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
+            let start = line_start.max(at.saturating_sub(EVIDENCE_MAX / 2));
+            let newline = window[at..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map(|i| at + i);
+            let end = newline.unwrap_or(window.len()).min(start + EVIDENCE_MAX);
+            let evidence = window[start..end].to_vec();
+            self.complete = newline.is_some() || evidence.len() >= EVIDENCE_MAX;
+            self.found = Some(evidence);
+            self.tail = Vec::new();
+        } else {
+            // Keep the current line's last bytes for a match that straddles the next chunk.
+            let line_start = window
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
+            let keep_from = line_start.max(window.len().saturating_sub(EVIDENCE_MAX));
+            self.tail.clear();
+            self.tail.extend_from_slice(&window[keep_from..]);
+        }
+        self.window = window;
     }
 }
 
-/// The first position of `needle` in `hay`.
-fn find_bytes(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    let (&first, _) = needle.split_first()?;
+/// The first position of `needle` (ASCII-lowercased) in `hay`, ignoring ASCII case; no
+/// allocation (it runs once per line of a flood).
+fn find_ignoring_ascii_case(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let (&first, rest) = needle.split_first()?;
+    let last_start = hay.len().checked_sub(needle.len())?;
     let mut at = 0;
-    while at + needle.len() <= hay.len() {
-        let offset = hay[at..=hay.len() - needle.len()]
+    while at <= last_start {
+        let offset = hay[at..=last_start]
             .iter()
-            .position(|b| *b == first)?;
+            .position(|b| b.to_ascii_lowercase() == first)?;
         at += offset;
-        if &hay[at..at + needle.len()] == needle {
+        if hay[at + 1..at + needle.len()].eq_ignore_ascii_case(rest) {
             return Some(at);
         }
         at += 1;
