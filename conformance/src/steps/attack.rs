@@ -517,7 +517,7 @@ fn check(
     let describe = || match came {
         Came::Refused(why) => format!("{}: confine refused: {why}", backend.name),
         Came::Launched(done, took, classes) => format!(
-            "{}: protected paths {}, exit {:?}, {}, timed out {}, {} ms, stdout {:?}, stderr {:?}",
+            "{}: protected paths {}, exit {:?}, {}, timed out {}, {} ms, stdout {:?}, stderr {:?}{}",
             backend.name,
             shown(classes, EnforcementClass::Protected),
             done.exit_code(),
@@ -526,6 +526,14 @@ fn check(
             took.as_millis(),
             String::from_utf8_lossy(&done.stdout),
             tail(&done.stderr),
+            if done.dropped.any() {
+                format!(
+                    ", output cut ({} bytes of stdout and {} of stderr dropped)",
+                    done.dropped.stdout, done.dropped.stderr
+                )
+            } else {
+                String::new()
+            },
         ),
     };
     let fail = |what: String| Err(format!("{what}; {}", describe()));
@@ -595,6 +603,14 @@ fn check(
             if !stdout.contains(&stage.expand(needle)) {
                 return fail(format!("stdout lacks {needle:?}"));
             }
+        }
+        // What was cut cannot be shown to lack anything: a backend (or its wrapper) that floods
+        // stdout past the cap must not pass a `stdout_lacks` by pushing the evidence out.
+        if !expect.stdout_lacks.is_empty() && done.dropped.stdout > 0 {
+            return fail(format!(
+                "stdout was cut at the output cap ({} bytes dropped): stdout_lacks cannot be checked",
+                done.dropped.stdout
+            ));
         }
         for needle in &expect.stdout_lacks {
             if stdout.contains(&stage.expand(needle)) {

@@ -219,6 +219,13 @@ pub(super) fn run(
             return Err(format!("the text lacks {needle:?}: {}", describe()));
         }
     }
+    // Cut output cannot be shown to lack anything (the shell tool's `dropped` fact).
+    if !expect.text_lacks.is_empty() && out.facts.get("dropped").is_some() {
+        return Err(format!(
+            "the output was cut at the shell's cap: text_lacks cannot be checked: {}",
+            describe()
+        ));
+    }
     for needle in &expect.text_lacks {
         if out.text.contains(&rig.expand(needle)) {
             return Err(format!(

@@ -27,7 +27,7 @@ use agent_client_protocol::v1::schema::{
     SessionConfigOption, SessionConfigOptionCategory, SessionConfigOptionValue,
     SessionConfigSelectOption,
 };
-use sandbox::{NetworkMode, PinnedDir, SandboxMode};
+use sandbox::{NetworkMode, PinnedDir, ProviderPolicy, SandboxMode};
 use sandbox_policy::presets::{CUSTOM, Knobs, PresetTable};
 use sandbox_policy::prompt::{Notice, approval_section, pending_notice};
 use sandbox_policy::{ApprovalPolicy, Event, PolicyService, Session};
@@ -80,6 +80,10 @@ pub enum BridgeError {
     /// The composition cannot carry the permission select (a partially composed preset layer).
     #[error("BAD_COMPOSITION: {0}")]
     Composition(String),
+    /// The sessions directory (or a log in it) could be written by a confined command of a
+    /// session this agent serves, or by someone else ([`sandbox::check_state_dir`]).
+    #[error(transparent)]
+    StateDir(#[from] sandbox::StateDirError),
 }
 
 impl BridgeError {
@@ -94,6 +98,7 @@ impl BridgeError {
             BridgeError::BadCwd(_) => "BAD_CWD",
             BridgeError::CwdMismatch { .. } => "SESSION_CWD_MISMATCH",
             BridgeError::Composition(_) => "BAD_COMPOSITION",
+            BridgeError::StateDir(e) => e.code(),
         }
     }
 }
@@ -149,6 +154,54 @@ pub struct TurnStart {
     pub anchored: Vec<Event>,
 }
 
+/// What the sessions directory is called in errors.
+const SESSIONS_DIR: &str = "the sessions directory";
+
+/// The policies whose payloads must never reach the sessions directory: the deployment's, and
+/// the one of a session in `cwd` when one is given, each taken in `workspace-write` by
+/// [`sandbox::check_state_dir`] (a preset switch or one approved escalation can bring any session
+/// there; `danger-full-access` is unconfined and reaches everything by the person's choice).
+fn served_policies(policy: &PolicyService, cwd: Option<&Path>) -> Vec<ProviderPolicy> {
+    let Ok(stamp) = policy.resolve(None, Some(SandboxMode::WorkspaceWrite)) else {
+        return Vec::new();
+    };
+    let deployment = stamp.into_policy();
+    let mut policies: Vec<ProviderPolicy> = deployment.for_provider().into_iter().collect();
+    if let Some(cwd) = cwd {
+        let mut session = deployment;
+        session.workspace_root = sandbox::canonical_path(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        session.workspace_pin = None;
+        policies.extend(session.for_provider());
+    }
+    policies
+}
+
+/// Checks `dir` as the sessions directory of `policy` (outside every writable root of the
+/// deployment, `/tmp` and `$TMPDIR` included, and not writable by others), creates it private
+/// (0700) when it does not exist, checks it again as it now is, and returns its canonical path:
+/// the one to use from now on. Nothing is created when the first check fails.
+pub fn prepare_sessions_dir(policy: &PolicyService, dir: &Path) -> Result<PathBuf, BridgeError> {
+    use std::os::unix::fs::DirBuilderExt;
+    let policies = served_policies(policy, None);
+    let resolved = sandbox::check_state_dir(SESSIONS_DIR, dir, &policies)?;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&resolved)
+        .map_err(|e| {
+            BridgeError::Log(sandbox_policy::log::LogError::Io {
+                path: resolved.clone(),
+                source: e,
+            })
+        })?;
+    // Made now, or there already (possibly made by someone else first): judged as it is.
+    Ok(sandbox::check_state_dir(
+        SESSIONS_DIR,
+        &resolved,
+        &policies,
+    )?)
+}
+
 /// The bridge: the policy home, the preset table, and one record per live session.
 pub struct Bridge {
     policy: PolicyService,
@@ -181,10 +234,12 @@ impl Bridge {
                 missing.join(" and ")
             )));
         }
+        // No payload of this deployment may reach the logs that decide its sessions' modes.
+        let dir = sandbox::check_state_dir(SESSIONS_DIR, dir, &served_policies(&policy, None))?;
         Ok(Bridge {
             policy,
             presets,
-            dir: dir.to_path_buf(),
+            dir,
             records: HashMap::new(),
             warnings: Vec::new(),
         })
@@ -197,6 +252,17 @@ impl Bridge {
 
     fn log_path(&self, id: &str) -> PathBuf {
         self.dir.join(format!("{id}.jsonl"))
+    }
+
+    /// Refuses a session in `cwd` whose writable roots would hold the sessions directory (a
+    /// workspace around it, say), checked when a session is created, loaded, and at every turn.
+    fn check_sessions_dir(&self, cwd: &Path) -> Result<(), BridgeError> {
+        sandbox::check_state_dir(
+            SESSIONS_DIR,
+            &self.dir,
+            &served_policies(&self.policy, Some(cwd)),
+        )?;
+        Ok(())
     }
 
     fn record(&self, id: &str) -> Result<&Record, BridgeError> {
@@ -216,6 +282,7 @@ impl Bridge {
                 cwd.display()
             )));
         }
+        self.check_sessions_dir(cwd)?;
         let mut n = self.records.len() + 1;
         let id = loop {
             let candidate = format!("session-{n}");
@@ -251,6 +318,9 @@ impl Bridge {
         if !path.is_file() || id.contains(['/', '\0']) {
             return Err(BridgeError::UnknownSession(id.to_owned()));
         }
+        self.check_sessions_dir(cwd)?;
+        // A log someone else may write (or a symlink put in its place) is not the durable truth.
+        sandbox::check_state_file("a session log", &path)?;
         let (session, report) = Session::open(id.to_owned(), cwd, &path)?;
         if let Some((_, pin)) = session.header() {
             let given = sandbox::canonical_path(cwd).unwrap_or_else(|_| cwd.to_path_buf());
@@ -398,6 +468,9 @@ impl Bridge {
     pub fn begin_turn(&mut self, id: &str) -> Result<TurnStart, BridgeError> {
         let durable = {
             let record = self.record(id)?;
+            // Before anything of the turn is written or run: the session's policy (its mode
+            // included, once anchored) must still leave the sessions directory out of reach.
+            self.check_sessions_dir(record.session.cwd())?;
             self.durable(record)
         };
         let pending = self

@@ -24,7 +24,9 @@ use sandbox_policy::{ApprovalPolicy, PolicyService};
     about = "The reference ACP agent (scripted model) over stdio"
 )]
 struct Cli {
-    /// Where session logs live (one JSON-lines file per session).
+    /// Where session logs live (one JSON-lines file per session): outside the workspace, every
+    /// extra writable root, /tmp and $TMPDIR, and writable by no one else (else the agent refuses
+    /// to start, STATE_DIR_IN_WRITABLE_ROOT or STATE_DIR_WRITABLE_BY_OTHERS); made 0700 if missing.
     #[arg(long)]
     sessions: PathBuf,
     /// The deployment default sandbox mode.
@@ -96,16 +98,14 @@ fn main() -> ExitCode {
             let presets = PresetTable::standard(cli.mode, approval)
                 .map_err(|e| e.to_string())?
                 .with_default_network(cli.network);
-            std::fs::create_dir_all(&cli.sessions).map_err(|e| e.to_string())?;
-            Bridge::new(
-                policy
-                    .with_default_approval(approval)
-                    .with_default_network(cli.network),
-                presets,
-                &cli.sessions,
-                composition,
-            )
-            .map_err(|e| e.to_string())
+            let policy = policy
+                .with_default_approval(approval)
+                .with_default_network(cli.network);
+            // Outside every writable root and private, or the agent does not start: a confined
+            // command that could append to a log could switch its own session's mode.
+            let sessions = sandbox_agent::prepare_sessions_dir(&policy, &cli.sessions)
+                .map_err(|e| e.to_string())?;
+            Bridge::new(policy, presets, &sessions, composition).map_err(|e| e.to_string())
         });
     let bridge = match setup {
         Ok(b) => b,

@@ -23,7 +23,7 @@ tool bash {"command":"printf x > notes.txt","sandbox_permissions":"workspace-wri
 /// Runs the scripted prompt with the editor answering `option`; returns the permission requests
 /// the editor saw, the session updates, and whether the file landed.
 async fn escalate(option: &'static str) -> (Vec<Value>, Vec<Value>, bool) {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
     let sessions = dir.path().join("sessions");
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).expect("ws");

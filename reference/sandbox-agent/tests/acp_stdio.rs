@@ -20,7 +20,7 @@ fn knob_lines(log: &str) -> Vec<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_switch_is_anchored_once_per_changed_knob_at_the_next_prompt() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
     let sessions = dir.path().join("sessions");
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).expect("ws");

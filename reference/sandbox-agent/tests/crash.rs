@@ -54,7 +54,7 @@ impl Agent {
 
 #[test]
 fn a_crash_before_anchoring_reverts_the_idle_switch() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
     let sessions = dir.path().join("sessions");
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
@@ -100,7 +100,7 @@ fn a_crash_before_anchoring_reverts_the_idle_switch() {
 
 #[test]
 fn a_torn_log_tail_is_dropped_with_a_warning_the_operator_sees() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
     let sessions = dir.path().join("sessions");
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&sessions).expect("sessions");
@@ -146,7 +146,7 @@ fn a_torn_log_tail_is_dropped_with_a_warning_the_operator_sees() {
 
 #[test]
 fn an_unknown_default_mode_fails_loudly_at_load() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
     let out = Command::new(AGENT)
         .args([
             "--sessions",

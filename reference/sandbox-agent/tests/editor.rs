@@ -32,7 +32,7 @@ struct World {
 
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir().expect("tempdir");
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
         let sessions = dir.path().join("sessions");
         let ws = dir.path().join("ws");
         std::fs::create_dir_all(&ws).expect("ws");

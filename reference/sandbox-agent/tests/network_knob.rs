@@ -9,8 +9,9 @@ use sandbox_agent::{Bridge, Composition};
 use sandbox_policy::presets::{CUSTOM, Knobs, PresetTable};
 use sandbox_policy::{ApprovalPolicy, Event, PolicyService};
 
+/// A bridge over the workspace `dir`, its sessions beside it (never inside a writable root).
 fn bridge(dir: &std::path::Path, default_network: NetworkMode) -> Bridge {
-    let sessions = dir.join("sessions");
+    let sessions = dir.parent().expect("parent").join("sessions");
     std::fs::create_dir_all(&sessions).expect("sessions");
     let policy = PolicyService::new(SandboxMode::ReadOnly, dir)
         .expect("policy")
@@ -41,8 +42,9 @@ fn network_events(events: &[Event]) -> Vec<NetworkMode> {
 
 #[test]
 fn a_network_outside_every_preset_reads_custom_and_switching_away_anchors_once() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = std::fs::canonicalize(dir.path()).expect("canon");
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+    let ws = std::fs::canonicalize(dir.path()).expect("canon").join("ws");
+    std::fs::create_dir(&ws).expect("ws");
     let mut bridge = bridge(&ws, NetworkMode::Enabled);
     let (id, options) = bridge.new_session(&ws).expect("new");
     assert_eq!(current(&options), "read-only");
@@ -107,8 +109,9 @@ fn a_network_outside_every_preset_reads_custom_and_switching_away_anchors_once()
 
 #[test]
 fn a_net_zero_idle_switch_anchors_nothing_and_the_default_is_what_presets_stand_for() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let ws = std::fs::canonicalize(dir.path()).expect("canon");
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+    let ws = std::fs::canonicalize(dir.path()).expect("canon").join("ws");
+    std::fs::create_dir(&ws).expect("ws");
     let mut bridge = bridge(&ws, NetworkMode::Restricted);
     let (id, options) = bridge.new_session(&ws).expect("new");
     // A deployment whose default is restricted: a fresh session matches its presets.

@@ -18,7 +18,7 @@ const AGENT: &str = env!("CARGO_BIN_EXE_sandbox-agent");
 
 #[test]
 fn wire_transcript() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
     let ws = dir.path().join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
     let cwd = ws.to_str().expect("utf8");
@@ -95,11 +95,14 @@ fn wire_transcript() {
 
 #[test]
 fn prompt_deltas() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
     let sessions = dir.path().join("sessions");
     std::fs::create_dir_all(&sessions).expect("sessions");
+    // The workspace beside the sessions directory, never around it.
+    let ws = dir.path().join("ws");
+    std::fs::create_dir_all(&ws).expect("ws");
     let start = |approval| {
-        let policy = PolicyService::new(SandboxMode::ReadOnly, dir.path())
+        let policy = PolicyService::new(SandboxMode::ReadOnly, &ws)
             .expect("policy")
             .with_default_approval(approval);
         // The standard table plus read-only+never, so a restart with the default approval `never`
@@ -132,7 +135,7 @@ fn prompt_deltas() {
     };
     let mut deltas = Vec::new();
     let mut bridge = start(ApprovalPolicy::Ask);
-    let (id, _) = bridge.new_session(dir.path()).expect("new");
+    let (id, _) = bridge.new_session(&ws).expect("new");
     let mut turn = |bridge: &mut Bridge, label: &str| {
         let t = bridge.begin_turn(&id).expect("begin");
         bridge.end_turn(&id).expect("end");
@@ -158,7 +161,7 @@ fn prompt_deltas() {
     turn(&mut bridge, "the user selected workspace-write (ask)");
     drop(bridge);
     let mut bridge = start(ApprovalPolicy::Never);
-    bridge.load_session(&id, dir.path()).expect("load");
+    bridge.load_session(&id, &ws).expect("load");
     turn(
         &mut bridge,
         "restart: the default approval is now never, but the session chose ask",

@@ -3,7 +3,8 @@
 //! - `sandboxctl probe` prints what each backend would do here (usable or why not, enforcement,
 //!   Landlock ABI, bwrap version) and which one the platform chain selects.
 //! - `sandboxctl run --mode M [--network N] --workspace DIR [--writable-root DIR]... [--protect P]...
-//!   [--backend B] -- CMD...` confines one command and prints its result facts as JSON. Usable probe verdicts are shared across invocations
+//!   [--backend B] [--output-cap SIZE] -- CMD...` confines one command and prints its result facts as JSON
+//!   (at most `--output-cap` of each stream, 4 MiB by default; `dropped` says how much more there was). Usable probe verdicts are shared across invocations
 //!   (`sandbox_local::cache`; `SANDBOX_PROBE_CACHE=off` probes every time), and a runner failure
 //!   drops the verdict it used.
 
@@ -99,26 +100,41 @@ struct RunArgs {
     /// Kill the command after this many seconds.
     #[arg(long)]
     timeout: Option<u64>,
+    /// The most output kept of each stream (4096, 512KiB, 5MiB; default 4MiB); the rest is read,
+    /// counted in the result's `dropped` and never held.
+    #[arg(long, value_name = "SIZE", value_parser = output_cap)]
+    output_cap: Option<usize>,
     /// The command and its arguments.
     #[arg(last = true, required = true)]
     command: Vec<OsString>,
+}
+
+fn output_cap(size: &str) -> Result<usize, String> {
+    launch::parse_size(size).map_err(|e| e.to_string())
 }
 
 fn protected_path(pattern: &str) -> Result<ProtectedPath, String> {
     ProtectedPath::new(pattern).map_err(|e| e.to_string())
 }
 
-/// Prints `value` as pretty JSON. A reader that went away (`sandboxctl probe | head -1`) is no
-/// reason to panic: what it did not read is dropped.
+/// Prints `value` as pretty JSON, streamed (no second copy of a large output). A reader that
+/// went away (`sandboxctl probe | head -1`) is no reason to panic: what it did not read is
+/// dropped.
 fn print_json(value: &Value) {
-    let text = serde_json::to_string_pretty(value).unwrap_or_default();
-    let _ = writeln!(std::io::stdout().lock(), "{text}");
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if serde_json::to_writer_pretty(&mut out, value).is_ok() {
+        let _ = writeln!(out);
+    }
+    let _ = out.flush();
 }
 
 fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Probe { runners } => match config(None, &runners) {
-            Ok(config) => probe(config),
+            Ok(mut config) => match admit_cache(&mut config, &[]) {
+                Ok(()) => probe(config),
+                Err(e) => bad_config(&e.to_string()),
+            },
             Err(e) => bad_config(&e),
         },
         Command::Run(args) => match config(args.backend, &args.runners) {
@@ -131,6 +147,30 @@ fn main() -> ExitCode {
 fn bad_config(e: &str) -> ExitCode {
     eprintln!("sandboxctl: bad configuration: {e}");
     ExitCode::from(2)
+}
+
+/// Checks the probe cache against the policies this call serves (none for `probe`): a directory
+/// inside one of their writable roots (or `/tmp`, or one others may write) is never read or
+/// written. Named explicitly (`SANDBOX_PROBE_CACHE=DIR`) it is bad input and nothing runs; the
+/// default location (`$XDG_CACHE_HOME`, `~/.cache`) only means probing, with a warning.
+fn admit_cache(
+    config: &mut LocalConfig,
+    policies: &[sandbox::ProviderPolicy],
+) -> Result<(), sandbox::StateDirError> {
+    let Some(dir) = config.verdict_cache.take() else {
+        return Ok(());
+    };
+    match sandbox::check_state_dir(sandbox_local::cache::WHAT, &dir, policies) {
+        Ok(resolved) => {
+            config.verdict_cache = Some(resolved);
+            Ok(())
+        }
+        Err(e) if sandbox_local::cache::explicit_dir() => Err(e),
+        Err(e) => {
+            eprintln!("sandboxctl: warning: {e}; probing without the cache");
+            Ok(())
+        }
+    }
 }
 
 fn config(backend: Option<Backend>, runners: &Runners) -> Result<LocalConfig, String> {
@@ -195,7 +235,7 @@ fn probe(config: LocalConfig) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
+fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
     let RunArgs {
         mode,
         network,
@@ -203,6 +243,7 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
         writable_roots,
         protect,
         timeout,
+        output_cap,
         command,
         ..
     } = args;
@@ -224,12 +265,21 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The probe cache must lie outside what this call's payload may write.
+    let served: Vec<sandbox::ProviderPolicy> = policy.for_provider().into_iter().collect();
+    if let Err(e) = admit_cache(&mut config, &served) {
+        emit(json!({ "mode": mode, "error": e.code(), "detail": e.to_string() }));
+        return ExitCode::from(2);
+    }
     let workspace = policy
         .workspace_pin
         .as_ref()
         .map_or_else(|| policy.workspace_root.clone(), |pin| pin.path.clone());
     let mut options = LaunchOptions::in_dir(&workspace);
     options.timeout = timeout.map(Duration::from_secs);
+    if let Some(cap) = output_cap {
+        options.output_cap = cap;
+    }
     let provider = LocalProvider::new(config);
     let confined = match policy.for_provider() {
         // danger-full-access never reaches a provider.
@@ -256,7 +306,7 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
             }
         },
     };
-    let done = launch::run(&confined, &options);
+    let mut done = launch::run(&confined, &options);
     let (exit_code, signal) = match &done.outcome {
         ProcessOutcome::Exited { code, .. } => (Some(*code), None),
         ProcessOutcome::Signaled { signal, .. } => (None, Some(*signal)),
@@ -279,9 +329,13 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
         "denied": matches!(done.classification, Classification::Denied { .. }),
         "runner_failed": runner_failed,
         "classification": done.classification,
-        "stdout": String::from_utf8_lossy(&done.stdout),
-        "stderr": String::from_utf8_lossy(&done.stderr),
+        "stdout": text(std::mem::take(&mut done.stdout)),
+        "stderr": text(std::mem::take(&mut done.stderr)),
     });
+    // Only present when output was cut: how many bytes of each stream were read and not kept.
+    if done.dropped.any() {
+        facts["dropped"] = json!(done.dropped);
+    }
     if let Classification::Denied { .. } = done.classification {
         facts["marker"] = json!(sandbox::denial_marker(mode));
     }
@@ -295,4 +349,9 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
         (false, Some(code)) => ExitCode::from(u8::try_from(code & 0xff).unwrap_or(1)),
         (false, None) => ExitCode::from(1),
     }
+}
+
+/// Output as text, moved rather than copied when it is UTF-8 (it can be the whole output cap).
+fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }

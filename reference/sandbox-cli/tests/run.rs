@@ -508,7 +508,8 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
     use std::os::unix::fs::PermissionsExt;
     let d = dirs();
-    let tools = tempfile::tempdir().expect("tempdir");
+    // Outside /tmp: a probe cache where any workspace-write payload may write is refused.
+    let tools = tempfile::tempdir_in("/var/tmp").expect("tempdir");
     let cache = tools.path().join("cache");
     let launcher = counting_launcher(tools.path());
 
@@ -542,16 +543,20 @@ fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
         "a corrupt entry was trusted"
     );
 
-    // A cache directory others may write is not trusted.
+    // A cache directory others may write, named explicitly, is bad input: nothing runs (not
+    // even a probe) and nothing in it is read or rewritten.
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let before = launcher_runs(tools.path());
-    let _ = cached_run(&cache, &launcher, &d.ws);
+    let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+    assert_eq!(code, Some(2), "{facts}");
+    assert_eq!(facts["error"], "STATE_DIR_WRITABLE_BY_OTHERS", "{facts}");
     assert_eq!(
         launcher_runs(tools.path()),
-        before + first,
-        "an open cache was trusted"
+        before,
+        "an open cache was used"
     );
-    assert_eq!(mode(&cache), 0o700, "the store made it private again");
+    assert_eq!(mode(&cache), 0o777, "a refused cache was written");
+    std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o700)).expect("chmod");
 
     // A planted entry with the right key but another program (one that confines nothing) is
     // not trusted: the runner is always the one located now.
@@ -589,7 +594,8 @@ fn test_uid() -> u32 {
 fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails_closed() {
     use std::os::unix::fs::PermissionsExt;
     let d = dirs();
-    let tools = tempfile::tempdir().expect("tempdir");
+    // Outside /tmp: a probe cache where any workspace-write payload may write is refused.
+    let tools = tempfile::tempdir_in("/var/tmp").expect("tempdir");
     let cache = tools.path().join("cache");
     let launcher = counting_launcher(tools.path());
     let canary = d.ws.join("canary");
@@ -657,7 +663,16 @@ fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails
         std::os::unix::fs::chown(&entry, Some(65534), None).expect("chown entry");
         probes_again("an entry another user owns");
         std::os::unix::fs::chown(&cache, Some(65534), None).expect("chown dir");
-        probes_again("a cache directory another user owns");
+        // Named explicitly, a directory another user owns is refused before anything runs.
+        let before = launcher_runs(tools.path());
+        let (code, facts) = cached_run(&cache, &launcher, &d.ws);
+        assert_eq!(code, Some(2), "{facts}");
+        assert_eq!(facts["error"], "STATE_DIR_WRITABLE_BY_OTHERS", "{facts}");
+        assert_eq!(
+            launcher_runs(tools.path()),
+            before,
+            "a foreign cache was used"
+        );
         // Hand it back for the rest of the test.
         std::os::unix::fs::chown(&cache, Some(0), None).expect("chown back");
     } else {

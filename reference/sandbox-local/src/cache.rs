@@ -14,6 +14,18 @@
 //! A cached verdict can only fail closed: if the runner then fails, the call is
 //! `SANDBOX_UNAVAILABLE` like any runner failure, and the caller drops the entry
 //! ([`crate::LocalProvider::forget_cached_selection`]).
+//!
+//! No payload may reach the cache: an edited verdict could drop the protected binds. So the
+//! directory is checked like every state directory ([`sandbox::check_state_dir`]) when the
+//! provider is made (outside `/tmp`, not writable by others) and again for every policy it
+//! confines (outside that policy's writable roots, `$TMPDIR` and extra roots included, in any
+//! mode). A refused directory is never read or written again by that provider, which probes
+//! instead: a refused cache costs a probe per process, never confinement (see [`Cache`]). A
+//! caller that named the directory explicitly (`SANDBOX_PROBE_CACHE=DIR`) is told at once
+//! (`sandboxctl` refuses to run); a default location that is refused (`XDG_CACHE_HOME=/tmp/...`,
+//! as in a CI container) only means probing. What no check here can see is a directory made
+//! writable by a policy another process served earlier (a person who once made `~/.cache` a
+//! workspace): keep the cache out of every workspace.
 
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
@@ -33,6 +45,74 @@ struct Entry {
     key: String,
     program: PathBuf,
     facts: ProbeFacts,
+}
+
+/// What a refused cache directory is called in errors.
+pub const WHAT: &str = "the probe cache";
+
+/// A provider's cache directory, checked, and refused for the provider's lifetime once any
+/// policy it serves could reach it.
+#[derive(Debug, Default)]
+pub struct Cache {
+    dir: Option<PathBuf>,
+    refusal: std::sync::Mutex<Option<sandbox::StateDirError>>,
+}
+
+impl Cache {
+    /// The cache in `dir`, checked now against what every policy anywhere may write (`/tmp`)
+    /// and against others; `None` or a refused directory means probing in every process.
+    pub fn new(dir: Option<PathBuf>) -> Cache {
+        let cache = Cache {
+            dir: None,
+            refusal: std::sync::Mutex::new(None),
+        };
+        let Some(dir) = dir else { return cache };
+        match sandbox::check_state_dir(WHAT, &dir, &[]) {
+            Ok(resolved) => Cache {
+                dir: Some(resolved),
+                ..cache
+            },
+            Err(e) => {
+                *cache.lock() = Some(e);
+                cache
+            }
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<sandbox::StateDirError>> {
+        self.refusal.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Checks the directory against `policy`, before anything runs under it: one whose writable
+    /// roots hold it refuses the cache from now on (its payload could edit a verdict).
+    pub fn admit(&self, policy: &sandbox::ProviderPolicy) {
+        let Some(dir) = &self.dir else { return };
+        let mut refusal = self.lock();
+        if refusal.is_none()
+            && let Err(e) = sandbox::check_state_dir(WHAT, dir, std::slice::from_ref(policy))
+        {
+            *refusal = Some(e);
+        }
+    }
+
+    /// The directory to read and write, unless there is none or it was refused.
+    pub fn usable(&self) -> Option<&Path> {
+        match &*self.lock() {
+            Some(_) => None,
+            None => self.dir.as_deref(),
+        }
+    }
+
+    /// Why the directory was refused, if it was.
+    pub fn refusal(&self) -> Option<sandbox::StateDirError> {
+        self.lock().clone()
+    }
+}
+
+/// True when the cache directory was named explicitly (`SANDBOX_PROBE_CACHE=DIR`) rather than
+/// derived from `XDG_CACHE_HOME` or `HOME`: a refusal of it is the caller's bad input.
+pub fn explicit_dir() -> bool {
+    std::env::var_os(CACHE_ENV).is_some_and(|v| !v.is_empty() && v != "off")
 }
 
 /// The cache directory of this user, or `None` when caching is off or no home is known.

@@ -1,5 +1,14 @@
 //! Spawns a confined launch directly (no outer shell), wires its status channel to the fd the
 //! runner expects, collects its output, and classifies the result with the one classifier.
+//!
+//! Output is capped: at most [`LaunchOptions::output_cap`] bytes of each stream are kept (its
+//! head), the rest is read and counted ([`Finished::dropped`]) so memory never grows with what
+//! the payload prints. The head is what is kept because a runner's own words come first (a
+//! runner that failed never ran the payload, so they are all there is) and because the start of
+//! an output is a fact no later flood can push out of view. A denial is never hidden by the cap:
+//! the dropped part of stderr is scanned as it streams by for the launch's denial signatures,
+//! and the first line carrying one (cut to [`EVIDENCE_MAX`] bytes around the signature) is
+//! handed to the classifier after the kept head.
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -34,6 +43,66 @@ pub struct LaunchOptions {
     pub timeout: Option<Duration>,
     /// Kill the whole process group as soon as this is set (cancellation).
     pub cancel: Option<Arc<AtomicBool>>,
+    /// The most bytes kept of each stream (stdout, stderr); the rest is counted in
+    /// [`Finished::dropped`]. Default [`DEFAULT_OUTPUT_CAP`].
+    pub output_cap: usize,
+}
+
+/// The default [`LaunchOptions::output_cap`]: 4 MiB of each stream.
+pub const DEFAULT_OUTPUT_CAP: usize = 4 * 1024 * 1024;
+
+/// The longest denial line handed to the classifier from the dropped part of stderr.
+pub const EVIDENCE_MAX: usize = 4096;
+
+/// How many bytes of each stream were read and not kept (beyond the output cap).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Dropped {
+    /// Bytes of stdout not kept.
+    pub stdout: u64,
+    /// Bytes of stderr not kept.
+    pub stderr: u64,
+}
+
+/// The code of an output cap that is not a size.
+pub const OUTPUT_CAP_NOT_A_SIZE: &str = "OUTPUT_CAP_NOT_A_SIZE";
+
+/// An output cap that is not a size.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{OUTPUT_CAP_NOT_A_SIZE}: {0:?} is not a size (a number of bytes, optionally followed by KiB, MiB or GiB: 4096, 512KiB, 5MiB)"
+)]
+pub struct SizeError(pub String);
+
+/// Parses an output cap: a whole number of bytes, optionally followed by `B`, `K`/`KiB`,
+/// `M`/`MiB` or `G`/`GiB` (powers of 1024; case-insensitive, spaces between allowed).
+/// Anything else (`lots`, `-1`, `1.5MiB`, a size beyond this machine's address space) is an
+/// error.
+pub fn parse_size(text: &str) -> Result<usize, SizeError> {
+    let bad = || SizeError(text.to_owned());
+    let trimmed = text.trim();
+    let split = trimmed
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(trimmed.len());
+    let (digits, unit) = trimmed.split_at(split);
+    if digits.is_empty() {
+        return Err(bad());
+    }
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 0,
+        "k" | "kib" => 10,
+        "m" | "mib" => 20,
+        "g" | "gib" => 30,
+        _ => return Err(bad()),
+    };
+    let number: usize = digits.parse().map_err(|_| bad())?;
+    number.checked_mul(1usize << shift).ok_or_else(bad)
+}
+
+impl Dropped {
+    /// True when anything was dropped.
+    pub fn any(&self) -> bool {
+        self.stdout > 0 || self.stderr > 0
+    }
 }
 
 impl LaunchOptions {
@@ -45,6 +114,7 @@ impl LaunchOptions {
             env_remove: Vec::new(),
             timeout: None,
             cancel: None,
+            output_cap: DEFAULT_OUTPUT_CAP,
         }
     }
 }
@@ -58,10 +128,12 @@ pub struct Finished {
     pub status: Option<PayloadStatus>,
     /// The classifier's verdict.
     pub classification: Classification,
-    /// Everything written to stdout.
+    /// What was kept of stdout: its first [`LaunchOptions::output_cap`] bytes.
     pub stdout: Vec<u8>,
-    /// Everything written to stderr.
+    /// What was kept of stderr: its first [`LaunchOptions::output_cap`] bytes.
     pub stderr: Vec<u8>,
+    /// How much of each stream was read beyond the cap and not kept.
+    pub dropped: Dropped,
     /// The timeout killed it.
     pub timed_out: bool,
     /// Cancellation killed it.
@@ -83,8 +155,13 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
     let finished = |outcome: ProcessOutcome,
                     status: Option<PayloadStatus>,
                     stdout: Vec<u8>,
+                    (dropped, evidence): (Dropped, Option<Vec<u8>>),
                     (timed_out, cancelled): (bool, bool)| {
-        let classification = classify(launch, &outcome, status.as_ref());
+        let classification = match evidence {
+            // The classifier sees the kept head, then the denial line found in what was dropped.
+            Some(line) => classify(launch, &with_evidence(&outcome, &line), status.as_ref()),
+            None => classify(launch, &outcome, status.as_ref()),
+        };
         let stderr = match &outcome {
             ProcessOutcome::Exited { stderr, .. } | ProcessOutcome::Signaled { stderr, .. } => {
                 stderr.clone()
@@ -97,6 +174,7 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
             classification,
             stdout,
             stderr,
+            dropped,
             timed_out,
             cancelled,
         }
@@ -115,12 +193,30 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
                 ProcessOutcome::SpawnFailed(failure),
                 None,
                 Vec::new(),
+                (Dropped::default(), None),
                 (false, false),
             );
         }
     };
-    let (exit, stdout, stderr, stop) =
-        supervise(&mut child, options.timeout, options.cancel.as_deref());
+    let captures = [
+        Capture::new(options.output_cap, None),
+        Capture::new(
+            options.output_cap,
+            Some(DenialScan::new(&launch.denial_signatures)),
+        ),
+    ];
+    let (exit, stdout, stderr, stop) = supervise(
+        &mut child,
+        options.timeout,
+        options.cancel.as_deref(),
+        captures,
+    );
+    let dropped = Dropped {
+        stdout: stdout.dropped,
+        stderr: stderr.dropped,
+    };
+    let evidence = stderr.evidence();
+    let (stdout, stderr) = (stdout.kept, stderr.kept);
     let status = status_reader.map(|(fd, format)| format.parse(&drain(fd)));
     let outcome = match exit {
         Some(s) => outcome_of(s, stderr),
@@ -133,8 +229,194 @@ pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
         outcome,
         status,
         stdout,
+        (dropped, evidence),
         (stop == Stop::Deadline, stop == Stop::Cancelled),
     )
+}
+
+/// `outcome` with `line` appended to its stderr as a line of its own (what the classifier reads
+/// when the denial line lies in the dropped part).
+fn with_evidence(outcome: &ProcessOutcome, line: &[u8]) -> ProcessOutcome {
+    let joined = |stderr: &Vec<u8>| {
+        let mut all = Vec::with_capacity(stderr.len() + line.len() + 1);
+        all.extend_from_slice(stderr);
+        all.push(b'\n');
+        all.extend_from_slice(line);
+        all
+    };
+    match outcome {
+        ProcessOutcome::Exited { code, stderr } => ProcessOutcome::Exited {
+            code: *code,
+            stderr: joined(stderr),
+        },
+        ProcessOutcome::Signaled { signal, stderr } => ProcessOutcome::Signaled {
+            signal: *signal,
+            stderr: joined(stderr),
+        },
+        ProcessOutcome::SpawnFailed(f) => ProcessOutcome::SpawnFailed(f.clone()),
+    }
+}
+
+/// What is kept of one stream: its head up to the cap, and how many bytes were dropped after it.
+struct Capture {
+    kept: Vec<u8>,
+    cap: usize,
+    dropped: u64,
+    scan: Option<DenialScan>,
+}
+
+impl Capture {
+    fn new(cap: usize, scan: Option<DenialScan>) -> Capture {
+        Capture {
+            kept: Vec::new(),
+            cap,
+            dropped: 0,
+            scan,
+        }
+    }
+
+    /// Keeps what fits under the cap; counts (and scans) the rest.
+    fn push(&mut self, bytes: &[u8]) {
+        let room = self.cap.saturating_sub(self.kept.len()).min(bytes.len());
+        let (keep, rest) = bytes.split_at(room);
+        self.kept.extend_from_slice(keep);
+        if rest.is_empty() {
+            return;
+        }
+        if let Some(scan) = &mut self.scan {
+            if self.dropped == 0 {
+                // The first dropped bytes continue the last kept line.
+                let start = self
+                    .kept
+                    .iter()
+                    .rposition(|b| *b == b'\n')
+                    .map_or(0, |i| i + 1);
+                scan.seed(&self.kept[start..]);
+            }
+            scan.feed(rest);
+        }
+        self.dropped += rest.len() as u64;
+    }
+
+    /// The denial line found in the dropped part, if any.
+    fn evidence(&self) -> Option<Vec<u8>> {
+        self.scan.as_ref().and_then(|s| s.found.clone())
+    }
+}
+
+/// Looks for the first line of the dropped part of stderr that carries a denial signature
+/// (ASCII case-insensitive, as the classifier folds the ASCII signatures it is given), keeping
+/// only the current line's last bytes: bounded memory, whatever the payload prints. Signatures
+/// hold no newline, so a match in the stream always lies within one line.
+struct DenialScan {
+    /// The signatures, ASCII-lowercased; empty ones never match.
+    signatures: Vec<Vec<u8>>,
+    /// The longest signature.
+    reach: usize,
+    /// The current line's last bytes before the next chunk (at most `EVIDENCE_MAX`).
+    tail: Vec<u8>,
+    /// Scratch: `tail` followed by the chunk being scanned.
+    window: Vec<u8>,
+    /// The evidence line once a signature was seen.
+    found: Option<Vec<u8>>,
+    /// The evidence line is complete (its newline came, or it is `EVIDENCE_MAX` long).
+    complete: bool,
+}
+
+impl DenialScan {
+    fn new(signatures: &[String]) -> DenialScan {
+        let signatures: Vec<Vec<u8>> = signatures
+            .iter()
+            .filter(|s| !s.is_empty())
+            .map(|s| s.as_bytes().to_ascii_lowercase())
+            .collect();
+        DenialScan {
+            reach: signatures.iter().map(Vec::len).max().unwrap_or(0),
+            signatures,
+            tail: Vec::new(),
+            window: Vec::new(),
+            found: None,
+            complete: false,
+        }
+    }
+
+    /// The start of the current line (kept bytes the dropped ones continue).
+    fn seed(&mut self, line: &[u8]) {
+        let from = line.len().saturating_sub(EVIDENCE_MAX);
+        self.tail = line[from..].to_vec();
+    }
+
+    fn feed(&mut self, bytes: &[u8]) {
+        if self.signatures.is_empty() || self.complete {
+            return;
+        }
+        if let Some(found) = &mut self.found {
+            // The rest of the evidence line, up to its newline or the bound.
+            let end = bytes.iter().position(|b| *b == b'\n');
+            let piece = &bytes[..end.unwrap_or(bytes.len())];
+            let room = EVIDENCE_MAX.saturating_sub(found.len()).min(piece.len());
+            found.extend_from_slice(&piece[..room]);
+            self.complete = end.is_some() || found.len() >= EVIDENCE_MAX;
+            return;
+        }
+        let mut window = std::mem::take(&mut self.window);
+        window.clear();
+        window.extend_from_slice(&self.tail);
+        window.extend_from_slice(bytes);
+        // Only a match that ends in the new bytes is new.
+        let from = self.tail.len().saturating_sub(self.reach.saturating_sub(1));
+        let hit = self
+            .signatures
+            .iter()
+            .filter_map(|sig| find_ignoring_ascii_case(&window[from..], sig))
+            .min()
+            .map(|at| at + from);
+        if let Some(at) = hit {
+            let line_start = window[..at]
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
+            let start = line_start.max(at.saturating_sub(EVIDENCE_MAX / 2));
+            let newline = window[at..]
+                .iter()
+                .position(|b| *b == b'\n')
+                .map(|i| at + i);
+            let end = newline.unwrap_or(window.len()).min(start + EVIDENCE_MAX);
+            let evidence = window[start..end].to_vec();
+            self.complete = newline.is_some() || evidence.len() >= EVIDENCE_MAX;
+            self.found = Some(evidence);
+            self.tail = Vec::new();
+        } else {
+            // Keep the current line's last bytes for a match that straddles the next chunk.
+            let line_start = window
+                .iter()
+                .rposition(|b| *b == b'\n')
+                .map_or(0, |i| i + 1);
+            let keep_from = line_start.max(window.len().saturating_sub(EVIDENCE_MAX));
+            self.tail.clear();
+            self.tail.extend_from_slice(&window[keep_from..]);
+        }
+        self.window = window;
+    }
+}
+
+/// The first position of `needle` (ASCII-lowercased) in `hay`, ignoring ASCII case; no
+/// allocation (it runs once per line of a flood).
+fn find_ignoring_ascii_case(hay: &[u8], needle: &[u8]) -> Option<usize> {
+    let (&first, rest) = needle.split_first()?;
+    let last_start = hay.len().checked_sub(needle.len())?;
+    let mut at = 0;
+    while at <= last_start {
+        let offset = hay[at..=last_start]
+            .iter()
+            .position(|b| b.to_ascii_lowercase() == first)?;
+        at += offset;
+        if hay[at + 1..at + needle.len()].eq_ignore_ascii_case(rest) {
+            return Some(at);
+        }
+        at += 1;
+    }
+    None
 }
 
 /// The command for `launch`, with its status pipe mapped onto the fd the runner expects.
@@ -279,11 +561,13 @@ fn supervise(
     child: &mut Child,
     timeout: Option<Duration>,
     cancel: Option<&AtomicBool>,
-) -> (Option<ExitStatus>, Vec<u8>, Vec<u8>, Stop) {
+    captures: [Capture; 2],
+) -> (Option<ExitStatus>, Capture, Capture, Stop) {
     let group = Pid::from_raw(child.id() as i32);
-    let mut pipes: [(Option<OwnedFd>, Vec<u8>); 2] = [
-        (child.stdout.take().map(OwnedFd::from), Vec::new()),
-        (child.stderr.take().map(OwnedFd::from), Vec::new()),
+    let [out, err] = captures;
+    let mut pipes: [(Option<OwnedFd>, Capture); 2] = [
+        (child.stdout.take().map(OwnedFd::from), out),
+        (child.stderr.take().map(OwnedFd::from), err),
     ];
     for (fd, _) in &pipes {
         if let Some(fd) = fd {
@@ -344,8 +628,13 @@ fn supervise(
     (child.wait().ok(), stdout, stderr, stop)
 }
 
-/// Waits up to `slice` for output, then reads whatever is ready; a pipe at EOF is closed.
-fn read_ready(pipes: &mut [(Option<OwnedFd>, Vec<u8>); 2], slice: Duration) {
+/// The most bytes read from one pipe per [`read_ready`], so a payload that writes without pause
+/// cannot keep the supervisor from its deadline and cancel checks.
+const READ_BUDGET: usize = 1024 * 1024;
+
+/// Waits up to `slice` for output, then reads what is ready (at most [`READ_BUDGET`] a pipe); a
+/// pipe at EOF is closed.
+fn read_ready(pipes: &mut [(Option<OwnedFd>, Capture); 2], slice: Duration) {
     let timeout = PollTimeout::try_from(slice).unwrap_or(PollTimeout::MAX);
     let ready: Vec<bool> = {
         let mut fds: Vec<PollFd> = pipes
@@ -364,14 +653,18 @@ fn read_ready(pipes: &mut [(Option<OwnedFd>, Vec<u8>); 2], slice: Duration) {
         if !ready.next().unwrap_or(false) {
             continue;
         }
-        let mut chunk = [0u8; 8192];
-        loop {
+        let mut chunk = [0u8; 65536];
+        let mut budget = READ_BUDGET;
+        while budget > 0 {
             match nix::unistd::read(open, &mut chunk) {
                 Ok(0) => {
                     *fd = None;
                     break;
                 }
-                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                Ok(n) => {
+                    buf.push(&chunk[..n]);
+                    budget = budget.saturating_sub(n);
+                }
                 Err(nix::errno::Errno::EINTR) => {}
                 Err(nix::errno::Errno::EAGAIN) => break,
                 Err(_) => {

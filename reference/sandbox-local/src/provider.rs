@@ -3,7 +3,7 @@
 
 use std::ffi::OsString;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::OnceLock;
 use std::time::Duration;
@@ -245,12 +245,14 @@ pub enum SelectionError {
 pub struct LocalProvider {
     config: LocalConfig,
     selection: OnceLock<Result<Selection, SelectionError>>,
+    cache: cache::Cache,
 }
 
 impl LocalProvider {
     /// A provider that selects on first use.
     pub fn new(config: LocalConfig) -> Self {
         LocalProvider {
+            cache: cache::Cache::new(config.verdict_cache.clone()),
             config,
             selection: OnceLock::new(),
         }
@@ -262,6 +264,7 @@ impl LocalProvider {
         let selected = OnceLock::new();
         let _ = selected.set(Ok(selection));
         LocalProvider {
+            cache: cache::Cache::new(config.verdict_cache.clone()),
             config,
             selection: selected,
         }
@@ -276,9 +279,7 @@ impl LocalProvider {
     /// again: call it when a launch of the selected runner failed (a cached verdict only ever
     /// fails closed, and never twice).
     pub fn forget_cached_selection(&self) {
-        if let (Some(dir), Some(Ok(selection))) =
-            (self.config.verdict_cache.as_deref(), self.selection.get())
-        {
+        if let (Some(dir), Some(Ok(selection))) = (self.cache.usable(), self.selection.get()) {
             cache::forget(
                 dir,
                 &cache::key(selection.backend, &self.config, &selection.program),
@@ -290,11 +291,20 @@ impl LocalProvider {
     /// Seatbelt candidate is selected without probing (its refusal at exec time still fails
     /// closed). `Err` says why no backend is usable.
     pub fn selection(&self) -> Result<&Selection, &SelectionError> {
-        self.selection.get_or_init(|| select(&self.config)).as_ref()
+        self.selection
+            .get_or_init(|| select(&self.config, self.cache.usable()))
+            .as_ref()
+    }
+
+    /// Why the probe cache is not used, when it was refused: it lies in a writable root of a
+    /// policy this provider served (or `/tmp`), or others may write it. The provider probes
+    /// instead.
+    pub fn cache_refusal(&self) -> Option<sandbox::StateDirError> {
+        self.cache.refusal()
     }
 }
 
-fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
+fn select(config: &LocalConfig, cache_dir: Option<&Path>) -> Result<Selection, SelectionError> {
     if config.chain.is_empty() {
         return Err(SelectionError::NoBackendForPlatform {
             os: std::env::consts::OS,
@@ -311,7 +321,7 @@ fn select(config: &LocalConfig) -> Result<Selection, SelectionError> {
     }
     let mut verdicts = Vec::new();
     for &backend in &config.chain {
-        let cache = config.verdict_cache.as_deref().and_then(|dir| {
+        let cache = cache_dir.and_then(|dir| {
             let program = probe::locate(backend, config).ok()?;
             let key = cache::key(backend, config, &program);
             Some((dir, key, program))
@@ -473,6 +483,8 @@ impl SandboxProvider for LocalProvider {
                 "nothing to run: the argv is empty".into(),
             ));
         }
+        // Before selection reads the cache and before this policy's payload runs.
+        self.cache.admit(policy);
         let set = WritableSet::of(policy).map_err(|e| unavailable(None, e.to_string()))?;
         if let Some(operator) = &self.config.operator {
             let dialect = dialect::operator(operator.rule().clone());

@@ -20,7 +20,8 @@ use sandbox::{
 use sandbox_local::launch::{self, LaunchOptions};
 use serde::Serialize;
 
-/// The most output kept per stream; the rest is cut with a note.
+/// The default most output kept per stream ([`ShellExecutor::with_output_cap`]); the rest is
+/// never held in memory: it is counted ([`ShellResult::dropped`]) and cut with a note.
 pub const OUTPUT_LIMIT: usize = 256 * 1024;
 
 /// One shell call.
@@ -60,10 +61,17 @@ pub struct ShellResult {
     pub timed_out: bool,
     /// Cancellation killed it.
     pub cancelled: bool,
-    /// Its stdout (cut at [`OUTPUT_LIMIT`]).
+    /// Its stdout (cut at the shell's output cap, [`OUTPUT_LIMIT`] unless configured).
     pub stdout: String,
-    /// Its stderr (cut at [`OUTPUT_LIMIT`]).
+    /// Its stderr (cut at the shell's output cap).
     pub stderr: String,
+    /// How many bytes of each stream were cut (read and not kept); all zero when nothing was.
+    #[serde(skip_serializing_if = "no_drop")]
+    pub dropped: launch::Dropped,
+}
+
+fn no_drop(dropped: &launch::Dropped) -> bool {
+    !dropped.any()
 }
 
 /// Why a foreground call did not produce a result.
@@ -120,6 +128,7 @@ pub struct ShellExecutor {
     provider: Option<Arc<dyn SandboxProvider>>,
     tasks: Mutex<HashMap<TaskId, Arc<Task>>>,
     next_task: Mutex<TaskId>,
+    output_cap: usize,
 }
 
 impl ShellExecutor {
@@ -129,6 +138,7 @@ impl ShellExecutor {
             provider: Some(provider),
             tasks: Mutex::new(HashMap::new()),
             next_task: Mutex::new(1),
+            output_cap: OUTPUT_LIMIT,
         }
     }
 
@@ -138,7 +148,15 @@ impl ShellExecutor {
             provider: None,
             tasks: Mutex::new(HashMap::new()),
             next_task: Mutex::new(1),
+            output_cap: OUTPUT_LIMIT,
         }
+    }
+
+    /// The same shell keeping at most `cap` bytes of each stream of a call (default
+    /// [`OUTPUT_LIMIT`]); the rest is read, counted and never held.
+    pub fn with_output_cap(mut self, cap: usize) -> ShellExecutor {
+        self.output_cap = cap;
+        self
     }
 
     /// True when calls are confined (so a sandbox mode means something here).
@@ -200,7 +218,7 @@ impl ShellExecutor {
         cancel: Option<Arc<AtomicBool>>,
     ) -> Result<ShellResult, ShellError> {
         let (launch_argv, mode) = self.launch(request, policy)?;
-        let result = execute(&launch_argv, mode, request, policy, cancel);
+        let result = execute(&launch_argv, mode, request, policy, cancel, self.output_cap);
         if result.runner_failed {
             return Err(ShellError::SandboxUnavailable(SandboxUnavailable {
                 mode: policy
@@ -233,9 +251,10 @@ impl ShellExecutor {
             cancel: Arc::new(AtomicBool::new(false)),
         });
         let worker = Arc::clone(&task);
+        let cap = self.output_cap;
         std::thread::spawn(move || {
             let flag = Arc::clone(&worker.cancel);
-            let result = execute(&launch_argv, mode, &request, &policy, Some(flag));
+            let result = execute(&launch_argv, mode, &request, &policy, Some(flag), cap);
             *worker.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
             worker.finished.notify_all();
         });
@@ -277,13 +296,11 @@ impl ShellExecutor {
     }
 }
 
-fn cut(bytes: &[u8]) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(OUTPUT_LIMIT)]).into_owned();
-    if bytes.len() > OUTPUT_LIMIT {
-        format!(
-            "{text}\n[output cut: {} bytes not shown]",
-            bytes.len() - OUTPUT_LIMIT
-        )
+/// The kept head of a stream, with a visible note of what was cut after it.
+fn cut(bytes: &[u8], dropped: u64) -> String {
+    let text = String::from_utf8_lossy(bytes).into_owned();
+    if dropped > 0 {
+        format!("{text}\n[output cut: {dropped} bytes not shown]")
     } else {
         text
     }
@@ -304,10 +321,12 @@ fn execute(
     request: &ShellRequest,
     policy: &ExecutionPolicy,
     cancel: Option<Arc<AtomicBool>>,
+    output_cap: usize,
 ) -> ShellResult {
     let mut options = LaunchOptions::in_dir(workdir(request, policy));
     options.timeout = request.timeout;
     options.cancel = cancel;
+    options.output_cap = output_cap;
     match &policy.temp_dir {
         Some(t) => options
             .env
@@ -337,7 +356,8 @@ fn execute(
         runner_detail,
         timed_out: done.timed_out,
         cancelled: done.cancelled,
-        stdout: cut(&done.stdout),
-        stderr: cut(&done.stderr),
+        stdout: cut(&done.stdout, done.dropped.stdout),
+        stderr: cut(&done.stderr, done.dropped.stderr),
+        dropped: done.dropped,
     }
 }

@@ -575,7 +575,7 @@ impl Toolbox {
 }
 
 fn facts(result: &ShellResult, escalated: bool) -> Value {
-    json!({
+    let mut facts = json!({
         "ran": !result.runner_failed,
         "mode": result.mode,
         "backend": result.backend,
@@ -587,5 +587,10 @@ fn facts(result: &ShellResult, escalated: bool) -> Value {
         "timed_out": result.timed_out,
         "cancelled": result.cancelled,
         "escalated": escalated,
-    })
+    });
+    // Only present when output was cut, so a result without a cut reads as it always did.
+    if result.dropped.any() {
+        facts["dropped"] = json!(result.dropped);
+    }
+    facts
 }

@@ -187,6 +187,14 @@ fn long_output_is_cut_visibly() {
         "the cut must be visible"
     );
     assert!(out.text.len() < 600_000);
+    // What was cut is a fact too, machine-readable: the bytes read and not kept.
+    assert_eq!(
+        out.facts["dropped"]["stdout"],
+        2_000_000 - sandbox_tools::shell::OUTPUT_LIMIT as u64,
+        "{}",
+        out.facts
+    );
+    assert_eq!(out.facts["dropped"]["stderr"], 0);
 }
 
 #[test]

@@ -146,12 +146,11 @@ pub fn classify(
         ProcessOutcome::SpawnFailed(failure) => return classify_spawn(launch, failure),
         ProcessOutcome::Signaled { stderr, .. } | ProcessOutcome::Exited { code: 0, stderr } => {
             let stderr = String::from_utf8_lossy(stderr);
-            let lines: Vec<&str> = stderr_lines(&stderr).collect();
-            return denial_or_ordinary(launch, &lines);
+            return denial_or_ordinary(launch, Lines(&stderr));
         }
         ProcessOutcome::Exited { code, stderr } => (*code, String::from_utf8_lossy(stderr)),
     };
-    let lines: Vec<&str> = stderr_lines(&stderr).collect();
+    let lines = Lines(&stderr);
 
     if launch.status_channel.is_some() {
         match status {
@@ -159,14 +158,14 @@ pub fn classify(
             Some(PayloadStatus::NeverRan { .. }) | None => {
                 return Classification::RunnerFailure {
                     evidence: Evidence::StatusChannel,
-                    detail: never_ran_detail(launch, code, &lines, detail_of(status)),
+                    detail: never_ran_detail(launch, code, lines, detail_of(status)),
                 };
             }
         }
     } else if let Some(line) = launch
         .runner_failure_rules
         .iter()
-        .find_map(|rule| rule_match(rule, code, &lines))
+        .find_map(|rule| rule_match(rule, code, lines))
     {
         return Classification::RunnerFailure {
             evidence: Evidence::StderrRule,
@@ -174,17 +173,17 @@ pub fn classify(
         };
     }
 
-    denial_or_ordinary(launch, &lines)
+    denial_or_ordinary(launch, lines)
 }
 
 /// A denial when a stderr line carries one of the launch's denial signatures, else ordinary.
-fn denial_or_ordinary(launch: &ConfinedArgv, lines: &[&str]) -> Classification {
+fn denial_or_ordinary(launch: &ConfinedArgv, lines: Lines<'_>) -> Classification {
     match lines
         .iter()
         .find(|line| contains_any(line, &launch.denial_signatures))
     {
         Some(line) => Classification::Denied {
-            line: (*line).to_owned(),
+            line: line.to_owned(),
         },
         None => Classification::Ordinary,
     }
@@ -202,7 +201,7 @@ fn detail_of(status: Option<&PayloadStatus>) -> Option<&str> {
 fn never_ran_detail(
     launch: &ConfinedArgv,
     code: i32,
-    lines: &[&str],
+    lines: Lines<'_>,
     channel_detail: Option<&str>,
 ) -> String {
     if let Some(d) = channel_detail.filter(|d| !d.trim().is_empty()) {
@@ -221,7 +220,7 @@ fn never_ran_detail(
                 .iter()
                 .rev()
                 .find(|l| !l.trim().is_empty())
-                .map(|l| (*l).to_owned())
+                .map(str::to_owned)
         })
         .unwrap_or_else(|| {
             format!(
@@ -251,15 +250,26 @@ fn classify_spawn(launch: &ConfinedArgv, failure: &SpawnFailure) -> Classificati
     }
 }
 
+/// Stderr as lines, walked as often as needed without collecting them (a capped stderr of short
+/// lines would otherwise cost a pointer pair per line, many times its own size).
+#[derive(Clone, Copy)]
+struct Lines<'a>(&'a str);
+
+impl<'a> Lines<'a> {
+    fn iter(self) -> impl DoubleEndedIterator<Item = &'a str> {
+        stderr_lines(self.0)
+    }
+}
+
 /// Stderr split into lines, each without its `\n` or `\r\n` terminator.
-fn stderr_lines(stderr: &str) -> impl Iterator<Item = &str> {
+fn stderr_lines(stderr: &str) -> impl DoubleEndedIterator<Item = &str> {
     stderr
         .split('\n')
         .map(|l| l.strip_suffix('\r').unwrap_or(l))
 }
 
 /// The original line a rule matches, if it matches this exit code and stderr.
-fn rule_match<'a>(rule: &RunnerFailureRule, code: i32, lines: &[&'a str]) -> Option<&'a str> {
+fn rule_match<'a>(rule: &RunnerFailureRule, code: i32, lines: Lines<'a>) -> Option<&'a str> {
     if code == 0 {
         return None;
     }
@@ -280,7 +290,6 @@ fn rule_match<'a>(rule: &RunnerFailureRule, code: i32, lines: &[&'a str]) -> Opt
             !informational.contains(&folded)
         })
         .find(|line| contains_any(line, &rule.fatal_signatures))
-        .copied()
 }
 
 /// Case-insensitive substring match against non-empty signatures (an empty one never matches).

@@ -13,6 +13,8 @@
 //! - [`RootError`], [`PinnedDir`]: what may never become writable, checked before any runner
 //!   starts, and a workspace pinned by identity.
 //! - [`denial_marker`]: the marker the model sees on a denied file effect.
+//! - [`check_state_dir`]: where state a payload must never reach (session logs, probe verdicts)
+//!   may live: outside every writable root, not writable by others.
 //!
 //! This crate performs no I/O beyond path canonicalization and `stat` of the roots it checks.
 //!
@@ -42,6 +44,7 @@ mod mode;
 mod paths;
 mod policy;
 mod protected;
+mod state;
 mod workspace;
 
 pub use classify::{
@@ -59,6 +62,10 @@ pub use policy::{ExecutionPolicy, ExtraRoot, ProviderPolicy};
 pub use protected::{
     BAD_PROTECTED_PATH, DEFAULT_PROTECTED_PATHS, ProtectedPath, ProtectedPathError, ProtectedPlan,
     protected_plan,
+};
+pub use state::{
+    STATE_DIR_IN_WRITABLE_ROOT, STATE_DIR_UNRESOLVABLE, STATE_DIR_WRITABLE_BY_OTHERS,
+    StateDirError, check_state_dir, check_state_file, reachable_roots,
 };
 pub use workspace::{
     BAD_PATH, DirIdentity, PinnedDir, RootError, TEMP_DIR_MOVED, TEMP_DIR_NOT_A_DIRECTORY,
