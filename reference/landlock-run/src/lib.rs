@@ -87,6 +87,10 @@ use serde_json::json;
 
 pub mod net;
 
+/// Whether this build has the seccomp guard (setuid and setgid bits, nested user namespaces,
+/// the host's IPC): x86_64 and aarch64 only.
+pub const SETUID_GUARD_SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+
 /// Exit code of every launcher failure; the payload was never exec'd.
 pub const FAILURE_EXIT_CODE: i32 = 125;
 
