@@ -426,7 +426,7 @@ fn mostly_waits(trial: &Trial) -> bool {
         return false;
     };
     case.case.steps.iter().any(|step| match step {
-        Step::Net(_) => true,
+        Step::Net(_) | Step::HostIpc(_) => true,
         Step::Attack(a) => a.after_ms.is_some_and(|ms| ms > 0),
         _ => false,
     })

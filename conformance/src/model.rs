@@ -266,6 +266,10 @@ pub enum Step {
     /// Listen outside the sandbox, let a confined payload try to reach the listener under a
     /// network knob, then check what the listener recorded (family `network`).
     Net(NetStep),
+    /// Set up one host IPC route outside the sandbox (a daemon on a unix socket, a FIFO reader, a
+    /// SysV or POSIX queue, a keyring key, a tmux server), let a confined payload try it, then
+    /// check the host for any effect (family `host-ipc`).
+    HostIpc(HostIpcStep),
     /// Run payloads that print the backend's own declared runner-failure signatures and exit with
     /// its codes: each ran, so each must be an ordinary result.
     Forge(ForgeStep),
@@ -294,7 +298,9 @@ impl Step {
                 &[Capability::PolicyService, Capability::ScriptedCalls]
             }
             Step::Wire(_) => &[Capability::PolicyService],
-            Step::Attack(_) | Step::FenceRace(_) | Step::Net(_) => &[Capability::Confine],
+            Step::Attack(_) | Step::FenceRace(_) | Step::Net(_) | Step::HostIpc(_) => {
+                &[Capability::Confine]
+            }
             // Checks the world the case's other steps built; needs nothing of its own.
             Step::World(_) => &[],
             // Every backend that confines declares a dialect in its launch (the reference ones
@@ -1076,6 +1082,44 @@ pub struct NetStep {
     pub run: Option<String>,
     /// What the listener must have recorded.
     pub expect: NetExpect,
+}
+
+/// A `host_ipc` step: the harness sets up `target` on the host, a payload confined under `mode`
+/// and `network` tries to use it, and the host is checked for any effect (none is allowed: host
+/// IPC is closed in every confined mode, whatever the network knob says).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostIpcStep {
+    /// The confined mode.
+    pub mode: sandbox::ConfinedMode,
+    /// The network knob of the call's policy.
+    pub network: sandbox::NetworkMode,
+    /// The route the payload tries.
+    pub target: IpcTarget,
+}
+
+/// The host IPC routes a `host_ipc` step sets up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum IpcTarget {
+    /// A daemon on a named unix socket in `/tmp` (where tmux and ssh-agent keep theirs).
+    NamedTmp,
+    /// A daemon on a named unix socket in a directory named like `$XDG_RUNTIME_DIR`.
+    NamedRuntime,
+    /// A daemon on an abstract unix socket.
+    Abstract,
+    /// A FIFO outside the writable set with a reader on the host.
+    Fifo,
+    /// A SysV message queue of the host.
+    SysvMsg,
+    /// A SysV shared memory segment of the host.
+    SysvShm,
+    /// A POSIX message queue of the host.
+    PosixMq,
+    /// A key in the user's keyring.
+    Keyring,
+    /// A real tmux server whose shell would run what the payload types.
+    Tmux,
 }
 
 /// The listeners a `net` step runs outside the sandbox.

@@ -5,6 +5,7 @@ mod classify;
 mod declared;
 mod effect;
 mod forge;
+mod ipc;
 mod net;
 mod race;
 mod select;
@@ -46,6 +47,7 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailur
             Step::FenceRace(s) => race::fence_race(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::World(s) => race::world(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::Net(s) => net::run(backend, s),
+            Step::HostIpc(s) => ipc::run(backend, s),
             Step::Forge(s) => forge::run(backend, s),
             Step::Declared(s) => declared::run(backend, s),
             Step::Writable(s) => writable::run(backend, s),
@@ -120,6 +122,7 @@ fn step_kind(step: &Step) -> &'static str {
         Step::FenceRace(_) => "fence-race",
         Step::World(_) => "world",
         Step::Net(_) => "net",
+        Step::HostIpc(_) => "host-ipc",
         Step::Forge(_) => "forge",
         Step::Declared(_) => "declared",
         Step::Writable(_) => "writable",

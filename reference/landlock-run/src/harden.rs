@@ -184,7 +184,7 @@ pub fn cloexec_above_stderr() -> Result<(), String> {
 }
 
 /// Whether this build has the setuid guard ([`install_setuid_guard`]): x86_64 and aarch64 only.
-pub const SETUID_GUARD_SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+pub use landlock_run::SETUID_GUARD_SUPPORTED;
 
 /// The mode bits the guard refuses: `S_ISUID | S_ISGID`.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
@@ -248,11 +248,13 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 ///    with `O_CREAT` or `O_TMPFILE`; refusing the bits regardless changes nothing else).
 ///
 /// The mode filter also refuses `unshare` and `clone` with `CLONE_NEWUSER` (`EPERM`): the payload
-/// makes no user namespace of its own.
+/// makes no user namespace of its own; and it closes the host's IPC ([`add_host_ipc_rules`]:
+/// unix and vsock sockets, keyrings, and SysV IPC and POSIX message queues unless `ipc` says the
+/// IPC namespace is private).
 ///
 /// Ordinary modes (`chmod 755`, `cp -p`, `tar x`) are untouched.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub fn install_setuid_guard() -> Result<(), String> {
+pub fn install_setuid_guard(ipc: IpcGuard) -> Result<(), String> {
     use std::collections::BTreeMap;
 
     use seccompiler::{
@@ -297,6 +299,7 @@ pub fn install_setuid_guard() -> Result<(), String> {
         .map_err(|e| format!("cannot build the user-namespace guard: {e}"))?;
         rules.insert(nr, vec![condition]);
     }
+    add_host_ipc_rules(&mut rules, ipc)?;
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -314,7 +317,108 @@ pub fn install_setuid_guard() -> Result<(), String> {
 
 /// Without a guard for this architecture there is nothing to install; `--probe` says so.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub fn install_setuid_guard() -> Result<(), String> {
+pub fn install_setuid_guard(_ipc: IpcGuard) -> Result<(), String> {
+    Ok(())
+}
+
+/// How much of the host's IPC the guard must close itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IpcGuard {
+    /// The launcher shares the host's IPC namespace: SysV IPC and POSIX message queues are the
+    /// host's, so the guard refuses them.
+    HostNamespace,
+    /// The caller put the launcher in an IPC namespace of its own (`--ipc private`, bwrap's
+    /// `--unshare-ipc`): SysV IPC and POSIX message queues are the sandbox's own and stay open.
+    PrivateNamespace,
+}
+
+/// The syscalls that reach the host's IPC whatever namespace the launcher is in, refused
+/// unconditionally: the user's keyrings (keyrings are not part of an IPC namespace).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const KEYRING_SYSCALLS: [libc::c_long; 3] =
+    [libc::SYS_add_key, libc::SYS_request_key, libc::SYS_keyctl];
+
+/// SysV IPC and POSIX message queues: objects of the IPC namespace, refused when it is the host's.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const NAMESPACED_IPC_SYSCALLS: [libc::c_long; 18] = [
+    libc::SYS_shmget,
+    libc::SYS_shmat,
+    libc::SYS_shmdt,
+    libc::SYS_shmctl,
+    libc::SYS_msgget,
+    libc::SYS_msgsnd,
+    libc::SYS_msgrcv,
+    libc::SYS_msgctl,
+    libc::SYS_semget,
+    libc::SYS_semop,
+    libc::SYS_semtimedop,
+    libc::SYS_semctl,
+    libc::SYS_mq_open,
+    libc::SYS_mq_unlink,
+    libc::SYS_mq_timedsend,
+    libc::SYS_mq_timedreceive,
+    libc::SYS_mq_notify,
+    libc::SYS_mq_getsetattr,
+];
+
+/// The host-IPC rules of the guard, added to `rules` (every match fails with `EPERM`):
+///
+/// - `socket(AF_UNIX, ...)`: a unix socket of its own would let the payload connect to any
+///   daemon listening on a named or abstract socket (the person's tmux server, an ssh agent, a
+///   container engine), which then acts for it outside the sandbox. Connecting is not a write,
+///   so no file rule stops it, and Landlock has no right for it before ABI 9. Like Codex and
+///   srt, the guard refuses creating the socket: seccomp cannot read the address `connect`
+///   is given, nor tell the payload's own listeners from the host's. `socketpair` stays open
+///   (cargo's and Python's subprocess plumbing use it), except for datagram pairs: an
+///   unconnected-style `sendto` or a re-`connect` on a datagram socket reaches any named
+///   datagram socket (`/dev/log`, journald), a stream or seqpacket pair cannot be re-aimed.
+/// - `socket(AF_VSOCK, ...)`: the hypervisor's host side, as Codex refuses it.
+/// - `add_key`, `request_key`, `keyctl`: the user's and session keyrings.
+/// - SysV IPC and POSIX message queues ([`NAMESPACED_IPC_SYSCALLS`]) unless `ipc` says the IPC
+///   namespace is the sandbox's own.
+///
+/// A named FIFO outside the writable set needs no rule here: opening it for writing is a write
+/// Landlock refuses.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn add_host_ipc_rules(
+    rules: &mut std::collections::BTreeMap<i64, Vec<seccompiler::SeccompRule>>,
+    ipc: IpcGuard,
+) -> Result<(), String> {
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
+
+    let err = |e: seccompiler::BackendError| format!("cannot build the host-IPC guard: {e}");
+    let arg_eq = |index: u8, value: u64| {
+        SeccompCondition::new(index, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+            .and_then(|c| SeccompRule::new(vec![c]))
+            .map_err(err)
+    };
+    rules.insert(
+        libc::SYS_socket,
+        vec![
+            arg_eq(0, libc::AF_UNIX as u64)?,
+            arg_eq(0, libc::AF_VSOCK as u64)?,
+        ],
+    );
+    // The socket type shares its word with SOCK_CLOEXEC and SOCK_NONBLOCK: compare its low bits.
+    const SOCK_TYPE_MASK: u64 = 0xf;
+    let dgram_pair = SeccompCondition::new(
+        1,
+        SeccompCmpArgLen::Dword,
+        SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
+        libc::SOCK_DGRAM as u64,
+    )
+    .and_then(|c| SeccompRule::new(vec![c]))
+    .map_err(err)?;
+    rules.insert(libc::SYS_socketpair, vec![dgram_pair]);
+    // An empty rule list matches the syscall whatever its arguments.
+    for nr in KEYRING_SYSCALLS {
+        rules.insert(nr, Vec::new());
+    }
+    if ipc == IpcGuard::HostNamespace {
+        for nr in NAMESPACED_IPC_SYSCALLS {
+            rules.insert(nr, Vec::new());
+        }
+    }
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! matches, so they live once, next to the program that prints them.
 //!
 //! ```text
-//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...]
+//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...]
 //! landlock-run --probe [--abi-cap N]
 //! ```
 //!
@@ -25,6 +25,9 @@
 //! - `--net restricted` denies TCP bind and connect (Landlock ABI 4) on top of the abstract unix
 //!   socket scope every launch applies from ABI 6; UDP and named unix sockets stay ungoverned at
 //!   every ABI (see [`net`]). `--net enabled`, the default, adds no network rule.
+//! - `--ipc private` says the caller gave the launcher an IPC namespace of its own (bwrap's
+//!   `--unshare-ipc`): SysV IPC and POSIX message queues are then the sandbox's own and the guard
+//!   leaves them open. `--ipc host`, the default, refuses them (they would be the host's).
 //! - `--status-fd FD` writes JSON-lines launch records to FD (close-on-exec): `{"exec": ...}` just
 //!   before `execve`, then `{"exec-failed": ...}` if it fails; `{"error": ...}` for any launcher
 //!   failure before that. The payload ran exactly when `exec` is present with no failure after it.
@@ -79,6 +82,13 @@
 //!   (their modes are out of a filter's sight; callers fall back to `openat`); the x32 ABI fails
 //!   with `EPERM` and a foreign architecture (32-bit entry points) kills the process. Other
 //!   architectures run without it and `--probe` reports `"setuid_guard":false`.
+//! - **No host IPC** (the same seccomp program, x86_64 and aarch64), whatever `--net` says:
+//!   `socket(AF_UNIX)` and `socket(AF_VSOCK)` fail with `EPERM` (a unix socket would reach any
+//!   host daemon, and seccomp cannot read a `connect` address), so do datagram `socketpair`s
+//!   (re-aimable with `sendto`), `add_key`, `request_key` and `keyctl`, and, unless `--ipc
+//!   private`, every SysV IPC and POSIX message queue call. Stream and seqpacket `socketpair`s
+//!   and pipes work. A FIFO outside the writable set cannot be opened for writing (a Landlock
+//!   write). `--probe` checks the unix-socket refusal together with the setgid one.
 //!
 //! Every launcher failure exits [`FAILURE_EXIT_CODE`] without exec'ing, with a stderr line starting
 //! [`DIAGNOSTIC_PREFIX`]. No environment variable changes what the launcher does.
@@ -86,6 +96,10 @@
 use serde_json::json;
 
 pub mod net;
+
+/// Whether this build has the seccomp guard (setuid and setgid bits, nested user namespaces,
+/// the host's IPC): x86_64 and aarch64 only.
+pub const SETUID_GUARD_SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
 
 /// Exit code of every launcher failure; the payload was never exec'd.
 pub const FAILURE_EXIT_CODE: i32 = 125;

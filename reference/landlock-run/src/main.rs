@@ -32,6 +32,9 @@ struct Launch {
     status_fd: Option<i32>,
     /// `--net restricted`: TCP bind and connect are denied (see `landlock_run::net`).
     net_restricted: bool,
+    /// `--ipc private`: the caller gave the launcher an IPC namespace of its own (bwrap's
+    /// `--unshare-ipc`), so SysV IPC and POSIX message queues are the sandbox's own.
+    ipc: harden::IpcGuard,
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
     pinned: Vec<PathBuf>,
@@ -121,13 +124,14 @@ fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
     if launch.net_restricted && net::wants_net(launch.abi_cap) {
         net::install_fastopen_guard().map_err(Failure::Harden)?;
     }
-    harden::install_setuid_guard().map_err(Failure::Harden)
+    harden::install_setuid_guard(launch.ipc).map_err(Failure::Harden)
 }
 
 fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
     let mut abi_cap = None;
     let mut status_fd = None;
     let mut net_restricted = false;
+    let mut ipc = harden::IpcGuard::HostNamespace;
     let mut read_only = Vec::new();
     let mut read_write = Vec::new();
     let mut pinned = Vec::new();
@@ -149,6 +153,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     abi_cap,
                     status_fd,
                     net_restricted,
+                    ipc,
                     read_only,
                     read_write,
                     pinned,
@@ -193,6 +198,18 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     }
                 };
             }
+            Some("--ipc") => {
+                let v = value("--ipc", it.next())?;
+                ipc = match v.to_str() {
+                    Some("private") => harden::IpcGuard::PrivateNamespace,
+                    Some("host") => harden::IpcGuard::HostNamespace,
+                    _ => {
+                        return Err(Failure::Usage(format!(
+                            "--ipc takes private or host, not {v:?}"
+                        )));
+                    }
+                };
+            }
             Some("--probe") => probe = true,
             Some("--probe-child") => {
                 probe_child = Some(PathBuf::from(value("--probe-child", it.next())?));
@@ -204,7 +221,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
         (_, Some(target)) => Ok(Mode::ProbeChild { abi_cap, target }),
         (true, None) => Ok(Mode::Probe { abi_cap }),
         (false, None) => Err(Failure::Usage(
-            "usage: landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
+            "usage: landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
         )),
     }
 }
@@ -618,7 +635,7 @@ fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
             let scopes = scoped(s.landlock, wanted);
             // As a launch would: the guard last. The probe directory is the child's own, so
             // without the guard nothing would refuse making it setgid.
-            let guard = match harden::install_setuid_guard() {
+            let guard = match harden::install_setuid_guard(harden::IpcGuard::HostNamespace) {
                 Err(e) => return fail(None, &e),
                 Ok(()) if !harden::SETUID_GUARD_SUPPORTED => false,
                 Ok(()) => match target.parent().map(|dir| {
@@ -629,7 +646,18 @@ fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
                         nix::sys::stat::FchmodatFlags::FollowSymlink,
                     )
                 }) {
-                    Some(Err(Errno::EPERM)) => true,
+                    // The same program closes the host's IPC: a unix socket of its own is
+                    // refused too.
+                    Some(Err(Errno::EPERM)) => match unix_socket() {
+                        Err(Errno::EPERM) => true,
+                        Ok(_) => return fail(None, "a unix socket was not refused"),
+                        Err(e) => {
+                            return fail(
+                                None,
+                                &format!("unix socket probe failed unexpectedly: {e}"),
+                            );
+                        }
+                    },
                     Some(Ok(())) => return fail(None, "a setgid chmod was not refused"),
                     Some(Err(e)) => {
                         return fail(None, &format!("setgid probe failed unexpectedly: {e}"));
@@ -663,6 +691,20 @@ fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
             }
         }
     }
+}
+
+/// Creates a unix stream socket (what the host-IPC guard refuses), for the probe child.
+fn unix_socket() -> Result<OwnedFd, Errno> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: socket(2) takes integer arguments only and returns a new descriptor or -1.
+    #[allow(unsafe_code)]
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: `fd` was just returned by socket(2) and nothing else owns it.
+    #[allow(unsafe_code)]
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
 #[cfg(test)]

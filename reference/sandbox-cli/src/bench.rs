@@ -578,7 +578,7 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
     };
     let bare = |hardened: bool| match (&bwrap, &set) {
         (Ok(b), Ok(set)) => {
-            let args = profile::bwrap_args(set, sandbox::NetworkMode::Enabled, None);
+            let args = profile::bwrap_args(set, sandbox::NetworkMode::Enabled, None, None);
             let args = if hardened { args } else { plain_bwrap(&args) };
             let mut argv = vec![os(b)];
             argv.extend(args);
@@ -586,6 +586,19 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
             Ok(Runner::Process(Spawn::new(argv, ws)))
         }
         (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+    };
+    // Bare bwrap on our profile running the payload through the launcher (its seccomp guard and
+    // Landlock ruleset), as the bwrap backend does: what the guard costs on top of `bwrap hardened`.
+    let guarded = match (&bwrap, &launcher, &set) {
+        (Ok(b), Ok(l), Ok(set)) => {
+            let args =
+                profile::bwrap_args(set, sandbox::NetworkMode::Enabled, None, Some(Path::new(l)));
+            let mut argv = vec![os(b)];
+            argv.extend(args);
+            argv.extend(payload());
+            Ok(Runner::Process(Spawn::new(argv, ws)))
+        }
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e.clone()),
     };
     let lib = |backend| {
         launcher
@@ -607,6 +620,7 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
         Row::new("landlock-run", "trampoline", launcher_row),
         Row::new("bwrap plain", "unconfined", bare(false)),
         Row::new("bwrap hardened", "unconfined", bare(true)),
+        Row::new("bwrap guarded", "bwrap hardened", guarded),
         Row::new("library landlock", "trampoline", lib(Backend::Landlock)).target(LIBRARY_TARGET),
         Row::new("library bwrap", "bwrap hardened", lib(Backend::Bwrap)).target(LIBRARY_TARGET),
         Row::new(

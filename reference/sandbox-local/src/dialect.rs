@@ -39,6 +39,18 @@ pub fn bwrap() -> Dialect {
     }
 }
 
+/// bwrap running the launcher ([`crate::profile::bwrap_guard_args`]): bwrap's denials (a write
+/// outside the writable set meets the read-only bind first, `EROFS`, before the launcher's
+/// Landlock ruleset is asked; what only Landlock refuses, a host FIFO opened for writing, reads
+/// `Permission denied` and stays an ordinary failure, as a payload's own `EACCES` does under
+/// bwrap), and either runner failing: bwrap's rule or the launcher's (exit 125, `landlock-run: `).
+pub fn bwrap_guarded() -> Dialect {
+    let mut d = bwrap();
+    d.runner_failure_rules
+        .extend(landlock().runner_failure_rules);
+    d
+}
+
 /// The Landlock launcher: `EACCES` and `EXDEV` denials, and the protected paths' `EROFS` and
 /// `EBUSY` (read-only binds in its private mount namespace); failures exit 125 with a
 /// `landlock-run: ` line; the partial-enforcement notice is informational.

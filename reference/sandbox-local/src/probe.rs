@@ -83,6 +83,47 @@ fn landlock_network(governed: &[String]) -> ClassReport {
     ClassReport::with_gaps(landlock_run::net::ungoverned(&governed))
 }
 
+/// Host IPC no rule of the backend closes: unix sockets to host daemons (named and abstract).
+pub const HOST_IPC_UNIX_SOCKETS: &str = "unix-sockets";
+/// Host IPC no rule of the backend closes: FIFOs outside the writable set opened for writing.
+pub const HOST_IPC_FIFOS: &str = "fifos";
+/// Host IPC no rule of the backend closes: the host's SysV shared memory, queues and semaphores.
+pub const HOST_IPC_SYSV: &str = "sysv-ipc";
+/// Host IPC no rule of the backend closes: the host's POSIX message queues.
+pub const HOST_IPC_POSIX_MQUEUES: &str = "posix-mqueues";
+/// Host IPC no rule of the backend closes: the user's keyrings (`add_key`, `keyctl`).
+pub const HOST_IPC_KEYRINGS: &str = "keyrings";
+
+/// What `backend` closes of the host's IPC (every confined mode), by construction of its profile
+/// and whether the launcher's seccomp guard runs here (`guard`: the probe saw it refuse):
+///
+/// - the launcher: Landlock refuses opening a FIFO outside the writable set for writing; the
+///   guard refuses unix and vsock sockets (`socketpair` stays), keyrings, SysV IPC and POSIX
+///   message queues (the launcher shares the host's IPC namespace);
+/// - bwrap runs the launcher inside its namespaces (`--ipc private`): SysV IPC and POSIX message
+///   queues are its own (`--unshare-ipc`), the rest as the launcher;
+/// - Seatbelt: its profile has no IPC rules (`(deny network*)` under a restricted network covers
+///   unix sockets only), so nothing is claimed.
+pub fn host_ipc_capability(backend: Backend, guard: bool) -> ClassReport {
+    let unguarded = [HOST_IPC_UNIX_SOCKETS, HOST_IPC_KEYRINGS];
+    match (backend, guard) {
+        (Backend::Bwrap | Backend::Landlock, true) => ClassReport::full(),
+        (Backend::Bwrap, false) => ClassReport::with_gaps(unguarded),
+        (Backend::Landlock, false) => ClassReport::with_gaps(
+            unguarded
+                .into_iter()
+                .chain([HOST_IPC_SYSV, HOST_IPC_POSIX_MQUEUES]),
+        ),
+        (Backend::Seatbelt, _) => ClassReport::not_governed(),
+    }
+}
+
+/// An operator runner gets bwrap's arguments without the launcher: `--unshare-ipc` keeps the
+/// host's SysV IPC and POSIX message queues out of reach, nothing closes the rest.
+pub fn operator_host_ipc() -> ClassReport {
+    ClassReport::with_gaps([HOST_IPC_UNIX_SOCKETS, HOST_IPC_FIFOS, HOST_IPC_KEYRINGS])
+}
+
 /// What the launcher leaves of the protected class on a host where it cannot make a private
 /// mount namespace (not root, and unprivileged user namespaces refused).
 pub const PROTECTED_NEEDS_MOUNT_NAMESPACE: &str =
@@ -95,11 +136,13 @@ pub(crate) fn capabilities(
     files: ClassReport,
     network: ClassReport,
     protected: ClassReport,
+    host_ipc: ClassReport,
 ) -> ClassEnforcements {
     ClassEnforcements::default()
         .with(EnforcementClass::Files, files)
         .with(EnforcementClass::Network, network)
         .with(EnforcementClass::Protected, protected)
+        .with(EnforcementClass::HostIpc, host_ipc)
 }
 
 /// Why a backend is not usable on this host.
@@ -246,9 +289,14 @@ fn functional(
         "sh".into(),
         target.clone().into(),
     ];
+    let guard = match backend {
+        Backend::Bwrap => Some(locate(Backend::Landlock, config).map_err(ProbeError::NotFound)?),
+        _ => None,
+    };
     let launch_argv = wrap(
         backend,
         program,
+        guard.as_deref(),
         &ClassEnforcements::from_overall(enforcement),
         config.landlock_abi_cap,
         &set,
@@ -281,6 +329,8 @@ fn functional(
 
 fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, ProbeError> {
     functional(Backend::Bwrap, program, SandboxEnforcement::Full, config)?;
+    // The functional probe ran through the launcher, whose guard this build has or lacks.
+    let guard = landlock_run::SETUID_GUARD_SUPPORTED;
     let version = std::process::Command::new(program)
         .arg("--version")
         .output()
@@ -297,6 +347,7 @@ fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Probe
             ClassReport::full(),
             network_capability(Backend::Bwrap, &[]),
             ClassReport::full(),
+            host_ipc_capability(Backend::Bwrap, guard),
         ),
     })
 }
@@ -364,6 +415,7 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
             files,
             network_capability(Backend::Landlock, &report.network),
             protected,
+            host_ipc_capability(Backend::Landlock, report.setuid_guard),
         ),
     })
 }
@@ -386,6 +438,7 @@ fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
             ClassReport::full(),
             network_capability(Backend::Seatbelt, &[]),
             ClassReport::full(),
+            host_ipc_capability(Backend::Seatbelt, false),
         ),
     })
 }

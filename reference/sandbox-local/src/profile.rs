@@ -83,12 +83,15 @@ fn os(s: &str) -> OsString {
 /// over new mounts); a PID namespace (`--unshare-pid`)
 /// hides every host process, so `/proc/<pid>/root` and `/proc/<pid>/fd` of the caller are out of
 /// reach, and when its init dies every process the payload started dies with it;
+/// an IPC namespace (`--unshare-ipc`) gives the payload SysV IPC and POSIX message queues of its
+/// own, so the host's are out of reach while its own processes still share theirs;
 /// `--new-session` detaches it from the caller's terminal (no `TIOCSTI` injection);
 /// `--die-with-parent` ends the sandbox if the caller dies.
-pub const BWRAP_ISOLATION: [&str; 7] = [
+pub const BWRAP_ISOLATION: [&str; 8] = [
     "--unshare-user",
     "--disable-userns",
     "--unshare-pid",
+    "--unshare-ipc",
     "--new-session",
     "--die-with-parent",
     "--cap-drop",
@@ -102,10 +105,16 @@ pub const BWRAP_ISOLATION: [&str; 7] = [
 /// gives the payload a network namespace of its own with only a loopback device: nothing of the
 /// host's network (TCP, UDP, abstract unix sockets) is reachable; a unix socket bound to a host
 /// path still is (connecting is not a write).
+///
+/// With `guard` (the launcher's path), bwrap runs the launcher and the launcher runs the payload
+/// ([`bwrap_guard_args`]): the launcher's seccomp guard and Landlock ruleset apply inside bwrap's
+/// namespaces, and the status channel is the launcher's (`status_fd` passes through bwrap, which
+/// leaves descriptors it is not told about open).
 pub fn bwrap_args(
     set: &WritableSet,
     network: NetworkMode,
     status_fd: Option<i32>,
+    guard: Option<&Path>,
 ) -> Vec<OsString> {
     let mut args = vec![
         os("--ro-bind"),
@@ -144,9 +153,52 @@ pub fn bwrap_args(
     for path in &set.protected.read_only {
         args.extend([os("--ro-bind"), path.clone().into(), path.clone().into()]);
     }
-    if let Some(fd) = status_fd {
-        args.extend([os("--json-status-fd"), os(&fd.to_string())]);
+    match guard {
+        Some(launcher) => {
+            args.push(os("--"));
+            args.extend(bwrap_guard_args(launcher, set, network, status_fd));
+        }
+        None => {
+            if let Some(fd) = status_fd {
+                args.extend([os("--json-status-fd"), os(&fd.to_string())]);
+            }
+            args.push(os("--"));
+        }
     }
+    args
+}
+
+/// The launcher inside bwrap: `--ipc private` (bwrap's `--unshare-ipc` made SysV IPC and POSIX
+/// message queues the sandbox's own), the network flag, then `--ro /`, `--rw` per writable root
+/// and `/dev` (bwrap's fresh `/dev`, its own tmpfs: the payload may write there as it may under
+/// bwrap alone), ending with `--`. No `--pin` or `--protect`: bwrap's binds already keep the
+/// protected paths. Landlock then refuses what a read-only bind does not: opening a host FIFO
+/// outside the writable set for writing.
+pub fn bwrap_guard_args(
+    launcher: &Path,
+    set: &WritableSet,
+    network: NetworkMode,
+    status_fd: Option<i32>,
+) -> Vec<OsString> {
+    let mut args = vec![launcher.as_os_str().to_owned()];
+    if let Some(fd) = status_fd {
+        args.extend([os("--status-fd"), os(&fd.to_string())]);
+    }
+    args.extend([os("--ipc"), os("private")]);
+    if network.is_restricted() {
+        args.extend([os(landlock_run::net::NET_FLAG), os("restricted")]);
+    }
+    args.extend([os("--ro"), os("/")]);
+    if let Some(ws) = &set.workspace {
+        args.extend([os("--rw"), ws.clone().into()]);
+    }
+    for t in set.temp.iter().filter(|t| t.exists()) {
+        args.extend([os("--rw"), t.clone().into()]);
+    }
+    for root in &set.extra {
+        args.extend([os("--rw"), root.clone().into()]);
+    }
+    args.extend([os("--rw"), os("/dev")]);
     args.push(os("--"));
     args
 }

@@ -48,7 +48,7 @@ impl Backend {
     /// Its stderr dialect.
     pub fn dialect(self) -> Dialect {
         match self {
-            Backend::Bwrap => dialect::bwrap(),
+            Backend::Bwrap => dialect::bwrap_guarded(),
             Backend::Landlock => dialect::landlock(),
             Backend::Seatbelt => dialect::seatbelt(),
         }
@@ -216,6 +216,7 @@ impl Selection {
                     ClassReport::full(),
                     probe::network_capability(self.backend, &[]),
                     ClassReport::full(),
+                    probe::host_ipc_capability(self.backend, false),
                 )
             },
             ProbeFacts::capabilities,
@@ -366,7 +367,8 @@ fn select(config: &LocalConfig, cache_dir: Option<&Path>) -> Result<Selection, S
 
 /// The per-class report of one launch: files as the backend governs them; the network as the
 /// backend governs it when the policy restricts it, else not governed (nothing was asked); the
-/// protected paths, when the policy has any, as [`protected_report`] says.
+/// protected paths, when the policy has any, as [`protected_report`] says; the host's IPC as the
+/// backend closes it, in every confined mode.
 fn launch_classes(
     capabilities: &ClassEnforcements,
     set: &WritableSet,
@@ -382,7 +384,11 @@ fn launch_classes(
             EnforcementClass::Files,
             capabilities.get(EnforcementClass::Files),
         )
-        .with(EnforcementClass::Network, net);
+        .with(EnforcementClass::Network, net)
+        .with(
+            EnforcementClass::HostIpc,
+            capabilities.get(EnforcementClass::HostIpc),
+        );
     if set.protected.paths.is_empty() {
         return classes;
     }
@@ -412,10 +418,13 @@ fn protected_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
 pub const UNCOVERED_PREFIX: &str = "protected path not covered (missing or behind a symlink): ";
 
 /// The confined launch for one backend and program, without selection. Shared by the provider
-/// and the probes so a probe exercises exactly the profile a command gets.
+/// and the probes so a probe exercises exactly the profile a command gets. `guard` is the
+/// launcher bwrap runs the payload through (bwrap only; see [`profile::bwrap_guard_args`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn wrap(
     backend: Backend,
     program: &std::path::Path,
+    guard: Option<&std::path::Path>,
     capabilities: &ClassEnforcements,
     abi_cap: Option<u32>,
     set: &WritableSet,
@@ -439,10 +448,19 @@ pub(crate) fn wrap(
     }
     let set = &set;
     let (args, status_channel) = match backend {
-        Backend::Bwrap => (
-            profile::bwrap_args(set, network, Some(STATUS_FD)),
-            channel(StatusFormat::BwrapJson),
-        ),
+        // With the launcher inside, the status channel is the launcher's (its `exec` record is
+        // written only once bwrap and the launcher both set up); bwrap's own status records
+        // would say "ran" for a launcher that failed (exit 125, never exec'd).
+        Backend::Bwrap => match guard {
+            Some(_) => (
+                profile::bwrap_args(set, network, Some(STATUS_FD), guard),
+                channel(StatusFormat::LaunchReport),
+            ),
+            None => (
+                profile::bwrap_args(set, network, Some(STATUS_FD), None),
+                channel(StatusFormat::BwrapJson),
+            ),
+        },
         Backend::Landlock => (
             profile::landlock_args(set, network, abi_cap, Some(STATUS_FD)),
             channel(StatusFormat::LaunchReport),
@@ -490,13 +508,14 @@ impl SandboxProvider for LocalProvider {
             let dialect = dialect::operator(operator.rule().clone());
             let (program, leading) = operator.split();
             let mut args = leading.to_vec();
-            args.extend(profile::bwrap_args(&set, policy.network, None));
+            args.extend(profile::bwrap_args(&set, policy.network, None, None));
             // An operator runner is asserted to be bwrap-compatible: it governs what bwrap's
             // arguments govern (the protected paths by mounts).
             let capabilities = probe::capabilities(
                 ClassReport::full(),
                 probe::network_capability(Backend::Bwrap, &[]),
                 ClassReport::full(),
+                probe::operator_host_ipc(),
             );
             let mut by_mounts = set.clone();
             by_mounts.protected_by_mounts = true;
@@ -514,9 +533,18 @@ impl SandboxProvider for LocalProvider {
         let selection = self
             .selection()
             .map_err(|e| unavailable(None, e.to_string()))?;
+        // bwrap runs the payload through the launcher; without it there is no bwrap launch.
+        let guard = match selection.backend {
+            Backend::Bwrap => Some(
+                probe::locate(Backend::Landlock, &self.config)
+                    .map_err(|e| unavailable(Some(selection.backend.name()), e))?,
+            ),
+            _ => None,
+        };
         Ok(wrap(
             selection.backend,
             &selection.program,
+            guard.as_deref(),
             &selection.capabilities(),
             self.config.landlock_abi_cap,
             &set,

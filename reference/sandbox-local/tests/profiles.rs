@@ -5,6 +5,9 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+/// Where the launcher bwrap runs the payload through lives in these snapshots.
+const GUARD: &str = "/opt/sandbox/bin/landlock-run";
+
 use sandbox::{
     ClassEnforcement, ConfinedMode, EnforcementClass, NetworkMode, ProviderPolicy,
     SandboxEnforcement, SandboxProvider,
@@ -53,7 +56,8 @@ fn every_dialect_carries_the_extra_roots_and_the_protected_paths() {
         lines(&profile::bwrap_args(
             &set,
             NetworkMode::Enabled,
-            Some(profile::STATUS_FD)
+            Some(profile::STATUS_FD),
+            Some(std::path::Path::new(GUARD))
         ))
     );
     insta::assert_snapshot!(
@@ -97,7 +101,12 @@ fn a_restricted_network_is_denied_by_every_profile() {
         profile::seatbelt_profile(1, 0, 0, NetworkMode::Restricted)
     );
     assert!(!profile::seatbelt_profile(1, 0, 0, NetworkMode::Enabled).contains("network"));
-    let bwrap = profile::bwrap_args(&set(), NetworkMode::Restricted, Some(profile::STATUS_FD));
+    let bwrap = profile::bwrap_args(
+        &set(),
+        NetworkMode::Restricted,
+        Some(profile::STATUS_FD),
+        Some(std::path::Path::new(GUARD)),
+    );
     insta::assert_snapshot!("bwrap_args_network_restricted", lines(&bwrap));
     let landlock = profile::landlock_args(&set(), NetworkMode::Restricted, None, None);
     let pair = landlock
@@ -105,7 +114,7 @@ fn a_restricted_network_is_denied_by_every_profile() {
         .any(|w| w[0] == "--net" && w[1] == "restricted");
     assert!(pair, "{landlock:?}");
     for enabled in [
-        profile::bwrap_args(&set(), NetworkMode::Enabled, None),
+        profile::bwrap_args(&set(), NetworkMode::Enabled, None, None),
         profile::landlock_args(&set(), NetworkMode::Enabled, None, None),
     ] {
         assert!(
@@ -151,7 +160,8 @@ fn bwrap_argv_binds_only_the_writable_set() {
         lines(&profile::bwrap_args(
             &set(),
             NetworkMode::Enabled,
-            Some(profile::STATUS_FD)
+            Some(profile::STATUS_FD),
+            Some(std::path::Path::new(GUARD))
         ))
     );
     let read_only = WritableSet::default();
@@ -160,7 +170,8 @@ fn bwrap_argv_binds_only_the_writable_set() {
         lines(&profile::bwrap_args(
             &read_only,
             NetworkMode::Enabled,
-            Some(profile::STATUS_FD)
+            Some(profile::STATUS_FD),
+            Some(std::path::Path::new(GUARD))
         ))
     );
 }

@@ -28,14 +28,20 @@ pub enum EnforcementClass {
     /// The protected paths inside the writable roots (`.git/hooks`, `.git/config`), as the
     /// policy's `protected_paths` promise them (`protected`).
     Protected,
+    /// The host's IPC, closed in every confined mode whatever the network knob says (`host-ipc`):
+    /// unix sockets to anything outside the sandbox (named and abstract), FIFOs outside the
+    /// writable set, the host's SysV IPC and POSIX message queues, the user's keyrings. A host
+    /// process acting for the payload is a file effect outside the writable set.
+    HostIpc,
 }
 
 impl EnforcementClass {
     /// Every class, in report order.
-    pub const ALL: [EnforcementClass; 3] = [
+    pub const ALL: [EnforcementClass; 4] = [
         EnforcementClass::Files,
         EnforcementClass::Network,
         EnforcementClass::Protected,
+        EnforcementClass::HostIpc,
     ];
 
     /// The classes a confined launch restricts: `files` always (a confined mode), `network` when
@@ -54,6 +60,7 @@ impl EnforcementClass {
             EnforcementClass::Files => "files",
             EnforcementClass::Network => "network",
             EnforcementClass::Protected => "protected",
+            EnforcementClass::HostIpc => "host-ipc",
         }
     }
 }
@@ -67,7 +74,7 @@ impl FromStr for EnforcementClass {
             .ok_or_else(|| ModeParseError {
                 what: "enforcement class",
                 given: s.to_owned(),
-                expected: "files, network, protected",
+                expected: "files, network, protected, host-ipc",
             })
     }
 }

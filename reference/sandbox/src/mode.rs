@@ -173,7 +173,10 @@ wire_string_schema!(SandboxEnforcement, ["full", "partial"]);
 #[cfg(feature = "schema")]
 wire_string_schema!(NetworkMode, ["restricted", "enabled"]);
 #[cfg(feature = "schema")]
-wire_string_schema!(EnforcementClass, ["files", "network", "protected"]);
+wire_string_schema!(
+    EnforcementClass,
+    ["files", "network", "protected", "host-ipc"]
+);
 #[cfg(feature = "schema")]
 wire_string_schema!(ClassEnforcement, ["full", "partial", "not-governed"]);
 
