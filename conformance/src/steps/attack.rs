@@ -327,8 +327,9 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
             if let Some(h) = &held {
                 h.inheritable(true)?;
             }
+            let guard = twin.call_guard(&policy);
             let started = Instant::now();
-            let done = launch::run(&confined, &options);
+            let done = launch::run_guarded(&confined, &options, guard);
             let took = started.elapsed();
             if let Some(h) = &held {
                 h.inheritable(false)?;

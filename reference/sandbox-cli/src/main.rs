@@ -231,6 +231,9 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
     let mut options = LaunchOptions::in_dir(&workspace);
     options.timeout = timeout.map(Duration::from_secs);
     let provider = LocalProvider::new(config);
+    let guard = policy
+        .for_provider()
+        .and_then(|p| sandbox::SandboxProvider::call_guard(&provider, &p));
     let confined = match policy.for_provider() {
         // danger-full-access never reaches a provider.
         None => sandbox::ConfinedArgv {
@@ -256,7 +259,7 @@ fn run(args: RunArgs, config: LocalConfig) -> ExitCode {
             }
         },
     };
-    let done = launch::run(&confined, &options);
+    let done = launch::run_guarded(&confined, &options, guard);
     let (exit_code, signal) = match &done.outcome {
         ProcessOutcome::Exited { code, .. } => (Some(*code), None),
         ProcessOutcome::Signaled { signal, .. } => (None, Some(*signal)),

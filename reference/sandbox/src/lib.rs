@@ -31,7 +31,8 @@ pub use classify::{
     Classification, Evidence, PayloadStatus, ProcessOutcome, SpawnErrorKind, SpawnFailure, classify,
 };
 pub use confined::{
-    ConfinedArgv, RuleError, RunnerFailureRule, SandboxProvider, StatusChannel, StatusFormat,
+    CallGuard, ConfinedArgv, RuleError, RunnerFailureRule, SandboxProvider, StatusChannel,
+    StatusFormat,
 };
 pub use enforcement::{ClassEnforcement, ClassEnforcements, ClassReport, EnforcementClass};
 pub use error::{SANDBOX_UNAVAILABLE, SandboxUnavailable};
@@ -41,7 +42,7 @@ pub use paths::{PathError, canonical_path, is_within, writable_roots};
 pub use policy::{ExecutionPolicy, ExtraRoot, ProviderPolicy};
 pub use protected::{
     BAD_PROTECTED_PATH, DEFAULT_PROTECTED_PATHS, ProtectedPath, ProtectedPathError, ProtectedPlan,
-    protected_plan,
+    is_git_surface, protected_plan,
 };
 pub use workspace::{
     BAD_PATH, DirIdentity, PinnedDir, RootError, TEMP_DIR_MOVED, TEMP_DIR_NOT_A_DIRECTORY,
