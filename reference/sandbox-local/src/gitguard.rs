@@ -138,6 +138,24 @@ impl GitGuard {
         Some(guard)
     }
 
+    /// True when `path` (canonical) is on the surface this guard watches: a path of git's
+    /// surface shape under a root, a protected path, or beneath a folder or file a config named.
+    /// What the write tool's fence denies, so it and the shell agree.
+    pub fn watches(&self, path: &Path) -> bool {
+        if self
+            .protected
+            .iter()
+            .chain(self.named.iter())
+            .any(|p| path.starts_with(p))
+        {
+            return true;
+        }
+        self.anchors.iter().any(|a| {
+            path.strip_prefix(a)
+                .is_ok_and(|rel| !rel.as_os_str().is_empty() && sandbox::is_git_surface(rel))
+        })
+    }
+
     /// The anchor `path` lies under.
     fn anchor_of(&self, path: &Path) -> Option<&PathBuf> {
         self.anchors.iter().find(|a| path.starts_with(a))
