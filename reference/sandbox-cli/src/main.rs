@@ -88,7 +88,8 @@ struct RunArgs {
     #[arg(long = "writable-root")]
     writable_roots: Vec<PathBuf>,
     /// A path inside each writable root that is never written, added to the defaults
-    /// (.git/hooks, .git/config; repeatable; relative, no `..`).
+    /// (sandbox::DEFAULT_PROTECTED_PATHS: git's fixed config and hook files, .husky, editor and
+    /// agent folders; repeatable; relative, no `..`).
     #[arg(long, value_parser = protected_path)]
     protect: Vec<ProtectedPath>,
     /// Use this backend instead of the platform chain.

@@ -132,9 +132,14 @@ impl GitGuard {
             named: Vec::new(),
             before: Surface::default(),
         };
-        let first = guard.scan();
-        guard.named = guard.named_by_configs(&first);
-        guard.before = guard.scan();
+        let mut before = guard.scan();
+        guard.named = guard.named_by_configs(&before);
+        for named in &guard.named {
+            if beneath_is_real(guard.anchor_of(named), named) {
+                record_tree(named, &mut before);
+            }
+        }
+        guard.before = before;
         Some(guard)
     }
 
@@ -337,45 +342,54 @@ impl CallGuard for GitGuard {
 }
 
 /// Walks `dir`, recording the watched paths. `in_git` is true inside a git directory, where only
-/// the surface is descended into (never objects, refs or logs).
+/// the surface is descended into (never objects, refs or logs). Outside one, only an entry named
+/// `.git` can be on the surface (every surface path holds a `.git` component), so the walk
+/// there costs one `readdir` per directory and no `stat`.
 fn walk(anchor: &Path, dir: &Path, in_git: bool, surface: &mut Surface) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
-        let path = entry.path();
         let name = entry.file_name();
-        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+        let Ok(kind) = entry.file_type() else {
             continue;
         };
+        if !in_git {
+            if name == ".git" {
+                let path = entry.path();
+                if kind.is_dir() {
+                    if let Ok(meta) = std::fs::symlink_metadata(&path) {
+                        surface.entries.insert(path.clone(), entry_of(&path, &meta));
+                    }
+                    surface.git_dirs.push(path.clone());
+                    walk(anchor, &path, true, surface);
+                } else {
+                    record_tree(&path, surface);
+                }
+            } else if kind.is_dir() {
+                walk(anchor, &entry.path(), false, surface);
+            }
+            continue;
+        }
+        let path = entry.path();
         let rel = path.strip_prefix(anchor).unwrap_or(&path);
         if sandbox::is_git_surface(rel) {
-            if name == ".git" && meta.is_dir() {
-                surface.entries.insert(path.clone(), entry_of(&path, &meta));
-                surface.git_dirs.push(path.clone());
-                walk(anchor, &path, true, surface);
-            } else {
-                record_tree(&path, surface);
-            }
+            record_tree(&path, surface);
             continue;
         }
-        if !meta.is_dir() {
+        if !kind.is_dir()
+            || matches!(
+                name.to_str(),
+                Some("objects" | "refs" | "logs" | "lfs" | "rr-cache")
+            )
+        {
             continue;
         }
-        let name = name.to_string_lossy();
-        if in_git {
-            if matches!(
-                name.as_ref(),
-                "objects" | "refs" | "logs" | "lfs" | "rr-cache"
-            ) {
-                continue;
-            }
-            // A linked worktree's or a submodule's git directory.
-            if path.join("HEAD").exists() {
-                surface.git_dirs.push(path.clone());
-            }
+        // A linked worktree's or a submodule's git directory.
+        if path.join("HEAD").exists() {
+            surface.git_dirs.push(path.clone());
         }
-        walk(anchor, &path, in_git, surface);
+        walk(anchor, &path, true, surface);
     }
 }
 
