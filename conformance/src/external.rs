@@ -78,8 +78,11 @@ pub struct External {
     pub protocol: u32,
     /// Where it says its writable set differs from the reference one (version 2 on).
     pub differences: Differences,
-    conn: Mutex<Conn>,
+    conn: Arc<Mutex<Conn>>,
     failure: Mutex<Option<ProtocolFailure>>,
+    /// Calls whose answer asked to be settled, by the workspace root their policy spelled (the
+    /// harness takes the guard right after confining, before the launch).
+    to_settle: Mutex<Vec<(std::path::PathBuf, u64)>>,
     stderr: Arc<Mutex<Vec<u8>>>,
     timeout: Duration,
 }
@@ -188,8 +191,9 @@ impl External {
             enforcement,
             protocol,
             differences,
-            conn: Mutex::new(conn),
+            conn: Arc::new(Mutex::new(conn)),
             failure: Mutex::new(None),
+            to_settle: Mutex::new(Vec::new()),
             stderr,
             timeout,
         })
@@ -315,7 +319,59 @@ fn exchange(
         .map_err(|e| ProtocolFailure::Error(format!("malformed answer {answer:?}: {e}{}", tail())))
 }
 
+/// How many requests back a confined call may still be waiting to be settled.
+const PENDING_WINDOW: u64 = 256;
+
+/// A backend's check after one call, settled over the protocol (`settle`, `settled`).
+struct Settle {
+    conn: Arc<Mutex<Conn>>,
+    id: u64,
+    timeout: Duration,
+    stderr: Arc<Mutex<Vec<u8>>>,
+}
+
+impl sandbox::CallGuard for Settle {
+    fn settle(self: Box<Self>) -> Vec<String> {
+        let Ok(mut conn) = self.conn.lock() else {
+            return vec![format!("settle #{}: connection lock poisoned", self.id)];
+        };
+        match exchange(
+            &mut conn,
+            &Request::Settle { id: self.id },
+            self.timeout,
+            &self.stderr,
+        ) {
+            Ok(Response::Settled { id, reverted }) if id == self.id => reverted,
+            // The backend could not say what it reverted: the harness reads that as a denial
+            // it cannot trust, and the world diff decides.
+            Ok(other) => vec![format!(
+                "unexpected answer to settle #{}: {other:?}",
+                self.id
+            )],
+            Err(e) => vec![format!("settle #{}: {e}", self.id)],
+        }
+    }
+}
+
 impl SandboxProvider for External {
+    fn call_guard(&self, policy: &ProviderPolicy) -> Option<Box<dyn sandbox::CallGuard>> {
+        let mut pending = self.to_settle.lock().ok()?;
+        let at = pending
+            .iter()
+            .rposition(|(root, _)| *root == policy.workspace_root)?;
+        let (_, id) = pending.remove(at);
+        // Calls confined for the metamorphic twin are never launched: keep only the recent ones
+        // (cases run in parallel, so an older entry may still be some case's own).
+        let keep = id.saturating_sub(PENDING_WINDOW);
+        pending.retain(|(_, other)| *other > keep);
+        Some(Box::new(Settle {
+            conn: Arc::clone(&self.conn),
+            id,
+            timeout: self.timeout,
+            stderr: Arc::clone(&self.stderr),
+        }))
+    }
+
     fn confine(
         &self,
         argv: &[OsString],
@@ -390,6 +446,7 @@ impl SandboxProvider for External {
                 denial_signatures,
                 runner_failure_rules,
                 status_channel,
+                settle,
             } if got == id => {
                 if argv.is_empty() {
                     return Err(record(ProtocolFailure::Error(
@@ -404,6 +461,9 @@ impl SandboxProvider for External {
                     return Err(record(ProtocolFailure::Error(format!(
                         "confined answer #{id}: {why}"
                     ))));
+                }
+                if settle && let Ok(mut pending) = self.to_settle.lock() {
+                    pending.push((policy.workspace_root.clone(), id));
                 }
                 Ok(ConfinedArgv {
                     argv: argv.into_iter().map(OsString::from).collect(),

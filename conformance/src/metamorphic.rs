@@ -127,6 +127,10 @@ fn shown(argv: &[OsString]) -> String {
 }
 
 impl SandboxProvider for Twin {
+    fn call_guard(&self, policy: &ProviderPolicy) -> Option<Box<dyn sandbox::CallGuard>> {
+        self.inner.call_guard(policy)
+    }
+
     fn confine(
         &self,
         argv: &[OsString],

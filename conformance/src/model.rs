@@ -967,10 +967,23 @@ pub struct AttackStep {
     /// Make the workspace a git repository (`git init`) before the call.
     #[serde(default)]
     pub repo: bool,
+    /// With `repo`: the repository also gets a commit, a submodule `sub` (its git directory
+    /// under `.git/modules/sub`) and a linked worktree `wt` (under `.git/worktrees/wt`), both
+    /// inside the workspace.
+    #[serde(default)]
+    pub linked: bool,
+    /// Commands run on the repository before the call, outside the sandbox (`git config
+    /// core.hooksPath .husky`: how the person set it up). Run by bash in the workspace.
+    #[serde(default)]
+    pub setup: Option<String>,
+    /// After the call and every check, a real `git commit` and `git status` run by the harness
+    /// outside the sandbox (where a planted hook or fsmonitor would run).
+    #[serde(default)]
+    pub host_git: Option<HostGit>,
     /// Give the policy an extra writable root, `%EXTRA%` (`$EXTRA`), made in the world.
     #[serde(default)]
     pub extra_root: bool,
-    /// The policy's protected paths (absent: the default, `.git/hooks` and `.git/config`; a
+    /// The policy's protected paths (absent: the default, `sandbox::DEFAULT_PROTECTED_PATHS`; a
     /// pattern that is absolute or holds `..` is a load error).
     #[serde(default)]
     pub protected_paths: Option<Vec<sandbox::ProtectedPath>>,
@@ -980,6 +993,24 @@ pub struct AttackStep {
     pub run: String,
     /// What must be true afterwards.
     pub expect: AttackExpect,
+}
+
+/// The harness's own `git commit` and `git status` after an attack, outside the sandbox.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostGit {
+    /// The folder of the workspace to run them in (default `.`; `wt`, `sub`, `src`).
+    #[serde(default = "HostGit::here")]
+    pub dir: String,
+    /// A file a planted hook or fsmonitor would create (`%OUTSIDE%/pwned`): it must be absent
+    /// afterwards, and both commands must succeed.
+    pub marker: String,
+}
+
+impl HostGit {
+    fn here() -> String {
+        ".".into()
+    }
 }
 
 /// What an `attack` step must observe.

@@ -137,6 +137,12 @@ pub enum Request {
         /// The policy to enforce.
         policy: WirePolicy,
     },
+    /// The call confined by `id` (whose answer said `settle`) has ended and every process of it
+    /// is gone: check and revert what the backend watches, before the harness looks at the host.
+    Settle {
+        /// The `confine` request's id.
+        id: u64,
+    },
     /// The run is over; exit 0.
     Shutdown,
 }
@@ -213,6 +219,19 @@ pub enum Response {
         /// An out-of-band channel saying whether the payload ran.
         #[serde(default)]
         status_channel: Option<StatusChannel>,
+        /// The backend checks this call afterwards: the harness sends `settle` with this id once
+        /// the call has ended (the reference backends' git surface guard). Absent: false.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        settle: bool,
+    },
+    /// The answer to `settle`: one line per path the backend reverted (each a denial; empty when
+    /// the call changed nothing it watches).
+    Settled {
+        /// The `confine` request's id.
+        id: u64,
+        /// What was reverted, each line carrying the denial marker.
+        #[serde(default)]
+        reverted: Vec<String>,
     },
     /// No usable sandbox for this request: fail closed.
     Unavailable {

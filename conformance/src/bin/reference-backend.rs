@@ -30,6 +30,8 @@ fn main() -> ExitCode {
     };
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
+    // The checks of confined calls not settled yet, by request id.
+    let mut guards: Vec<(u64, Box<dyn sandbox::CallGuard>)> = Vec::new();
     for line in stdin.lock().lines() {
         let Ok(line) = line else { break };
         let answer = match serde_json::from_str::<Request>(&line) {
@@ -38,6 +40,17 @@ fn main() -> ExitCode {
                 message: e.to_string(),
             },
             Ok(Request::Shutdown) => break,
+            Ok(Request::Settle { id }) => {
+                let reverted = match guards.iter().position(|(g, _)| *g == id) {
+                    Some(at) => guards.remove(at).1.settle(),
+                    None => Vec::new(),
+                };
+                // A confined request never launched (the harness's metamorphic twin) is never
+                // settled: its guard goes once it is far behind (cases run in parallel, so a
+                // slightly older one may still be some case's own).
+                guards.retain(|(g, _)| *g + 256 > id);
+                Response::Settled { id, reverted }
+            }
             Ok(Request::Hello { protocol, .. }) if !SUPPORTED_VERSIONS.contains(&protocol) => {
                 Response::Error {
                     code: "PROTOCOL_VERSION".into(),
@@ -102,19 +115,32 @@ fn main() -> ExitCode {
                 policy.cwd = cwd;
                 let argv: Vec<_> = argv.into_iter().map(Into::into).collect();
                 match backend.provider.as_ref().map(|p| p.confine(&argv, &policy)) {
-                    Some(Ok(c)) => Response::Confined {
-                        id,
-                        argv: c
-                            .argv
-                            .iter()
-                            .map(|a| a.to_string_lossy().into_owned())
-                            .collect(),
-                        enforcement: c.enforcement,
-                        classes: Some(c.classes),
-                        denial_signatures: c.denial_signatures,
-                        runner_failure_rules: c.runner_failure_rules,
-                        status_channel: c.status_channel,
-                    },
+                    Some(Ok(c)) => {
+                        // The provider's check after the call, settled when the harness says
+                        // the call is over.
+                        let guard = backend
+                            .provider
+                            .as_ref()
+                            .and_then(|p| p.call_guard(&policy));
+                        let settle = guard.is_some();
+                        if let Some(g) = guard {
+                            guards.push((id, g));
+                        }
+                        Response::Confined {
+                            id,
+                            argv: c
+                                .argv
+                                .iter()
+                                .map(|a| a.to_string_lossy().into_owned())
+                                .collect(),
+                            enforcement: c.enforcement,
+                            classes: Some(c.classes),
+                            denial_signatures: c.denial_signatures,
+                            runner_failure_rules: c.runner_failure_rules,
+                            status_channel: c.status_channel,
+                            settle,
+                        }
+                    }
                     Some(Err(e)) => Response::Unavailable {
                         id,
                         code: SANDBOX_UNAVAILABLE.into(),

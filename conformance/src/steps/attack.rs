@@ -93,6 +93,12 @@ impl Stage {
         let tag = crate::world::draw_hex(32);
         if step.repo {
             world.init_repo(&world.ws)?;
+            if step.linked {
+                world.link_repo(&world.ws)?;
+            }
+            if let Some(setup) = &step.setup {
+                world.host_bash(&world.ws, setup)?;
+            }
         }
         if step.extra_root {
             world
@@ -327,8 +333,9 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
             if let Some(h) = &held {
                 h.inheritable(true)?;
             }
+            let guard = twin.call_guard(&policy);
             let started = Instant::now();
-            let done = launch::run(&confined, &options);
+            let done = launch::run_guarded(&confined, &options, guard);
             let took = started.elapsed();
             if let Some(h) = &held {
                 h.inheritable(false)?;
@@ -347,6 +354,9 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
         pipe.wait(after);
     }
     check(backend, step, &stage, &before, &came)?;
+    if let Some(host) = &step.host_git {
+        host_git(&stage, host)?;
+    }
     if survivors.is_empty() {
         Ok(())
     } else {
@@ -355,6 +365,27 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
             survivors.join("; ")
         ))
     }
+}
+
+/// The person's next `git commit` and `git status`, run by the harness outside the sandbox in
+/// `host.dir` of the workspace: both must succeed (the repository still works) and the marker a
+/// planted hook or fsmonitor would create must be absent.
+fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), String> {
+    let dir = stage.world.ws.join(&host.dir);
+    let marker = PathBuf::from(stage.expand(&host.marker));
+    let ran = stage.world.host_bash(
+        &dir,
+        "printf 'person\n' >> person.txt && timeout 20 git add -A && timeout 20 git commit -qm person && timeout 20 git status --short >/dev/null",
+    );
+    if std::fs::symlink_metadata(&marker).is_ok() {
+        let said = std::fs::read_to_string(&marker).unwrap_or_default();
+        return Err(format!(
+            "the person's git commit and git status outside ran the payload's code: {} holds {said:?}",
+            marker.display()
+        ));
+    }
+    ran.map(|_| ())
+        .map_err(|e| format!("the person's git commit or git status outside failed: {e}"))
 }
 
 /// Processes whose environment carries `tag` that were alive right after the call returned and

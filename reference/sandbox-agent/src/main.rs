@@ -47,10 +47,11 @@ struct Cli {
     #[arg(long = "writable-root", value_name = "DIR")]
     writable_roots: Vec<PathBuf>,
     /// A protected path inside the workspace and every extra root (repeatable; relative, no
-    /// `..`); replaces the default `.git/hooks` and `.git/config`.
+    /// `..`); replaces the default (`sandbox::DEFAULT_PROTECTED_PATHS`).
     #[arg(long = "protected-path", value_name = "PATH", value_parser = parse_protected)]
     protected_paths: Vec<ProtectedPath>,
-    /// Protect nothing inside the writable roots (not even `.git/hooks` and `.git/config`).
+    /// Protect nothing inside the writable roots (not even `.git/hooks` and `.git/config`; the
+    /// git surface guard is off too).
     #[arg(long, conflicts_with = "protected_paths")]
     no_protected_paths: bool,
     /// A hook command run before every tool call through the session's confined shell, under the

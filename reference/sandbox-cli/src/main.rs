@@ -89,7 +89,8 @@ struct RunArgs {
     #[arg(long = "writable-root")]
     writable_roots: Vec<PathBuf>,
     /// A path inside each writable root that is never written, added to the defaults
-    /// (.git/hooks, .git/config; repeatable; relative, no `..`).
+    /// (sandbox::DEFAULT_PROTECTED_PATHS: git's fixed config and hook files, .husky, editor and
+    /// agent folders; repeatable; relative, no `..`).
     #[arg(long, value_parser = protected_path)]
     protect: Vec<ProtectedPath>,
     /// Use this backend instead of the platform chain.
@@ -281,6 +282,9 @@ fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
         options.output_cap = cap;
     }
     let provider = LocalProvider::new(config);
+    let guard = policy
+        .for_provider()
+        .and_then(|p| sandbox::SandboxProvider::call_guard(&provider, &p));
     let confined = match policy.for_provider() {
         // danger-full-access never reaches a provider.
         None => sandbox::ConfinedArgv {
@@ -306,7 +310,7 @@ fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
             }
         },
     };
-    let mut done = launch::run(&confined, &options);
+    let mut done = launch::run_guarded(&confined, &options, guard);
     let (exit_code, signal) = match &done.outcome {
         ProcessOutcome::Exited { code, .. } => (Some(*code), None),
         ProcessOutcome::Signaled { signal, .. } => (None, Some(*signal)),

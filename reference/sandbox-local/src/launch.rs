@@ -150,6 +150,39 @@ impl Finished {
     }
 }
 
+/// [`run`], then settles `guard` (the provider's check around the call, taken before it started)
+/// before the result is returned: each change it reverted is a denial, its line (which carries the
+/// marker) appended to stderr. The one home every caller of a provider's launch goes through.
+pub fn run_guarded(
+    launch: &ConfinedArgv,
+    options: &LaunchOptions,
+    guard: Option<Box<dyn sandbox::CallGuard>>,
+) -> Finished {
+    let mut done = run(launch, options);
+    let Some(guard) = guard else { return done };
+    let reverted = guard.settle();
+    if reverted.is_empty() {
+        return done;
+    }
+    for line in &reverted {
+        if !done.stderr.is_empty() && !done.stderr.ends_with(b"\n") {
+            done.stderr.push(b'\n');
+        }
+        done.stderr.extend_from_slice(line.as_bytes());
+        done.stderr.push(b'\n');
+    }
+    // A runner failure stays one (the payload never ran); anything else is a denial.
+    if !matches!(
+        done.classification,
+        Classification::RunnerFailure { .. } | Classification::StartFailed { .. }
+    ) {
+        done.classification = Classification::Denied {
+            line: reverted[0].clone(),
+        };
+    }
+    done
+}
+
 /// Runs `launch` to completion and classifies it.
 pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
     let finished = |outcome: ProcessOutcome,

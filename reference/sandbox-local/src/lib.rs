@@ -7,11 +7,13 @@
 
 pub mod cache;
 pub mod dialect;
+pub mod gitguard;
 pub mod launch;
 pub mod probe;
 pub mod profile;
 mod provider;
 
 pub use provider::{
-    Backend, LocalConfig, LocalProvider, OperatorError, OperatorRunner, Selection, SelectionError,
+    Backend, GIT_SURFACE_GAP, LocalConfig, LocalProvider, OperatorError, OperatorRunner, Selection,
+    SelectionError,
 };

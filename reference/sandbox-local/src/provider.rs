@@ -402,16 +402,21 @@ fn launch_classes(
 /// mount covers in this call (they do not exist yet, or a symlink is on the way), each named.
 /// Seatbelt denies by path, so nothing is uncovered for it.
 fn protected_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
-    if capability.enforcement != sandbox::ClassEnforcement::Full || !set.protected_by_mounts {
+    if capability.enforcement != sandbox::ClassEnforcement::Full {
         return capability;
     }
-    ClassReport::with_gaps(
-        set.protected
-            .uncovered
-            .iter()
-            .map(|p| format!("{UNCOVERED_PREFIX}{}", p.display())),
-    )
+    let uncovered = set
+        .protected
+        .uncovered
+        .iter()
+        .filter(|_| set.protected_by_mounts)
+        .map(|p| format!("{UNCOVERED_PREFIX}{}", p.display()));
+    ClassReport::with_gaps(uncovered.chain([GIT_SURFACE_GAP.to_owned()]))
 }
+
+/// What no dialect prevents of git's code surface, named in every launch's protected class: it
+/// is checked and reverted after the call ([`crate::gitguard`]), which is not prevention.
+pub const GIT_SURFACE_GAP: &str = "git surface found per repository (nested repositories, .git/worktrees, .git/modules, core.hooksPath, included configs): reverted after the call, not prevented";
 
 /// How a launch names a protected path no mount covers (it does not exist when the call starts,
 /// or a symlink is on the way): the payload could create it.
@@ -485,6 +490,11 @@ pub(crate) fn wrap(
 }
 
 impl SandboxProvider for LocalProvider {
+    fn call_guard(&self, policy: &ProviderPolicy) -> Option<Box<dyn sandbox::CallGuard>> {
+        crate::gitguard::GitGuard::before(policy)
+            .map(|g| Box::new(g) as Box<dyn sandbox::CallGuard>)
+    }
+
     fn confine(
         &self,
         argv: &[OsString],

@@ -4,8 +4,11 @@
 //! re-canonicalizes the target immediately before writing and fences it against
 //! [`sandbox::writable_roots`], the set every shell backend enforces, so a file the write tool may
 //! create is exactly a file the shell may create; the protected paths inside those roots
-//! ([`sandbox::protected_plan`]: `.git/hooks`, `.git/config` by default) are denied, existing or
-//! not, as every shell backend denies them. On Linux the write itself then walks from the
+//! ([`sandbox::protected_plan`]: `.git/hooks`, `.git/config` by default, see
+//! [`sandbox::DEFAULT_PROTECTED_PATHS`]) are denied, existing or not, as every shell backend
+//! denies them, and so is the rest of git's code surface the shell's guard watches
+//! ([`sandbox_local::gitguard`]: nested repositories, linked worktrees, submodules, the folder
+//! `core.hooksPath` names). On Linux the write itself then walks from the
 //! writable root with `openat2(RESOLVE_BENEATH)`, so a symlink swapped into the path after the
 //! check cannot carry the write outside or into a protected path (`ELOOP`); what remains is a rename racing the final
 //! component between our `renameat` and a reader, which is not an escape. Writes are atomic: a
@@ -205,7 +208,11 @@ impl FileSystem {
         }
         if let Some(provider) = policy.for_provider() {
             let plan = sandbox::protected_plan(&provider, &roots)?;
-            if plan.protects(&canonical) {
+            // Git's surface found per repository (nested repositories, linked worktrees,
+            // submodules, the folder core.hooksPath names): what the shell's guard reverts.
+            let git_surface = sandbox_local::gitguard::GitGuard::before(&provider)
+                .is_some_and(|guard| guard.watches(&canonical));
+            if plan.protects(&canonical) || git_surface {
                 return Err(FsError::SandboxDenied {
                     mode: policy.mode,
                     path: path.to_path_buf(),
@@ -652,5 +659,83 @@ mod protected_and_extra_roots {
         let open = service.with_protected_paths(Vec::new());
         let stamp = open.default_stamp().expect("stamp");
         assert_eq!(code(fs.write(&ws.join(".git/config"), "y", &stamp)), "OK");
+    }
+
+    #[test]
+    fn git_surface_found_per_repository_is_denied_and_the_commondir_route_stops_at_its_last_write()
+    {
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let ws = std::fs::canonicalize(dir.path())
+            .expect("canonical")
+            .join("ws");
+        for d in [
+            ".git/hooks",
+            ".git/worktrees/wt",
+            ".git/modules/sub/hooks",
+            "src",
+        ] {
+            std::fs::create_dir_all(ws.join(d)).expect("mkdir");
+        }
+        std::fs::write(ws.join(".git/config"), "[core]\n\thooksPath = .githooks\n")
+            .expect("config");
+        std::fs::write(ws.join(".git/worktrees/wt/commondir"), "../..\n").expect("commondir");
+        let service = PolicyService::new(SandboxMode::WorkspaceWrite, &ws)
+            .expect("service")
+            .with_temp_dir(None);
+        let stamp = service.default_stamp().expect("stamp");
+        let fs = FileSystem::Fenced;
+        // The agent's own four writes that moved config and hooks into the workspace: the
+        // first three are ordinary files, the last is git's.
+        for allowed in [
+            ".cache/g/config",
+            ".cache/g/HEAD",
+            ".cache/g/hooks/pre-commit",
+        ] {
+            assert_eq!(
+                code(fs.write(&ws.join(allowed), "x", &stamp)),
+                "OK",
+                "{allowed}"
+            );
+        }
+        for denied in [
+            ".git/commondir",
+            ".git/worktrees/wt/commondir",
+            ".git/worktrees/wt/config.worktree",
+            ".git/config.worktree",
+            ".git/info/attributes",
+            ".git/modules/sub/config",
+            ".git/modules/sub/hooks/pre-commit",
+            "src/.git",
+            "src/.git/config",
+            ".githooks/pre-commit",
+            ".husky/pre-commit",
+            ".vscode/tasks.json",
+            ".mcp.json",
+            ".claude/settings.json",
+        ] {
+            assert_eq!(
+                code(fs.write(&ws.join(denied), "x", &stamp)),
+                FS_SANDBOX_DENIED,
+                "{denied}"
+            );
+        }
+        assert!(!ws.join(".git/commondir").exists() && !ws.join("src/.git").exists());
+        assert_eq!(
+            std::fs::read_to_string(ws.join(".git/worktrees/wt/commondir")).expect("c"),
+            "../..\n"
+        );
+        for allowed in [
+            "Makefile",
+            "package.json",
+            "build.rs",
+            ".gitattributes",
+            ".git/info/exclude",
+        ] {
+            assert_eq!(
+                code(fs.write(&ws.join(allowed), "x", &stamp)),
+                "OK",
+                "{allowed}"
+            );
+        }
     }
 }

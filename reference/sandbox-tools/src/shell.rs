@@ -171,13 +171,15 @@ impl ShellExecutor {
         &self,
         request: &ShellRequest,
         policy: &ExecutionPolicy,
-    ) -> Result<(ConfinedArgv, SandboxMode), ShellError> {
+    ) -> Result<(ConfinedArgv, SandboxMode, Guard), ShellError> {
         policy.check()?;
         let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), request.command.clone().into()];
         match (&self.provider, policy.for_provider()) {
             (Some(provider), Some(provider_policy)) => {
                 let provider_policy = provider_policy.with_cwd(workdir(request, policy));
-                Ok((provider.confine(&argv, &provider_policy)?, policy.mode))
+                let confined = provider.confine(&argv, &provider_policy)?;
+                let guard = provider.call_guard(&provider_policy);
+                Ok((confined, policy.mode, guard))
             }
             (None, _) | (_, None) => Ok((
                 ConfinedArgv {
@@ -195,6 +197,7 @@ impl ShellExecutor {
                 } else {
                     SandboxMode::DangerFullAccess
                 },
+                None,
             )),
         }
     }
@@ -217,8 +220,8 @@ impl ShellExecutor {
         policy: &ExecutionPolicy,
         cancel: Option<Arc<AtomicBool>>,
     ) -> Result<ShellResult, ShellError> {
-        let (launch_argv, mode) = self.launch(request, policy)?;
-        let result = execute(&launch_argv, mode, request, policy, cancel, self.output_cap);
+        let (launch_argv, mode, guard) = self.launch(request, policy)?;
+        let result = execute(&launch_argv, mode, request, policy, cancel, self.output_cap, guard);
         if result.runner_failed {
             return Err(ShellError::SandboxUnavailable(SandboxUnavailable {
                 mode: policy
@@ -244,7 +247,7 @@ impl ShellExecutor {
         request: ShellRequest,
         policy: ExecutionPolicy,
     ) -> Result<TaskId, ShellError> {
-        let (launch_argv, mode) = self.launch(&request, &policy)?;
+        let (launch_argv, mode, guard) = self.launch(&request, &policy)?;
         let task = Arc::new(Task {
             result: Mutex::new(None),
             finished: Condvar::new(),
@@ -254,7 +257,8 @@ impl ShellExecutor {
         let cap = self.output_cap;
         std::thread::spawn(move || {
             let flag = Arc::clone(&worker.cancel);
-            let result = execute(&launch_argv, mode, &request, &policy, Some(flag), cap);
+            let result =
+                execute(&launch_argv, mode, &request, &policy, Some(flag), cap, guard);
             *worker.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
             worker.finished.notify_all();
         });
@@ -314,7 +318,11 @@ fn workdir(request: &ShellRequest, policy: &ExecutionPolicy) -> PathBuf {
         .unwrap_or_else(|| policy.workspace_root.clone())
 }
 
-/// Spawns and classifies one launch; never fails (a failure is in the facts).
+/// The provider's check around one call, taken before it starts (see [`sandbox::CallGuard`]).
+type Guard = Option<Box<dyn sandbox::CallGuard>>;
+
+/// Spawns and classifies one launch, then settles its guard (a revert is a denial); never fails
+/// (a failure is in the facts).
 fn execute(
     launch_argv: &ConfinedArgv,
     mode: SandboxMode,
@@ -322,6 +330,7 @@ fn execute(
     policy: &ExecutionPolicy,
     cancel: Option<Arc<AtomicBool>>,
     output_cap: usize,
+    guard: Guard,
 ) -> ShellResult {
     let mut options = LaunchOptions::in_dir(workdir(request, policy));
     options.timeout = request.timeout;
@@ -333,7 +342,7 @@ fn execute(
             .push(("TMPDIR".into(), t.clone().into_os_string())),
         None => options.env_remove.push("TMPDIR".into()),
     }
-    let done = launch::run(launch_argv, &options);
+    let done = launch::run_guarded(launch_argv, &options, guard);
     let (exit_code, signal) = match &done.outcome {
         ProcessOutcome::Exited { code, .. } => (Some(*code), None),
         ProcessOutcome::Signaled { signal, .. } => (None, Some(*signal)),

@@ -247,3 +247,54 @@ fn waiting_on_one_task_never_blocks_starting_or_cancelling_another() {
     let read = reader.join().expect("reader");
     assert_eq!(read.facts["cancelled"], true, "{read:?}");
 }
+
+/// A payload planting git's code surface where no mount covers it: a new `.git/commondir` and a
+/// nested repository's hook, both pointing git at code of its own.
+const PLANTS_GIT: &str = "mkdir -p .cache/g inner/.git/hooks && printf '../.cache/g\\n' > .git/commondir && printf x > inner/.git/hooks/pre-commit; echo planted";
+
+fn git_init(ws: &Path) {
+    let out = std::process::Command::new("git")
+        .args(["init", "-q"])
+        .arg(ws)
+        .output()
+        .expect("git");
+    assert!(out.status.success());
+}
+
+#[test]
+fn git_surface_planted_in_the_foreground_or_the_background_is_reverted_and_denied_before_the_result()
+ {
+    for backend in [Backend::Bwrap, Backend::Landlock] {
+        let s = setup(LocalConfig::only(backend));
+        git_init(&s.ws);
+        let fg = s.call("bash", json!({ "command": PLANTS_GIT }));
+        assert!(fg.text.contains("planted"), "{backend:?}: {fg:?}");
+        assert!(
+            fg.text
+                .contains("[sandbox: file access denied under workspace-write mode]"),
+            "{backend:?}: {fg:?}"
+        );
+        assert!(!s.ws.join(".git/commondir").exists(), "{backend:?}");
+        assert!(
+            !s.ws.join("inner/.git/hooks/pre-commit").exists(),
+            "{backend:?}"
+        );
+        let started = s.call(
+            "bash",
+            json!({ "command": PLANTS_GIT, "run_in_background": true }),
+        );
+        let task = started.facts["task_id"].clone();
+        let bg = s.call("bash_output", json!({ "task_id": task, "wait_ms": 20000 }));
+        assert!(bg.text.contains("planted"), "{backend:?}: {bg:?}");
+        assert!(
+            bg.text
+                .contains("[sandbox: file access denied under workspace-write mode]"),
+            "{backend:?}: {bg:?}"
+        );
+        assert!(!s.ws.join(".git/commondir").exists(), "{backend:?}");
+        assert!(
+            !s.ws.join("inner/.git/hooks/pre-commit").exists(),
+            "{backend:?}"
+        );
+    }
+}

@@ -21,6 +21,21 @@ pub trait SandboxProvider: Send + Sync {
         argv: &[OsString],
         policy: &ProviderPolicy,
     ) -> Result<ConfinedArgv, SandboxUnavailable>;
+
+    /// A check the provider makes around one call under `policy`, taken just before the call
+    /// starts and settled after it ends (before its result is returned): what its profile cannot
+    /// prevent, it finds and reverts. `None` (the default) when the provider has none.
+    fn call_guard(&self, policy: &ProviderPolicy) -> Option<Box<dyn CallGuard>> {
+        let _ = policy;
+        None
+    }
+}
+
+/// A provider's check around one call ([`SandboxProvider::call_guard`]).
+pub trait CallGuard: Send {
+    /// Finds every change the call made to what the guard watches and reverts it; returns one
+    /// line per reverted path (empty when the call changed nothing there). Each is a denial.
+    fn settle(self: Box<Self>) -> Vec<String>;
 }
 
 /// The confined launch a consumer spawns directly (no outer shell), plus the facts needed to

@@ -51,7 +51,8 @@ pub use classify::{
     Classification, Evidence, PayloadStatus, ProcessOutcome, SpawnErrorKind, SpawnFailure, classify,
 };
 pub use confined::{
-    ConfinedArgv, RuleError, RunnerFailureRule, SandboxProvider, StatusChannel, StatusFormat,
+    CallGuard, ConfinedArgv, RuleError, RunnerFailureRule, SandboxProvider, StatusChannel,
+    StatusFormat,
 };
 pub use enforcement::{ClassEnforcement, ClassEnforcements, ClassReport, EnforcementClass};
 pub use error::{SANDBOX_UNAVAILABLE, SandboxUnavailable};
@@ -61,7 +62,7 @@ pub use paths::{PathError, canonical_path, is_within, writable_roots};
 pub use policy::{ExecutionPolicy, ExtraRoot, ProviderPolicy};
 pub use protected::{
     BAD_PROTECTED_PATH, DEFAULT_PROTECTED_PATHS, ProtectedPath, ProtectedPathError, ProtectedPlan,
-    protected_plan,
+    is_git_surface, protected_plan,
 };
 pub use state::{
     STATE_DIR_IN_WRITABLE_ROOT, STATE_DIR_UNRESOLVABLE, STATE_DIR_WRITABLE_BY_OTHERS,

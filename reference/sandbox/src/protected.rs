@@ -20,10 +20,71 @@ use crate::workspace::RootError;
 /// The stable code of a protected-path pattern that is not a plain relative path.
 pub const BAD_PROTECTED_PATH: &str = "BAD_PROTECTED_PATH";
 
-/// The default protected paths of a deployment: the code-execution vectors of a repository that
-/// `git init` always creates (hooks, and the config that can point at hooks, pagers, editors and
-/// filters). Ordinary git (`add`, `commit`) writes neither.
-pub const DEFAULT_PROTECTED_PATHS: [&str; 2] = [".git/hooks", ".git/config"];
+/// The default protected paths of a deployment: every file of the workspace's repository that git
+/// reads as config or runs as code and ordinary git (`add`, `commit`, `checkout -b`, `stash`,
+/// `rebase`) never writes (the hooks; the config, which can name hooks, a pager, an editor, an
+/// fsmonitor, aliases and filters; `commondir`, which moves config and hooks to another directory;
+/// the per-worktree config; the repository's own attributes), husky's hooks folder (named by
+/// `core.hooksPath`), and the folders and files that make an editor or an agent run code when the
+/// project is opened. A deployment replaces the list (`protected_paths`); the rest of git's
+/// surface (nested repositories, linked worktrees, submodules, the folder `core.hooksPath` names)
+/// is found per call ([`is_git_surface`]).
+pub const DEFAULT_PROTECTED_PATHS: [&str; 16] = [
+    ".git/hooks",
+    ".git/config",
+    ".git/commondir",
+    ".git/config.worktree",
+    ".git/info/attributes",
+    ".husky",
+    ".vscode",
+    ".idea",
+    ".devcontainer",
+    ".mcp.json",
+    ".claude",
+    ".codex",
+    ".cursor",
+    ".gemini",
+    ".agents",
+    ".zed",
+];
+
+/// True when `relative` (a path relative to a writable root) has the shape of a file git reads as
+/// config or runs as code in some repository inside the root: a `.git` entry itself anywhere (a
+/// nested repository's git directory, or a gitfile naming one), and, beneath any `.git`, the
+/// config, `config.worktree`, `commondir`, `info/attributes` and hooks of the repository, of
+/// each linked worktree (`worktrees/<name>/...`) and of each submodule (`modules/<path>/...`,
+/// nested to any depth). What git writes in ordinary use (objects, refs, the index, logs,
+/// `HEAD`) has no such shape.
+pub fn is_git_surface(relative: &Path) -> bool {
+    let parts: Vec<&std::ffi::OsStr> = relative
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    parts
+        .iter()
+        .enumerate()
+        .any(|(i, p)| *p == ".git" && git_dir_surface(&parts[i + 1..]))
+}
+
+/// Whether `rest`, a path inside a git directory, is config or code there (empty: the git
+/// directory or gitfile itself).
+fn git_dir_surface(rest: &[&std::ffi::OsStr]) -> bool {
+    let Some(first) = rest.first().and_then(|f| f.to_str()) else {
+        return rest.is_empty();
+    };
+    match first {
+        "config" | "config.worktree" | "commondir" | "hooks" => true,
+        "info" => rest.get(1).is_some_and(|n| *n == "attributes"),
+        // worktrees/<name>/... is a git directory of its own for these files.
+        "worktrees" => rest.len() >= 3 && git_dir_surface(&rest[2..]),
+        // modules/<path...>/...: any level may be a submodule's git directory.
+        "modules" => (2..rest.len()).any(|i| git_dir_surface(&rest[i..])),
+        _ => false,
+    }
+}
 
 /// Why a protected-path pattern was refused.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
@@ -226,5 +287,45 @@ mod tests {
         );
         let parsed: Result<ProtectedPath, _> = serde_json::from_str("\"../x\"");
         assert!(parsed.is_err());
+    }
+
+    #[test]
+    fn git_surface_has_the_shape_of_config_and_code_in_any_repository() {
+        for yes in [
+            ".git",
+            "src/.git",
+            ".git/config",
+            ".git/commondir",
+            ".git/config.worktree",
+            ".git/info/attributes",
+            ".git/hooks",
+            ".git/hooks/pre-commit",
+            ".git/worktrees/wt/commondir",
+            ".git/worktrees/wt/config.worktree",
+            ".git/worktrees/wt/hooks/x",
+            ".git/modules/sub/config",
+            ".git/modules/lib/deep/hooks/pre-commit",
+            ".git/modules/a/modules/b/config",
+            "vendor/x/.git/config",
+        ] {
+            assert!(is_git_surface(Path::new(yes)), "{yes}");
+        }
+        for no in [
+            ".git/index",
+            ".git/HEAD",
+            ".git/objects/ab/cdef",
+            ".git/refs/heads/main",
+            ".git/info/exclude",
+            ".git/worktrees/wt/HEAD",
+            ".git/worktrees/wt/gitdir",
+            ".git/worktrees/commondir",
+            ".git/modules/sub/index",
+            ".git/modules/config",
+            "src/config",
+            ".gitattributes",
+            "hooks/pre-commit",
+        ] {
+            assert!(!is_git_surface(Path::new(no)), "{no}");
+        }
     }
 }

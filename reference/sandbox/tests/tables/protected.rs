@@ -20,10 +20,14 @@ fn tmp() -> PathBuf {
     canonical_path(Path::new("/tmp")).expect("canonical /tmp")
 }
 
+/// A workspace-write policy protecting the hooks and the config only, so the plan's mechanics
+/// (pins, binds, what is uncovered) read plainly; the default list is checked on its own.
 fn ww(ws: &Path, extra: &[&Path]) -> ProviderPolicy {
+    let two = [".git/hooks", ".git/config"].map(|p| ProtectedPath::new(p).expect("pattern"));
     ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws)
         .with_temp_dir(None)
         .with_extra_roots(extra.iter().map(|p| ExtraRoot::new(*p)).collect())
+        .with_protected_paths(two.to_vec())
 }
 
 #[test]
@@ -117,12 +121,32 @@ fn a_protected_path_that_could_escape_its_root_is_refused(#[case] pattern: &str)
 }
 
 #[test]
-fn the_default_protected_paths_are_the_hooks_and_the_config_of_a_repository() {
+fn the_default_protected_paths_are_git_code_surface_and_what_editors_and_agents_run_on_open() {
     let defaults: Vec<String> = ProtectedPath::defaults()
         .into_iter()
         .map(String::from)
         .collect();
-    assert_eq!(defaults, [".git/hooks", ".git/config"]);
+    for path in [
+        ".git/hooks",
+        ".git/config",
+        ".git/commondir",
+        ".git/config.worktree",
+        ".git/info/attributes",
+        ".husky",
+        ".vscode",
+        ".idea",
+        ".devcontainer",
+        ".mcp.json",
+        ".claude",
+        ".codex",
+        ".cursor",
+    ] {
+        assert!(defaults.iter().any(|d| d == path), "{path} in {defaults:?}");
+    }
+    // What runs only when the person runs the project stays the agent's to change.
+    for path in ["Makefile", "package.json", "build.rs", ".gitattributes"] {
+        assert!(!defaults.iter().any(|d| d == path), "{path}");
+    }
     let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, "/x");
     assert_eq!(policy.protected_paths, ProtectedPath::defaults());
 }
