@@ -111,6 +111,10 @@ impl SandboxProvider for Observed {
         }
         answer
     }
+
+    fn call_guard(&self, policy: &ProviderPolicy) -> Option<Box<dyn sandbox::CallGuard>> {
+        self.inner.call_guard(policy)
+    }
 }
 
 #[cfg(test)]
