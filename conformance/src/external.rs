@@ -407,6 +407,7 @@ impl SandboxProvider for External {
                     denial_signatures,
                     runner_failure_rules,
                     status_channel,
+                    fds: Default::default(),
                 })
             }
             Response::Unavailable {

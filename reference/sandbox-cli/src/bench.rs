@@ -415,6 +415,7 @@ fn unconfined_launch(ws: &Path) -> Runner {
             denial_signatures: Vec::new(),
             runner_failure_rules: Vec::new(),
             status_channel: None,
+            fds: Default::default(),
             classes: sandbox::ClassEnforcements::from_overall(sandbox::SandboxEnforcement::Full),
         },
         LaunchOptions::in_dir(ws),

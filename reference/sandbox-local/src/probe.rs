@@ -314,6 +314,7 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         denial_signatures: Vec::new(),
         runner_failure_rules: Vec::new(),
         status_channel: None,
+        fds: Default::default(),
     };
     let mut options = LaunchOptions::in_dir("/");
     options.timeout = Some(config.probe_timeout);

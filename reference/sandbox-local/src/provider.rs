@@ -453,6 +453,7 @@ pub(crate) fn wrap(
         denial_signatures: dialect.denial_signatures,
         runner_failure_rules: dialect.runner_failure_rules,
         status_channel,
+        fds: Default::default(),
     }
 }
 
@@ -497,6 +498,7 @@ impl SandboxProvider for LocalProvider {
                 denial_signatures: dialect.denial_signatures,
                 runner_failure_rules: dialect.runner_failure_rules,
                 status_channel: None,
+                fds: Default::default(),
             });
         }
         let selection = self

@@ -170,6 +170,7 @@ impl ShellExecutor {
                     denial_signatures: Vec::new(),
                     runner_failure_rules: Vec::new(),
                     status_channel: None,
+                    fds: Default::default(),
                 },
                 // An unconfined shell runs everything with full access, whatever was asked.
                 if self.provider.is_some() {
