@@ -375,6 +375,33 @@ fn plain_bwrap(hardened: &[OsString]) -> Vec<OsString> {
     plain
 }
 
+/// The binds the bare bwrap rows pass, each an open descriptor left inheritable under its own
+/// number, with the descriptors that hold them.
+fn bare_binds(
+    set: &WritableSet,
+    ws: &Path,
+) -> Result<(Vec<profile::FdBind>, sandbox::LaunchFds), String> {
+    use std::os::fd::AsRawFd;
+    let policy = ProviderPolicy::new(sandbox::ConfinedMode::WorkspaceWrite, ws);
+    let mut fds = sandbox::LaunchFds::default();
+    let mut binds = sandbox_local::bind::open_binds(&profile::bwrap_binds(set), &policy, &mut fds)
+        .map_err(|e| e.to_string())?;
+    let raw: Vec<(i32, i32)> = fds.iter().map(|(n, fd)| (n, fd.as_raw_fd())).collect();
+    for (number, fd) in fds.iter() {
+        nix::fcntl::fcntl(
+            fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+        )
+        .map_err(|e| format!("descriptor {number}: {e}"))?;
+    }
+    for bind in &mut binds {
+        if let Some((_, fd)) = raw.iter().find(|(n, _)| *n == bind.fd) {
+            bind.fd = *fd;
+        }
+    }
+    Ok((binds, fds))
+}
+
 /// The scratch places of one run.
 struct Scratch {
     _root: tempfile::TempDir,
@@ -577,9 +604,15 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
         }
         (Err(e), _) | (_, Err(e)) => Err(e.clone()),
     };
-    let bare = |hardened: bool| match (&bwrap, &set) {
-        (Ok(b), Ok(set)) => {
-            let args = profile::bwrap_args(set, sandbox::NetworkMode::Enabled, None);
+    // bwrap binds by descriptor, as the provider does: the bare rows open the same binds and
+    // leave them inheritable under their own numbers (kept open for the whole run).
+    let held = match &set {
+        Ok(set) => bare_binds(set, ws),
+        Err(e) => Err(e.clone()),
+    };
+    let bare = |hardened: bool| match (&bwrap, &held) {
+        (Ok(b), Ok((binds, _))) => {
+            let args = profile::bwrap_args(binds, sandbox::NetworkMode::Enabled, None);
             let args = if hardened { args } else { plain_bwrap(&args) };
             let mut argv = vec![os(b)];
             argv.extend(args);

@@ -246,15 +246,17 @@ fn functional(
         "sh".into(),
         target.clone().into(),
     ];
+    let policy = sandbox::ProviderPolicy::new(sandbox::ConfinedMode::ReadOnly, scratch.path());
     let launch_argv = wrap(
         backend,
         program,
         &ClassEnforcements::from_overall(enforcement),
         config.landlock_abi_cap,
         &set,
-        sandbox::NetworkMode::Enabled,
+        &policy,
         &payload,
-    );
+    )
+    .map_err(|e| ProbeError::Unexpected(e.to_string()))?;
     let mut options = LaunchOptions::in_dir(scratch.path());
     options.timeout = Some(config.probe_timeout);
     let done = launch::run(&launch_argv, &options);

@@ -9,12 +9,13 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sandbox::{
-    ClassEnforcements, ClassReport, ConfinedArgv, EnforcementClass, NetworkMode, ProviderPolicy,
-    RuleError, RunnerFailureRule, SandboxEnforcement, SandboxProvider, SandboxUnavailable,
-    StatusChannel, StatusFormat,
+    ClassEnforcements, ClassReport, ConfinedArgv, EnforcementClass, LaunchFds, NetworkMode,
+    ProviderPolicy, RuleError, RunnerFailureRule, SandboxEnforcement, SandboxProvider,
+    SandboxUnavailable, StatusChannel, StatusFormat,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::bind::{self, BindError};
 use crate::cache;
 use crate::dialect::{self, Dialect};
 use crate::probe::{self, ProbeError, ProbeFacts, ProbeVerdict};
@@ -402,16 +403,19 @@ fn protected_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
 pub const UNCOVERED_PREFIX: &str = "protected path not covered (missing or behind a symlink): ";
 
 /// The confined launch for one backend and program, without selection. Shared by the provider
-/// and the probes so a probe exercises exactly the profile a command gets.
+/// and the probes so a probe exercises exactly the profile a command gets. bwrap gets every bind
+/// as a descriptor opened now and checked against `policy`'s pins ([`bind::open_binds`]).
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn wrap(
     backend: Backend,
     program: &std::path::Path,
     capabilities: &ClassEnforcements,
     abi_cap: Option<u32>,
     set: &WritableSet,
-    network: NetworkMode,
+    policy: &ProviderPolicy,
     payload: &[OsString],
-) -> ConfinedArgv {
+) -> Result<ConfinedArgv, BindError> {
+    let network = policy.network;
     let channel = |format| {
         Some(StatusChannel {
             fd: STATUS_FD,
@@ -428,9 +432,14 @@ pub(crate) fn wrap(
         set.protected.read_only.clear();
     }
     let set = &set;
+    let mut fds = LaunchFds::default();
     let (args, status_channel) = match backend {
         Backend::Bwrap => (
-            profile::bwrap_args(set, network, Some(STATUS_FD)),
+            profile::bwrap_args(
+                &bind::open_binds(&profile::bwrap_binds(set), policy, &mut fds)?,
+                network,
+                Some(STATUS_FD),
+            ),
             channel(StatusFormat::BwrapJson),
         ),
         Backend::Landlock => (
@@ -445,7 +454,7 @@ pub(crate) fn wrap(
     let dialect = backend.dialect();
     let classes = launch_classes(capabilities, set, network);
     let restricted = EnforcementClass::restricted_by(network);
-    ConfinedArgv {
+    Ok(ConfinedArgv {
         argv: profile::assemble(program.as_os_str(), args, payload),
         backend: backend.name().to_owned(),
         enforcement: classes.overall(&restricted),
@@ -453,8 +462,8 @@ pub(crate) fn wrap(
         denial_signatures: dialect.denial_signatures,
         runner_failure_rules: dialect.runner_failure_rules,
         status_channel,
-        fds: Default::default(),
-    }
+        fds,
+    })
 }
 
 impl SandboxProvider for LocalProvider {
@@ -479,7 +488,10 @@ impl SandboxProvider for LocalProvider {
             let dialect = dialect::operator(operator.rule().clone());
             let (program, leading) = operator.split();
             let mut args = leading.to_vec();
-            args.extend(profile::bwrap_args(&set, policy.network, None));
+            let mut fds = LaunchFds::default();
+            let binds = bind::open_binds(&profile::bwrap_binds(&set), policy, &mut fds)
+                .map_err(|e| unavailable(None, e.to_string()))?;
+            args.extend(profile::bwrap_args(&binds, policy.network, None));
             // An operator runner is asserted to be bwrap-compatible: it governs what bwrap's
             // arguments govern (the protected paths by mounts).
             let capabilities = probe::capabilities(
@@ -498,20 +510,21 @@ impl SandboxProvider for LocalProvider {
                 denial_signatures: dialect.denial_signatures,
                 runner_failure_rules: dialect.runner_failure_rules,
                 status_channel: None,
-                fds: Default::default(),
+                fds,
             });
         }
         let selection = self
             .selection()
             .map_err(|e| unavailable(None, e.to_string()))?;
-        Ok(wrap(
+        wrap(
             selection.backend,
             &selection.program,
             &selection.capabilities(),
             self.config.landlock_abi_cap,
             &set,
-            policy.network,
+            policy,
             argv,
-        ))
+        )
+        .map_err(|e| unavailable(Some(selection.backend.name()), e.to_string()))
     }
 }
