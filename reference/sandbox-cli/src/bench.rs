@@ -376,11 +376,8 @@ fn plain_bwrap(hardened: &[OsString]) -> Vec<OsString> {
 }
 
 /// The binds the bare bwrap rows pass, each an open descriptor left inheritable under its own
-/// number, with the descriptors that hold them.
-fn bare_binds(
-    set: &WritableSet,
-    ws: &Path,
-) -> Result<(Vec<profile::FdBind>, sandbox::LaunchFds), String> {
+/// number and kept open until the process exits (the rows outlive the table's construction).
+fn bare_binds(set: &WritableSet, ws: &Path) -> Result<Vec<profile::FdBind>, String> {
     use std::os::fd::AsRawFd;
     let policy = ProviderPolicy::new(sandbox::ConfinedMode::WorkspaceWrite, ws);
     let mut fds = sandbox::LaunchFds::default();
@@ -399,7 +396,9 @@ fn bare_binds(
             bind.fd = *fd;
         }
     }
-    Ok((binds, fds))
+    // Held for the whole run: the rows spawn bwrap long after this returns.
+    std::mem::forget(fds);
+    Ok(binds)
 }
 
 /// The scratch places of one run.
@@ -611,7 +610,7 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
         Err(e) => Err(e.clone()),
     };
     let bare = |hardened: bool| match (&bwrap, &held) {
-        (Ok(b), Ok((binds, _))) => {
+        (Ok(b), Ok(binds)) => {
             let args = profile::bwrap_args(binds, sandbox::NetworkMode::Enabled, None);
             let args = if hardened { args } else { plain_bwrap(&args) };
             let mut argv = vec![os(b)];
