@@ -474,6 +474,7 @@ impl SandboxProvider for External {
                     denial_signatures,
                     runner_failure_rules,
                     status_channel,
+                    fds: Default::default(),
                 })
             }
             Response::Unavailable {

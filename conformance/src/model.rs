@@ -261,6 +261,9 @@ pub enum Step {
     Attack(AttackStep),
     /// Race the write tool against a thread swapping a directory for a symlink that points out.
     FenceRace(FenceRaceStep),
+    /// Race confined shell calls in a nested workspace against a swap of its parent for a
+    /// symlink between the pin and the runner's bind, then check the outside tree.
+    BindRace(BindRaceStep),
     /// Compare the case's world with its snapshot from when the case began.
     World(WorldStep),
     /// Listen outside the sandbox, let a confined payload try to reach the listener under a
@@ -298,9 +301,11 @@ impl Step {
                 &[Capability::PolicyService, Capability::ScriptedCalls]
             }
             Step::Wire(_) => &[Capability::PolicyService],
-            Step::Attack(_) | Step::FenceRace(_) | Step::Net(_) | Step::HostIpc(_) => {
-                &[Capability::Confine]
-            }
+            Step::Attack(_)
+            | Step::FenceRace(_)
+            | Step::BindRace(_)
+            | Step::Net(_)
+            | Step::HostIpc(_) => &[Capability::Confine],
             // Checks the world the case's other steps built; needs nothing of its own.
             Step::World(_) => &[],
             // Every backend that confines declares a dialect in its launch (the reference ones
@@ -1074,6 +1079,18 @@ pub struct FenceRaceStep {
     /// How the writes must come out.
     #[serde(default)]
     pub expect: FenceRaceExpect,
+}
+
+/// A `bind-race` step: `iterations` confined calls in `%WS%/nest/inner` (a workspace nested in
+/// the case's, pinned once before the race, as a session pins its root), each racing one
+/// exchange of `%WS%/nest` with a relative symlink to `%OUTSIDE%` (which holds a look-alike
+/// `inner`) at a moment spread over its launch. Each call writes a file into its working
+/// directory (the inner workspace); nothing may appear under `%OUTSIDE%`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BindRaceStep {
+    /// How many calls (1 to 200).
+    pub iterations: u32,
 }
 
 /// What a `fence-race` step must observe beyond "nothing new outside", which always holds.

@@ -131,6 +131,7 @@ mod tests {
             denial_signatures: Vec::new(),
             runner_failure_rules: Vec::new(),
             status_channel: None,
+            fds: Default::default(),
         }
     }
 

@@ -24,7 +24,10 @@ fn every_hardening_case_ends_with_a_world_diff() {
         assert!(scenario.id.starts_with("HD-"), "{}", scenario.id);
         for case in &scenario.cases {
             let steps = &case.case.steps;
-            let attack = steps.iter().any(|s| matches!(s, Step::Attack(_)));
+            // A `bind-race` step diffs its own world, as an `attack` step does.
+            let attack = steps
+                .iter()
+                .any(|s| matches!(s, Step::Attack(_) | Step::BindRace(_)));
             let world_last = matches!(steps.last(), Some(Step::World(_)));
             assert!(
                 attack || world_last,

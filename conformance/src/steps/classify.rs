@@ -39,6 +39,7 @@ pub(super) fn run(backend: &Backend, step: &ClassifyStep) -> Result<(), String> 
             fd: 3,
             format: s.format,
         }),
+        fds: Default::default(),
     };
     let outcome = outcome_of(step)?;
     let status = step

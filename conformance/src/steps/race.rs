@@ -159,3 +159,169 @@ pub(super) fn world(
         ))
     }
 }
+
+/// The most calls one `bind-race` step may make.
+const MAX_BIND_RACE_CALLS: u32 = 200;
+
+/// The latest moment of a call the exchange may come at: past the runner's setup (bwrap binds
+/// within a few milliseconds of its start).
+const BIND_RACE_SPREAD_US: u64 = 6000;
+
+/// Everything beneath `dir`, as paths relative to it.
+fn tree(dir: &Path) -> Result<std::collections::BTreeSet<PathBuf>, String> {
+    let mut out = std::collections::BTreeSet::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        for entry in
+            std::fs::read_dir(&d).map_err(|e| format!("cannot list {}: {e}", d.display()))?
+        {
+            let entry = entry.map_err(|e| format!("cannot list {}: {e}", d.display()))?;
+            let path = entry.path();
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                pending.push(path.clone());
+            }
+            out.insert(path.strip_prefix(dir).unwrap_or(&path).to_path_buf());
+        }
+    }
+    Ok(out)
+}
+
+fn exchange(a: &Path, b: &Path) -> Result<(), String> {
+    nix::fcntl::renameat2(
+        nix::fcntl::AT_FDCWD,
+        a,
+        nix::fcntl::AT_FDCWD,
+        b,
+        nix::fcntl::RenameFlags::RENAME_EXCHANGE,
+    )
+    .map_err(|e| format!("renameat2 exchange failed: {e}"))
+}
+
+/// The `bind-race` step (see [`crate::model::BindRaceStep`]): one exchange per call, at a moment
+/// spread over the call's launch, so the pin, the provider's own check and the runner's binds see
+/// different trees; a call must fail closed or write into the pinned directory, never outside.
+pub(super) fn bind_race(
+    backend: &Backend,
+    step: &crate::model::BindRaceStep,
+) -> Result<(), String> {
+    use sandbox::{ExecutionPolicy, SandboxMode};
+    use sandbox_local::launch::{self, LaunchOptions};
+    if !(1..=MAX_BIND_RACE_CALLS).contains(&step.iterations) {
+        return Err(format!(
+            "iterations must be 1..={MAX_BIND_RACE_CALLS}, not {}",
+            step.iterations
+        ));
+    }
+    let provider = backend
+        .provider
+        .as_ref()
+        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+    let world = crate::world::World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+    let nest = world.ws.join("nest");
+    let partner = world.ws.join("nest.swap");
+    let inner = nest.join("inner");
+    let make = |p: &Path| {
+        std::fs::create_dir_all(p).map_err(|e| format!("cannot make {}: {e}", p.display()))
+    };
+    make(&inner)?;
+    // The look-alike the parent's symlink leads to, outside every writable root.
+    make(&world.outside.join("inner"))?;
+    // Relative, as a payload confined in the outer workspace would write it (the outside tree
+    // is a sibling of the workspace in the world directory).
+    let name = world
+        .outside
+        .file_name()
+        .ok_or("the outside tree has no name")?;
+    std::os::unix::fs::symlink(Path::new("..").join(name), &partner)
+        .map_err(|e| format!("cannot make {}: {e}", partner.display()))?;
+    let outside_before = tree(&world.outside)?;
+    let world_before = world.snapshot();
+    let mut policy = ExecutionPolicy::new(SandboxMode::WorkspaceWrite, &inner);
+    policy.temp_dir = None;
+    let policy = policy
+        .pinned()
+        .map_err(|e| format!("cannot pin {}: {e}", inner.display()))?;
+    let provider_policy = policy
+        .for_provider()
+        .ok_or("workspace-write reaches the provider")?;
+    let mut codes: BTreeMap<String, u32> = BTreeMap::new();
+    let started = Instant::now();
+    for i in 0..step.iterations {
+        let delay = Duration::from_micros((u64::from(i) * 997) % BIND_RACE_SPREAD_US);
+        let swapper = {
+            let (nest, partner) = (nest.clone(), partner.clone());
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                exchange(&nest, &partner)
+            })
+        };
+        let argv = [
+            "/bin/sh".into(),
+            "-c".into(),
+            // Relative to the working directory the call starts in: the inner workspace, or the
+            // look-alike when the exchange came before the spawn.
+            format!("printf x > f{i}").into(),
+        ];
+        let code = match provider.confine(&argv, &provider_policy) {
+            Err(e) => e
+                .detail
+                .split(':')
+                .next()
+                .filter(|c| c.chars().all(|ch| ch.is_ascii_uppercase() || ch == '_'))
+                .unwrap_or(sandbox::SANDBOX_UNAVAILABLE)
+                .to_owned(),
+            Ok(confined) => {
+                let mut options = LaunchOptions::in_dir(&inner);
+                options.env_remove.push("TMPDIR".into());
+                options.timeout = Some(Duration::from_secs(20));
+                let done = launch::run(&confined, &options);
+                let code = done.classification.code();
+                match done.exit_code() {
+                    Some(0) | None => code.to_owned(),
+                    Some(n) => format!(
+                        "{code} (exit {n}: {})",
+                        String::from_utf8_lossy(&done.stderr)
+                            .trim()
+                            .replace(&inner.display().to_string(), "%INNER%")
+                    ),
+                }
+            }
+        };
+        *codes.entry(code).or_default() += 1;
+        swapper
+            .join()
+            .map_err(|_| "the swapping thread panicked".to_owned())??;
+        // Each call starts with the parent in place and sees exactly one exchange.
+        exchange(&nest, &partner)?;
+    }
+    let summary = format!(
+        "{} calls in {} ms, one exchange each, outcomes {codes:?}",
+        step.iterations,
+        started.elapsed().as_millis()
+    );
+    let outside_after = tree(&world.outside)?;
+    let new: Vec<&PathBuf> = outside_after.difference(&outside_before).collect();
+    if !new.is_empty() {
+        return Err(format!(
+            "the race carried writes outside: new entries {new:?} in {}; {summary}",
+            world.outside.display()
+        ));
+    }
+    // The rest of the world too: only the pinned workspace may have changed.
+    let diff = world_before.diff(&world.snapshot(), std::slice::from_ref(&inner));
+    if !diff.is_empty() {
+        return Err(format!(
+            "the world changed outside the pinned workspace:\n  {}\n{summary}",
+            diff.join("\n  ")
+        ));
+    }
+    let landed = std::fs::read_dir(&inner)
+        .map_err(|e| format!("cannot list {}: {e}", inner.display()))?
+        .count();
+    if landed == 0 {
+        return Err(format!(
+            "no call wrote into the pinned workspace, so the race proved nothing; {summary}"
+        ));
+    }
+    Ok(())
+}

@@ -375,6 +375,32 @@ fn plain_bwrap(hardened: &[OsString]) -> Vec<OsString> {
     plain
 }
 
+/// The binds the bare bwrap rows pass, each an open descriptor left inheritable under its own
+/// number and kept open until the process exits (the rows outlive the table's construction).
+fn bare_binds(set: &WritableSet, ws: &Path) -> Result<Vec<profile::FdBind>, String> {
+    use std::os::fd::AsRawFd;
+    let policy = ProviderPolicy::new(sandbox::ConfinedMode::WorkspaceWrite, ws);
+    let mut fds = sandbox::LaunchFds::default();
+    let mut binds = sandbox_local::bind::open_binds(&profile::bwrap_binds(set), &policy, &mut fds)
+        .map_err(|e| e.to_string())?;
+    let raw: Vec<(i32, i32)> = fds.iter().map(|(n, fd)| (n, fd.as_raw_fd())).collect();
+    for (number, fd) in fds.iter() {
+        nix::fcntl::fcntl(
+            fd,
+            nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::empty()),
+        )
+        .map_err(|e| format!("descriptor {number}: {e}"))?;
+    }
+    for bind in &mut binds {
+        if let Some((_, fd)) = raw.iter().find(|(n, _)| *n == bind.fd) {
+            bind.fd = *fd;
+        }
+    }
+    // Held for the whole run: the rows spawn bwrap long after this returns.
+    std::mem::forget(fds);
+    Ok(binds)
+}
+
 /// The scratch places of one run.
 struct Scratch {
     _root: tempfile::TempDir,
@@ -415,6 +441,7 @@ fn unconfined_launch(ws: &Path) -> Runner {
             denial_signatures: Vec::new(),
             runner_failure_rules: Vec::new(),
             status_channel: None,
+            fds: Default::default(),
             classes: sandbox::ClassEnforcements::from_overall(sandbox::SandboxEnforcement::Full),
         },
         LaunchOptions::in_dir(ws),
@@ -576,29 +603,42 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
         }
         (Err(e), _) | (_, Err(e)) => Err(e.clone()),
     };
-    let bare = |hardened: bool| match (&bwrap, &set) {
-        (Ok(b), Ok(set)) => {
-            let args = profile::bwrap_args(set, sandbox::NetworkMode::Enabled, None, None);
+    // bwrap binds by descriptor, as the provider does: the bare rows open the same binds and
+    // leave them inheritable under their own numbers (kept open for the whole run).
+    let held = match &set {
+        Ok(set) => bare_binds(set, ws),
+        Err(e) => Err(e.clone()),
+    };
+    let bare = |hardened: bool| match (&bwrap, &set, &held) {
+        (Ok(b), Ok(set), Ok(binds)) => {
+            let args = profile::bwrap_args(set, binds, sandbox::NetworkMode::Enabled, None, None);
             let args = if hardened { args } else { plain_bwrap(&args) };
             let mut argv = vec![os(b)];
             argv.extend(args);
             argv.extend(payload());
             Ok(Runner::Process(Spawn::new(argv, ws)))
         }
-        (Err(e), _) | (_, Err(e)) => Err(e.clone()),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e.clone()),
     };
     // Bare bwrap on our profile running the payload through the launcher (its seccomp guard and
     // Landlock ruleset), as the bwrap backend does: what the guard costs on top of `bwrap hardened`.
-    let guarded = match (&bwrap, &launcher, &set) {
-        (Ok(b), Ok(l), Ok(set)) => {
-            let args =
-                profile::bwrap_args(set, sandbox::NetworkMode::Enabled, None, Some(Path::new(l)));
+    let guarded = match (&bwrap, &launcher, &set, &held) {
+        (Ok(b), Ok(l), Ok(set), Ok(binds)) => {
+            let args = profile::bwrap_args(
+                set,
+                binds,
+                sandbox::NetworkMode::Enabled,
+                None,
+                Some(Path::new(l)),
+            );
             let mut argv = vec![os(b)];
             argv.extend(args);
             argv.extend(payload());
             Ok(Runner::Process(Spawn::new(argv, ws)))
         }
-        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => Err(e.clone()),
+        (Err(e), _, _, _) | (_, Err(e), _, _) | (_, _, Err(e), _) | (_, _, _, Err(e)) => {
+            Err(e.clone())
+        }
     };
     let lib = |backend| {
         launcher

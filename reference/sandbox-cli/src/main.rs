@@ -295,6 +295,7 @@ fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
             denial_signatures: Vec::new(),
             runner_failure_rules: Vec::new(),
             status_channel: None,
+            fds: Default::default(),
         },
         Some(provider_policy) => match provider.confine(&command, &provider_policy) {
             Ok(c) => c,

@@ -452,7 +452,8 @@ fn find_ignoring_ascii_case(hay: &[u8], needle: &[u8]) -> Option<usize> {
     None
 }
 
-/// The command for `launch`, with its status pipe mapped onto the fd the runner expects.
+/// The command for `launch`, with its status pipe and its descriptors ([`sandbox::LaunchFds`])
+/// mapped onto the numbers the runner expects.
 fn prepare(
     launch: &ConfinedArgv,
     options: &LaunchOptions,
@@ -472,43 +473,61 @@ fn prepare(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
+    // Each descriptor is duplicated for this spawn (close-on-exec here; the mapping clears it on
+    // the child's number only), so the launch keeps its own for the next one.
+    let mut mappings = Vec::new();
+    for (child_fd, fd) in launch.fds.iter() {
+        mappings.push(FdMapping {
+            parent_fd: fd.try_clone_to_owned()?,
+            child_fd,
+        });
+    }
     let status = match launch.status_channel {
         None => None,
         Some(channel) => {
             let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
-            cmd.fd_mappings(vec![FdMapping {
+            mappings.push(FdMapping {
                 parent_fd: write,
                 child_fd: channel.fd,
-            }])
-            .map_err(|e| std::io::Error::other(format!("status channel: {e:?}")))?;
+            });
             Some((read, channel.format))
         }
     };
-    close_other_descriptors(&mut cmd, launch.status_channel.map(|c| c.fd));
+    let mut keep: Vec<i32> = mappings.iter().map(|m| m.child_fd).collect();
+    if !mappings.is_empty() {
+        cmd.fd_mappings(mappings)
+            .map_err(|e| std::io::Error::other(format!("launch descriptors: {e:?}")))?;
+    }
+    keep.sort_unstable();
+    close_other_descriptors(&mut cmd, keep);
     Ok((cmd, status))
 }
 
-/// Only stdin, stdout, stderr and the status channel reach the launch: every other descriptor
-/// this process holds without close-on-exec (one a caller opened with `exec 7>>file`, or one
-/// another thread is about to hand to its own child) is marked close-on-exec in the child, after
-/// the status pipe was moved onto its number.
-fn close_other_descriptors(cmd: &mut Command, keep: Option<i32>) {
-    let keep = keep
-        .and_then(|fd| u32::try_from(fd).ok())
-        .filter(|fd| *fd > 2);
+/// Only stdin, stdout, stderr, the status channel and the launch's own descriptors reach the
+/// launch: every other descriptor this process holds without close-on-exec (one a caller opened
+/// with `exec 7>>file`, or one another thread is about to hand to its own child) is marked
+/// close-on-exec in the child, after the mapped descriptors were moved onto their numbers.
+/// `keep` is sorted.
+fn close_other_descriptors(cmd: &mut Command, keep: Vec<i32>) {
+    let keep: Vec<u32> = keep
+        .into_iter()
+        .filter_map(|fd| u32::try_from(fd).ok())
+        .filter(|fd| *fd > 2)
+        .collect();
     // SAFETY: the closure runs in the forked child before exec, where only async-signal-safe
     // calls are allowed: it makes raw `close_range`/`fcntl`/`getrlimit` system calls on integers
-    // and touches no memory it shares with the parent (no allocation, no locks).
+    // and reads the vector built before the fork; it allocates nothing and takes no lock.
     #[allow(unsafe_code)]
     unsafe {
         cmd.pre_exec(move || {
-            match keep {
-                Some(fd) => {
-                    cloexec_range(3, fd - 1);
-                    cloexec_range(fd + 1, u32::MAX);
+            let mut first = 3;
+            for &fd in &keep {
+                if fd > first {
+                    cloexec_range(first, fd - 1);
                 }
-                None => cloexec_range(3, u32::MAX),
+                first = fd.saturating_add(1).max(first);
             }
+            cloexec_range(first, u32::MAX);
             Ok(())
         });
     }

@@ -5,6 +5,7 @@
 //! Every profile takes its writable set from [`sandbox::writable_roots`], so `workspace-write`
 //! means the same thing on every backend.
 
+pub mod bind;
 pub mod cache;
 pub mod dialect;
 pub mod gitguard;

@@ -293,6 +293,7 @@ fn functional(
         Backend::Bwrap => Some(locate(Backend::Landlock, config).map_err(ProbeError::NotFound)?),
         _ => None,
     };
+    let policy = sandbox::ProviderPolicy::new(sandbox::ConfinedMode::ReadOnly, scratch.path());
     let launch_argv = wrap(
         backend,
         program,
@@ -300,9 +301,10 @@ fn functional(
         &ClassEnforcements::from_overall(enforcement),
         config.landlock_abi_cap,
         &set,
-        sandbox::NetworkMode::Enabled,
+        &policy,
         &payload,
-    );
+    )
+    .map_err(|e| ProbeError::Unexpected(e.to_string()))?;
     let mut options = LaunchOptions::in_dir(scratch.path());
     options.timeout = Some(config.probe_timeout);
     let done = launch::run(&launch_argv, &options);
@@ -365,6 +367,7 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         denial_signatures: Vec::new(),
         runner_failure_rules: Vec::new(),
         status_channel: None,
+        fds: Default::default(),
     };
     let mut options = LaunchOptions::in_dir("/");
     options.timeout = Some(config.probe_timeout);

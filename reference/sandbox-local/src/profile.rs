@@ -98,20 +98,101 @@ pub const BWRAP_ISOLATION: [&str; 8] = [
     "ALL",
 ];
 
+/// What one bwrap bind is for: it decides read-write or read-only, and which pin and which code
+/// a swap is refused with ([`crate::bind::open_binds`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BindKind {
+    /// The workspace root (read-write; `WORKSPACE_MOVED`).
+    Workspace,
+    /// A temp root, `/tmp` or `$TMPDIR` (read-write, left out when missing; `TEMP_DIR_MOVED`).
+    Temp,
+    /// An extra writable root (read-write; `WRITABLE_ROOT_MOVED`).
+    Extra,
+    /// A directory on the way to a protected path, made a mount point (read-write).
+    Pinned,
+    /// A protected path, bound read-only onto itself.
+    ReadOnly,
+}
+
+/// A path bwrap binds onto itself, before it is opened.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BindTarget {
+    /// What it is for.
+    pub kind: BindKind,
+    /// Its canonical path: where the directory is opened and where bwrap mounts it.
+    pub path: PathBuf,
+}
+
+impl BindTarget {
+    /// True for a read-write bind (every kind but [`BindKind::ReadOnly`]).
+    pub fn writable(&self) -> bool {
+        self.kind != BindKind::ReadOnly
+    }
+}
+
+/// A bind bwrap makes from an open descriptor: `--bind-fd FD DEST` or `--ro-bind-fd FD DEST`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FdBind {
+    /// The descriptor's number in bwrap (a [`sandbox::LaunchFds`] number).
+    pub fd: i32,
+    /// Where it is mounted (its canonical path, resolved by bwrap in the new root).
+    pub dest: PathBuf,
+    /// Read-write (`--bind-fd`) or read-only (`--ro-bind-fd`).
+    pub writable: bool,
+}
+
+/// What bwrap binds for `set`, in order: the workspace, the temp roots, the extra roots, then the
+/// protected paths (the directories on the way pinned as mount points, then the protected paths
+/// bound read-only). Each is opened as a descriptor before bwrap starts
+/// ([`crate::bind::open_binds`]); bwrap never binds one by its path.
+pub fn bwrap_binds(set: &WritableSet) -> Vec<BindTarget> {
+    let target = |kind, path: &PathBuf| BindTarget {
+        kind,
+        path: path.clone(),
+    };
+    let mut binds: Vec<BindTarget> = set
+        .workspace
+        .iter()
+        .map(|ws| target(BindKind::Workspace, ws))
+        .collect();
+    binds.extend(set.temp.iter().map(|t| target(BindKind::Temp, t)));
+    binds.extend(set.extra.iter().map(|r| target(BindKind::Extra, r)));
+    binds.extend(
+        set.protected
+            .pinned
+            .iter()
+            .map(|d| target(BindKind::Pinned, d)),
+    );
+    binds.extend(
+        set.protected
+            .read_only
+            .iter()
+            .map(|p| target(BindKind::ReadOnly, p)),
+    );
+    binds
+}
+
 /// bwrap: read-only bind of `/`, a fresh `/dev` (its `null` is writable) and `/proc` with a
-/// read-only `/proc/sys`, the isolation flags ([`BWRAP_ISOLATION`]), then a writable bind per root (`--bind-try` for temp
-/// roots), then the protected paths (pinned directories, read-only binds). With `status_fd`,
+/// read-only `/proc/sys`, the isolation flags ([`BWRAP_ISOLATION`]), then `binds` (from
+/// [`bwrap_binds`], each an open descriptor: a writable bind per root, then the protected paths,
+/// the pinned directories and the read-only binds). With `status_fd`,
 /// bwrap writes its JSON status records there. With the network `restricted`, `--unshare-net`
 /// gives the payload a network namespace of its own with only a loopback device: nothing of the
 /// host's network (TCP, UDP, abstract unix sockets) is reachable; a unix socket bound to a host
 /// path still is (connecting is not a write).
 ///
+/// bwrap resolves each destination in the new root, a read-only bind of the host's `/`, so a
+/// destination whose parent was swapped for a symlink may mount the pinned directory somewhere
+/// else in the sandbox's view: what is mounted is still the pinned directory (bwrap checks the
+/// mount against the descriptor and fails when they differ), and that view is the sandbox's own.
+///
 /// With `guard` (the launcher's path), bwrap runs the launcher and the launcher runs the payload
-/// ([`bwrap_guard_args`]): the launcher's seccomp guard and Landlock ruleset apply inside bwrap's
-/// namespaces, and the status channel is the launcher's (`status_fd` passes through bwrap, which
-/// leaves descriptors it is not told about open).
+/// ([`bwrap_guard_args`], which takes its roots from `set`): the launcher's seccomp guard and
+/// Landlock ruleset apply inside bwrap's namespaces, and the status channel is the launcher's
+/// (`status_fd` passes through bwrap, which leaves descriptors it is not told about open).
 pub fn bwrap_args(
     set: &WritableSet,
+    binds: &[FdBind],
     network: NetworkMode,
     status_fd: Option<i32>,
     guard: Option<&Path>,
@@ -135,23 +216,16 @@ pub fn bwrap_args(
     if network.is_restricted() {
         args.push(os("--unshare-net"));
     }
-    if let Some(ws) = &set.workspace {
-        args.extend([os("--bind"), ws.clone().into(), ws.clone().into()]);
-    }
-    for t in &set.temp {
-        args.extend([os("--bind-try"), t.clone().into(), t.clone().into()]);
-    }
-    for root in &set.extra {
-        args.extend([os("--bind"), root.clone().into(), root.clone().into()]);
-    }
-    // Protected paths: each directory on the way is made a mount point (a writable bind onto
-    // itself), so it cannot be renamed or removed (EBUSY), then each existing protected path is
-    // bound read-only onto itself (EROFS; a rename over it or of it is EBUSY).
-    for dir in &set.protected.pinned {
-        args.extend([os("--bind"), dir.clone().into(), dir.clone().into()]);
-    }
-    for path in &set.protected.read_only {
-        args.extend([os("--ro-bind"), path.clone().into(), path.clone().into()]);
+    // The roots, then the protected paths: each directory on the way is made a mount point (a
+    // writable bind onto itself), so it cannot be renamed or removed (EBUSY), then each existing
+    // protected path is bound read-only onto itself (EROFS; a rename over it or of it is EBUSY).
+    for bind in binds {
+        let flag = if bind.writable {
+            "--bind-fd"
+        } else {
+            "--ro-bind-fd"
+        };
+        args.extend([os(flag), os(&bind.fd.to_string()), bind.dest.clone().into()]);
     }
     match guard {
         Some(launcher) => {

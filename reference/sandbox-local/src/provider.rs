@@ -9,12 +9,13 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use sandbox::{
-    ClassEnforcements, ClassReport, ConfinedArgv, EnforcementClass, NetworkMode, ProviderPolicy,
-    RuleError, RunnerFailureRule, SandboxEnforcement, SandboxProvider, SandboxUnavailable,
-    StatusChannel, StatusFormat,
+    ClassEnforcements, ClassReport, ConfinedArgv, EnforcementClass, LaunchFds, NetworkMode,
+    ProviderPolicy, RuleError, RunnerFailureRule, SandboxEnforcement, SandboxProvider,
+    SandboxUnavailable, StatusChannel, StatusFormat,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::bind::{self, BindError};
 use crate::cache;
 use crate::dialect::{self, Dialect};
 use crate::probe::{self, ProbeError, ProbeFacts, ProbeVerdict};
@@ -424,7 +425,9 @@ pub const UNCOVERED_PREFIX: &str = "protected path not covered (missing or behin
 
 /// The confined launch for one backend and program, without selection. Shared by the provider
 /// and the probes so a probe exercises exactly the profile a command gets. `guard` is the
-/// launcher bwrap runs the payload through (bwrap only; see [`profile::bwrap_guard_args`]).
+/// launcher bwrap runs the payload through (bwrap only; see [`profile::bwrap_guard_args`]). bwrap
+/// gets every bind as a descriptor opened now and checked against `policy`'s pins
+/// ([`bind::open_binds`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn wrap(
     backend: Backend,
@@ -433,9 +436,10 @@ pub(crate) fn wrap(
     capabilities: &ClassEnforcements,
     abi_cap: Option<u32>,
     set: &WritableSet,
-    network: NetworkMode,
+    policy: &ProviderPolicy,
     payload: &[OsString],
-) -> ConfinedArgv {
+) -> Result<ConfinedArgv, BindError> {
+    let network = policy.network;
     let channel = |format| {
         Some(StatusChannel {
             fd: STATUS_FD,
@@ -452,20 +456,22 @@ pub(crate) fn wrap(
         set.protected.read_only.clear();
     }
     let set = &set;
+    let mut fds = LaunchFds::default();
     let (args, status_channel) = match backend {
         // With the launcher inside, the status channel is the launcher's (its `exec` record is
         // written only once bwrap and the launcher both set up); bwrap's own status records
         // would say "ran" for a launcher that failed (exit 125, never exec'd).
-        Backend::Bwrap => match guard {
-            Some(_) => (
-                profile::bwrap_args(set, network, Some(STATUS_FD), guard),
-                channel(StatusFormat::LaunchReport),
-            ),
-            None => (
-                profile::bwrap_args(set, network, Some(STATUS_FD), None),
-                channel(StatusFormat::BwrapJson),
-            ),
-        },
+        Backend::Bwrap => {
+            let binds = bind::open_binds(&profile::bwrap_binds(set), policy, &mut fds)?;
+            let format = match guard {
+                Some(_) => StatusFormat::LaunchReport,
+                None => StatusFormat::BwrapJson,
+            };
+            (
+                profile::bwrap_args(set, &binds, network, Some(STATUS_FD), guard),
+                channel(format),
+            )
+        }
         Backend::Landlock => (
             profile::landlock_args(set, network, abi_cap, Some(STATUS_FD)),
             channel(StatusFormat::LaunchReport),
@@ -478,7 +484,7 @@ pub(crate) fn wrap(
     let dialect = backend.dialect();
     let classes = launch_classes(capabilities, set, network);
     let restricted = EnforcementClass::restricted_by(network);
-    ConfinedArgv {
+    Ok(ConfinedArgv {
         argv: profile::assemble(program.as_os_str(), args, payload),
         backend: backend.name().to_owned(),
         enforcement: classes.overall(&restricted),
@@ -486,7 +492,8 @@ pub(crate) fn wrap(
         denial_signatures: dialect.denial_signatures,
         runner_failure_rules: dialect.runner_failure_rules,
         status_channel,
-    }
+        fds,
+    })
 }
 
 impl SandboxProvider for LocalProvider {
@@ -518,7 +525,16 @@ impl SandboxProvider for LocalProvider {
             let dialect = dialect::operator(operator.rule().clone());
             let (program, leading) = operator.split();
             let mut args = leading.to_vec();
-            args.extend(profile::bwrap_args(&set, policy.network, None, None));
+            let mut fds = LaunchFds::default();
+            let binds = bind::open_binds(&profile::bwrap_binds(&set), policy, &mut fds)
+                .map_err(|e| unavailable(None, e.to_string()))?;
+            args.extend(profile::bwrap_args(
+                &set,
+                &binds,
+                policy.network,
+                None,
+                None,
+            ));
             // An operator runner is asserted to be bwrap-compatible: it governs what bwrap's
             // arguments govern (the protected paths by mounts).
             let capabilities = probe::capabilities(
@@ -538,6 +554,7 @@ impl SandboxProvider for LocalProvider {
                 denial_signatures: dialect.denial_signatures,
                 runner_failure_rules: dialect.runner_failure_rules,
                 status_channel: None,
+                fds,
             });
         }
         let selection = self
@@ -551,15 +568,16 @@ impl SandboxProvider for LocalProvider {
             ),
             _ => None,
         };
-        Ok(wrap(
+        wrap(
             selection.backend,
             &selection.program,
             guard.as_deref(),
             &selection.capabilities(),
             self.config.landlock_abi_cap,
             &set,
-            policy.network,
+            policy,
             argv,
-        ))
+        )
+        .map_err(|e| unavailable(Some(selection.backend.name()), e.to_string()))
     }
 }

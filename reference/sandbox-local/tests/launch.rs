@@ -17,6 +17,7 @@ fn bash(script: &str) -> ConfinedArgv {
         denial_signatures: Vec::new(),
         runner_failure_rules: Vec::new(),
         status_channel: None,
+        fds: Default::default(),
     }
 }
 

@@ -20,6 +20,7 @@ fn bash(script: &str, denial: &[&str]) -> ConfinedArgv {
         denial_signatures: denial.iter().map(|s| (*s).to_owned()).collect(),
         runner_failure_rules: Vec::new(),
         status_channel: None,
+        fds: Default::default(),
     }
 }
 

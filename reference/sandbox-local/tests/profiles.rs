@@ -55,6 +55,7 @@ fn every_dialect_carries_the_extra_roots_and_the_protected_paths() {
         "bwrap_args_protected",
         lines(&profile::bwrap_args(
             &set,
+            &binds(&set),
             NetworkMode::Enabled,
             Some(profile::STATUS_FD),
             Some(std::path::Path::new(GUARD))
@@ -69,6 +70,20 @@ fn every_dialect_carries_the_extra_roots_and_the_protected_paths() {
             Some(profile::STATUS_FD)
         ))
     );
+}
+
+/// The binds bwrap gets for `set`, numbered as the provider numbers them (descriptors from
+/// [`sandbox::LaunchFds::FIRST`] on, in order); no descriptor is opened here.
+fn binds(set: &WritableSet) -> Vec<profile::FdBind> {
+    profile::bwrap_binds(set)
+        .into_iter()
+        .zip(sandbox::LaunchFds::FIRST..)
+        .map(|(t, fd)| profile::FdBind {
+            fd,
+            writable: t.writable(),
+            dest: t.path,
+        })
+        .collect()
 }
 
 fn lines(argv: &[OsString]) -> String {
@@ -103,6 +118,7 @@ fn a_restricted_network_is_denied_by_every_profile() {
     assert!(!profile::seatbelt_profile(1, 0, 0, NetworkMode::Enabled).contains("network"));
     let bwrap = profile::bwrap_args(
         &set(),
+        &binds(&set()),
         NetworkMode::Restricted,
         Some(profile::STATUS_FD),
         Some(std::path::Path::new(GUARD)),
@@ -114,7 +130,7 @@ fn a_restricted_network_is_denied_by_every_profile() {
         .any(|w| w[0] == "--net" && w[1] == "restricted");
     assert!(pair, "{landlock:?}");
     for enabled in [
-        profile::bwrap_args(&set(), NetworkMode::Enabled, None, None),
+        profile::bwrap_args(&set(), &binds(&set()), NetworkMode::Enabled, None, None),
         profile::landlock_args(&set(), NetworkMode::Enabled, None, None),
     ] {
         assert!(
@@ -159,6 +175,7 @@ fn bwrap_argv_binds_only_the_writable_set() {
         "bwrap_args_workspace_write",
         lines(&profile::bwrap_args(
             &set(),
+            &binds(&set()),
             NetworkMode::Enabled,
             Some(profile::STATUS_FD),
             Some(std::path::Path::new(GUARD))
@@ -169,6 +186,7 @@ fn bwrap_argv_binds_only_the_writable_set() {
         "bwrap_args_read_only",
         lines(&profile::bwrap_args(
             &read_only,
+            &binds(&read_only),
             NetworkMode::Enabled,
             Some(profile::STATUS_FD),
             Some(std::path::Path::new(GUARD))

@@ -190,6 +190,7 @@ impl ShellExecutor {
                     denial_signatures: Vec::new(),
                     runner_failure_rules: Vec::new(),
                     status_channel: None,
+                    fds: Default::default(),
                 },
                 // An unconfined shell runs everything with full access, whatever was asked.
                 if self.provider.is_some() {
@@ -221,7 +222,15 @@ impl ShellExecutor {
         cancel: Option<Arc<AtomicBool>>,
     ) -> Result<ShellResult, ShellError> {
         let (launch_argv, mode, guard) = self.launch(request, policy)?;
-        let result = execute(&launch_argv, mode, request, policy, cancel, self.output_cap, guard);
+        let result = execute(
+            &launch_argv,
+            mode,
+            request,
+            policy,
+            cancel,
+            self.output_cap,
+            guard,
+        );
         if result.runner_failed {
             return Err(ShellError::SandboxUnavailable(SandboxUnavailable {
                 mode: policy
@@ -257,8 +266,15 @@ impl ShellExecutor {
         let cap = self.output_cap;
         std::thread::spawn(move || {
             let flag = Arc::clone(&worker.cancel);
-            let result =
-                execute(&launch_argv, mode, &request, &policy, Some(flag), cap, guard);
+            let result = execute(
+                &launch_argv,
+                mode,
+                &request,
+                &policy,
+                Some(flag),
+                cap,
+                guard,
+            );
             *worker.result.lock().unwrap_or_else(|p| p.into_inner()) = Some(result);
             worker.finished.notify_all();
         });

@@ -1,6 +1,8 @@
 //! What a provider returns: the argv to spawn instead of the caller's, and how to read its result.
 
 use std::ffi::OsString;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +64,80 @@ pub struct ConfinedArgv {
     /// An out-of-band channel that says whether the payload actually ran. When present it decides
     /// runner failure and the stderr rules are not consulted.
     pub status_channel: Option<StatusChannel>,
+    /// Open descriptors the runner gets at fixed numbers (never on the wire: see [`LaunchFds`]).
+    #[serde(skip)]
+    pub fds: LaunchFds,
+}
+
+/// Open descriptors a launch hands its runner, each at a fixed number in the child (bwrap's
+/// `--bind-fd` sources, for example): a list of (child fd number, descriptor), mapped by the
+/// spawner (`sandbox_local::launch`). They exist only in this process, so they are never
+/// serialized: a launch read from the wire carries none, and one written out names numbers
+/// nobody holds (its runner then fails closed). Cloning shares the descriptors.
+#[derive(Clone, Default)]
+pub struct LaunchFds(Vec<(i32, Arc<OwnedFd>)>);
+
+impl LaunchFds {
+    /// The first number [`add`](Self::add) hands out: 0 to 2 are the standard streams and 3 is
+    /// the status channel's.
+    pub const FIRST: i32 = 4;
+
+    /// Hands `fd` to the child at the next free number from [`FIRST`](Self::FIRST) on, and
+    /// returns that number.
+    pub fn add(&mut self, fd: OwnedFd) -> i32 {
+        let number = self
+            .0
+            .iter()
+            .map(|(n, _)| n + 1)
+            .max()
+            .unwrap_or(Self::FIRST)
+            .max(Self::FIRST);
+        self.0.push((number, Arc::new(fd)));
+        number
+    }
+
+    /// Hands `fd` to the child at `child_fd`, replacing a descriptor given that number before.
+    pub fn insert(&mut self, child_fd: i32, fd: OwnedFd) {
+        self.0.retain(|(n, _)| *n != child_fd);
+        self.0.push((child_fd, Arc::new(fd)));
+    }
+
+    /// Each child number with its descriptor, in the order they were given.
+    pub fn iter(&self) -> impl Iterator<Item = (i32, BorrowedFd<'_>)> {
+        self.0.iter().map(|(n, fd)| (*n, fd.as_fd()))
+    }
+
+    /// The child numbers, in the order they were given.
+    pub fn numbers(&self) -> Vec<i32> {
+        self.0.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// True when the launch hands over no descriptor.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// Equal when the same numbers carry the same open descriptors of this process.
+impl PartialEq for LaunchFds {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+            && self
+                .0
+                .iter()
+                .zip(&other.0)
+                .all(|((a, fa), (b, fb))| a == b && fa.as_raw_fd() == fb.as_raw_fd())
+    }
+}
+
+impl Eq for LaunchFds {}
+
+impl std::fmt::Debug for LaunchFds {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.iter().map(|(n, fd)| (n, fd.as_raw_fd())))
+            .finish()
+    }
 }
 
 impl ConfinedArgv {
@@ -235,6 +311,7 @@ mod tests {
             denial_signatures: Vec::new(),
             runner_failure_rules: Vec::new(),
             status_channel: None,
+            fds: LaunchFds::default(),
         };
         assert_eq!(
             launch.class_report(EnforcementClass::Files).enforcement,

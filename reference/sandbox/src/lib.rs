@@ -51,8 +51,8 @@ pub use classify::{
     Classification, Evidence, PayloadStatus, ProcessOutcome, SpawnErrorKind, SpawnFailure, classify,
 };
 pub use confined::{
-    CallGuard, ConfinedArgv, RuleError, RunnerFailureRule, SandboxProvider, StatusChannel,
-    StatusFormat,
+    CallGuard, ConfinedArgv, LaunchFds, RuleError, RunnerFailureRule, SandboxProvider,
+    StatusChannel, StatusFormat,
 };
 pub use enforcement::{ClassEnforcement, ClassEnforcements, ClassReport, EnforcementClass};
 pub use error::{SANDBOX_UNAVAILABLE, SandboxUnavailable};

@@ -31,6 +31,7 @@ fn launch() -> ConfinedArgv {
             informational_lines: Vec::new(),
         }],
         status_channel: None,
+        fds: Default::default(),
     }
 }
 
@@ -51,6 +52,7 @@ fn launcher() -> ConfinedArgv {
             fd: 3,
             format: StatusFormat::LaunchReport,
         }),
+        fds: Default::default(),
     }
 }
 
