@@ -60,6 +60,10 @@ pub struct ShellResult {
     pub timed_out: bool,
     /// Cancellation killed it.
     pub cancelled: bool,
+    /// Every process it started is known gone (see `sandbox_local::launch::Finished`); not part
+    /// of the result's wire.
+    #[serde(skip)]
+    pub tree_reaped: bool,
     /// Its stdout (cut at [`OUTPUT_LIMIT`]).
     pub stdout: String,
     /// Its stderr (cut at [`OUTPUT_LIMIT`]).
@@ -337,6 +341,7 @@ fn execute(
         runner_detail,
         timed_out: done.timed_out,
         cancelled: done.cancelled,
+        tree_reaped: done.tree_reaped,
         stdout: cut(&done.stdout),
         stderr: cut(&done.stderr),
     }
