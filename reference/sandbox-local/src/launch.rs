@@ -323,6 +323,7 @@ fn supervise(
             let _ = killpg(group, Signal::SIGKILL);
             exited_at = Some(Instant::now());
             tree.ending(group);
+            tree.kill_init();
         }
         if exited_at.is_none() && stop == Stop::No {
             if cancel.is_some_and(|c| c.load(Ordering::SeqCst)) {
@@ -337,6 +338,7 @@ fn supervise(
                 // namespace is found first, so its end can be waited for.
                 tree.ending(group);
                 let _ = killpg(group, Signal::SIGTERM);
+                tree.kill_init();
                 stopped_at = Some(Instant::now());
             }
         }
@@ -477,11 +479,10 @@ impl<'a> Tree<'a> {
 
     /// Called when the leader exited or is about to be stopped: starts the bound, and, for
     /// bwrap, finds the namespace's init (among the leader's children while the leader still
-    /// holds it, should its record not have arrived) and kills it through its pidfd. The kernel
-    /// then kills the whole namespace. `--die-with-parent` alone is not enough: the init does
-    /// not always get its parent-death signal (processes were seen alive 10 s after the outer
-    /// bwrap was killed), and anything left in the namespace once the leader is done is a
-    /// survivor anyway.
+    /// holds it, should its record not have arrived), for [`Tree::kill_init`].
+    /// `--die-with-parent` alone is not enough: the init does not always get its parent-death
+    /// signal (processes were seen alive 10 s after the outer bwrap was killed), and anything
+    /// left in the namespace once the leader is done is a survivor anyway.
     fn ending(&mut self, leader: Pid) {
         self.until
             .get_or_insert_with(|| Instant::now() + TREE_BOUND);
@@ -503,6 +504,12 @@ impl<'a> Tree<'a> {
                     })
                 });
         }
+    }
+
+    /// Kills bwrap's namespace init (the kernel then kills the whole namespace). Called once
+    /// the leader exited, or right after the SIGTERM that stops it: the outer bwrap, with the
+    /// SIGTERM already pending, still dies by it rather than reporting its child's SIGKILL.
+    fn kill_init(&self) {
         if let Some(init) = &self.init {
             pidfd_kill(init);
         }
