@@ -37,6 +37,8 @@ struct Launch {
     ipc: harden::IpcGuard,
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
+    /// `--rw-identity DEV:INO` after a `--rw`: the device and inode that path must be.
+    read_write_ids: Vec<Option<(u64, u64)>>,
     pinned: Vec<PathBuf>,
     protected: Vec<PathBuf>,
     payload: Vec<OsString>,
@@ -134,6 +136,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
     let mut ipc = harden::IpcGuard::HostNamespace;
     let mut read_only = Vec::new();
     let mut read_write = Vec::new();
+    let mut read_write_ids = Vec::new();
     let mut pinned = Vec::new();
     let mut protected = Vec::new();
     let mut probe = false;
@@ -156,13 +159,37 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     ipc,
                     read_only,
                     read_write,
+                    read_write_ids,
                     pinned,
                     protected,
                     payload,
                 }));
             }
             Some("--ro") => read_only.push(PathBuf::from(value("--ro", it.next())?)),
-            Some("--rw") => read_write.push(PathBuf::from(value("--rw", it.next())?)),
+            Some("--rw") => {
+                read_write.push(PathBuf::from(value("--rw", it.next())?));
+                read_write_ids.push(None);
+            }
+            Some("--rw-identity") => {
+                let v = value("--rw-identity", it.next())?;
+                let id = v
+                    .to_str()
+                    .and_then(|s| s.split_once(':'))
+                    .and_then(|(d, i)| Some((d.parse::<u64>().ok()?, i.parse::<u64>().ok()?)));
+                match (id, read_write_ids.last_mut()) {
+                    (Some(id), Some(slot @ None)) => *slot = Some(id),
+                    (None, _) => {
+                        return Err(Failure::Usage(format!(
+                            "--rw-identity takes DEVICE:INODE, not {v:?}"
+                        )));
+                    }
+                    (_, _) => {
+                        return Err(Failure::Usage(
+                            "--rw-identity follows the --rw it is about, once".into(),
+                        ));
+                    }
+                }
+            }
             Some("--pin") => pinned.push(PathBuf::from(value("--pin", it.next())?)),
             Some("--protect") => protected.push(PathBuf::from(value("--protect", it.next())?)),
             Some("--abi-cap") => {
@@ -394,13 +421,25 @@ fn restrict(launch: &Launch) -> Result<(), Failure> {
         // Reads are ungoverned; opening the path still proves it exists, as a profile expects.
         open_canonical(path, "--ro")?;
     }
-    for path in &launch.read_write {
+    for (path, want) in launch.read_write.iter().zip(&launch.read_write_ids) {
         let fd = open_canonical(path, "--rw")?;
-        let is_dir = nix::sys::stat::fstat(&fd)
-            .map(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
-            .map_err(|e| {
-                Failure::Path(format!("cannot inspect {} for --rw: {e}", path.display()))
-            })?;
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| {
+            Failure::Path(format!("cannot inspect {} for --rw: {e}", path.display()))
+        })?;
+        // What the caller pinned and handed its runner (bwrap's --bind-fd) must be what is here:
+        // a swap that raced the runner's mount put another directory at this path.
+        if let Some((dev, ino)) = *want
+            && (st.st_dev as u64, st.st_ino as u64) != (dev, ino)
+        {
+            return Err(Failure::Path(format!(
+                "{} is not the directory pinned for it (WORKSPACE_MOVED: device:inode {dev}:{ino} \
+                 expected, {}:{} found here): a swap raced the bind",
+                path.display(),
+                st.st_dev,
+                st.st_ino
+            )));
+        }
+        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
         let access = if is_dir {
             handled
         } else {

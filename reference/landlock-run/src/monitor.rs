@@ -12,7 +12,7 @@ use nix::sys::prctl;
 use nix::sys::resource::{Resource, setrlimit};
 use nix::sys::signal::{SigHandler, SigSet, SigmaskHow, Signal, kill};
 use nix::sys::signalfd::{SfdFlags, SignalFd};
-use nix::unistd::{ForkResult, Pid, getpid, getppid};
+use nix::unistd::{ForkResult, Pid, getpgrp, getpid, getppid};
 
 /// The side of the fork this process is on.
 pub enum Side {
@@ -31,6 +31,7 @@ pub struct Monitor {
 /// The payload's half of the fork.
 pub struct Payload {
     monitor: Pid,
+    monitor_group: Pid,
     sigchld_ignored: bool,
     inherited_mask: SigSet,
 }
@@ -72,6 +73,7 @@ pub fn fork() -> Result<Side, String> {
         .thread_swap_mask(SigmaskHow::SIG_BLOCK)
         .map_err(|e| format!("cannot block the monitor's signals: {e}"))?;
     let monitor = getpid();
+    let monitor_group = getpgrp();
     // SAFETY: the launcher is single-threaded (no thread is ever spawned), so the child may run
     // any code, allocation included, exactly as the parent would.
     #[allow(unsafe_code)]
@@ -79,6 +81,7 @@ pub fn fork() -> Result<Side, String> {
     match forked.map_err(|e| format!("cannot fork: {e}"))? {
         ForkResult::Child => Ok(Side::Payload(Payload {
             monitor,
+            monitor_group,
             sigchld_ignored,
             inherited_mask,
         })),
@@ -90,15 +93,17 @@ pub fn fork() -> Result<Side, String> {
 }
 
 impl Payload {
-    /// Dies with the monitor, checks the monitor did not die already, and gives back what the
-    /// monitor changed for itself: the SIGCHLD disposition and the blocked-signal mask, which
-    /// `execve` keeps (a payload with SIGTERM still blocked would shrug it off).
+    /// Dies with the monitor, checks the monitor did not die already, puts the monitor out of
+    /// the payload's reach ([`guard_the_monitor`]), and gives back what the monitor changed for
+    /// itself: the SIGCHLD disposition and the blocked-signal mask, which `execve` keeps (a
+    /// payload with SIGTERM still blocked would shrug it off).
     pub fn settle(&self) -> Result<(), String> {
         prctl::set_pdeathsig(Signal::SIGKILL)
             .map_err(|e| format!("cannot ask for a signal when the monitor dies: {e}"))?;
         if getppid() != self.monitor {
             return Err("the monitor exited before the payload started".into());
         }
+        guard_the_monitor(self.monitor, self.monitor_group)?;
         if self.sigchld_ignored {
             set_disposition(Signal::SIGCHLD, SigHandler::SigIgn)
                 .map_err(|e| format!("cannot restore the SIGCHLD disposition: {e}"))?;
@@ -280,10 +285,11 @@ fn wait_any(flags: libc::c_int) -> Result<Option<(i32, i32)>, Errno> {
 /// How long the clean-up waits for a `SIGCHLD` before listing and killing again.
 const CLEANUP_NAP: Duration = Duration::from_millis(5);
 
-/// Kills (`SIGKILL`) every child of the monitor and reaps it, until the monitor has no child
-/// left; returns how the payload ended when it is reaped here. Orphans below a killed child are
-/// reparented to the monitor (the subreaper) and killed on the next round, so the whole tree
-/// goes, whatever sessions or process groups it made. Never blocks in `waitpid`: a traced zombie
+/// Kills (`SIGKILL`) every child of the monitor and everything below it ([`kill_tree`]) and
+/// reaps the children, until the monitor has no child left; returns how the payload ended when
+/// it is reaped here. Orphans below a killed process are reparented to the monitor (the
+/// subreaper), and any born after a round listed its parent are killed on the next round, so
+/// the whole tree goes, whatever sessions or process groups it made. Never blocks in `waitpid`: a traced zombie
 /// is not waitable until its tracer dies, so each round reaps what is ready, lists and kills the
 /// children again (the tracer among them), and naps until a `SIGCHLD` or [`CLEANUP_NAP`]. Gives
 /// up after [`ZOMBIE_PATIENCE`] naps in which only unreapable zombies are left.
@@ -310,10 +316,7 @@ fn kill_descendants(payload: Pid, signals: Option<&SignalFd>) -> Option<Ending> 
             }
         }
         let kids = list_children(&children);
-        for &pid in &kids {
-            // A zombie or an already-dying child refuses nothing that matters here.
-            let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
-        }
+        kill_tree(&kids);
         if !kids.is_empty() && kids.iter().all(|&pid| is_zombie(pid)) {
             zombie_rounds += 1;
             if zombie_rounds >= ZOMBIE_PATIENCE {
@@ -327,6 +330,111 @@ fn kill_descendants(payload: Pid, signals: Option<&SignalFd>) -> Option<Ending> 
         }
         nap(signals);
     }
+}
+
+/// The most processes one round walks (a little above the default `pid_max`); whatever a
+/// round leaves, the next one finds.
+const ROUND_LIMIT: usize = 40_000;
+
+/// One process of the tree below the monitor, as a round found it.
+struct Node {
+    pid: i32,
+    /// A pidfd for a process below a child (whose pid another process could reap and free);
+    /// `None` for the monitor's own children, whose pids stay theirs until the monitor reaps
+    /// them.
+    pidfd: Option<OwnedFd>,
+}
+
+impl Node {
+    fn signal(&self, sig: Signal) {
+        // A zombie or an already-dying process refuses nothing that matters here.
+        match &self.pidfd {
+            None => {
+                let _ = kill(Pid::from_raw(self.pid), sig);
+            }
+            Some(fd) => pidfd_send_signal(fd, sig),
+        }
+    }
+}
+
+/// One round over the whole tree below the monitor's `children`, top down: each process is
+/// stopped (`SIGSTOP`: it can neither fork nor reap while the round reads below it) before its
+/// own children are listed, then every process found gets `SIGKILL`. A deep chain goes in one
+/// round instead of one round per level, and a fork bomb cannot outrun it: a process forks only
+/// until its stop lands, and a child born in that window is reparented to the monitor and found
+/// by the next round. A process below a child is signalled through a pidfd opened while its
+/// parent was listed and checked to be that parent's child, so a pid freed and reused meanwhile
+/// (the payload may reap its own children, or ignore `SIGCHLD`) is never signalled.
+fn kill_tree(children: &[i32]) {
+    let mut nodes: Vec<Node> = children
+        .iter()
+        .map(|&pid| Node { pid, pidfd: None })
+        .collect();
+    let mut next = 0;
+    while next < nodes.len() && nodes.len() < ROUND_LIMIT {
+        nodes[next].signal(Signal::SIGSTOP);
+        let parent = nodes[next].pid;
+        for pid in children_of(parent) {
+            let Ok(fd) = pidfd_open(Pid::from_raw(pid)) else {
+                continue;
+            };
+            // The pidfd is held: should `pid` now name another process, its parent differs.
+            if parent_of(pid) == Some(parent) {
+                nodes.push(Node {
+                    pid,
+                    pidfd: Some(fd),
+                });
+            }
+        }
+        next += 1;
+    }
+    for node in &nodes {
+        node.signal(Signal::SIGKILL);
+    }
+}
+
+/// The children of every thread of `pid` (a thread's children are listed under that thread).
+fn children_of(pid: i32) -> Vec<i32> {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for task in tasks.filter_map(Result::ok) {
+        let mut path = task.path();
+        path.push("children");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            found.extend(
+                text.split_ascii_whitespace()
+                    .filter_map(|p| p.parse::<i32>().ok()),
+            );
+        }
+    }
+    found
+}
+
+/// The parent (its thread group) of `pid`, from `/proc/<pid>/stat`.
+fn parent_of(pid: i32) -> Option<i32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // "pid (comm) state ppid ...": comm may hold anything but the last ')'.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+}
+
+/// `pidfd_send_signal(2)` with no siginfo; nix and std (stable) have no wrapper.
+#[allow(unsafe_code)]
+fn pidfd_send_signal(fd: &OwnedFd, sig: Signal) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: the call takes a descriptor we own, a signal number, a null siginfo pointer (which
+    // the kernel reads as "no info") and flags 0; it touches no memory of ours.
+    let _ = unsafe {
+        libc::syscall(
+            libc::SYS_pidfd_send_signal,
+            fd.as_raw_fd(),
+            sig as libc::c_int,
+            std::ptr::null::<libc::siginfo_t>(),
+            0 as libc::c_uint,
+        )
+    };
 }
 
 /// How many naps the clean-up waits while only unreapable zombies are left (about a second):
@@ -434,4 +542,98 @@ fn set_disposition(sig: Signal, handler: SigHandler) -> Result<SigHandler, Errno
     // SAFETY: only SIG_DFL or SIG_IGN is installed (checked above): no code of ours ever runs
     // in signal context.
     unsafe { nix::sys::signal::signal(sig, handler) }
+}
+
+/// `F_SETOWN` and `F_SETOWN_EX` (fcntl.h): whom a descriptor's `SIGIO` (or `F_SETSIG` signal)
+/// goes to.
+const F_SETOWN: u64 = 8;
+const F_SETOWN_EX: u64 = 15;
+/// `FIOSETOWN` and `SIOCSPGRP` (ioctls.h, sockios.h): the same through `ioctl`, by pointer.
+const FIOSETOWN: u64 = 0x8901;
+const SIOCSPGRP: u64 = 0x8902;
+
+/// Puts the monitor out of the payload's reach, in the payload's process before anything of it
+/// runs: every process of the payload shares the monitor's uid, and without Landlock's signal
+/// scoping (ABI 6; a launcher told `--abi-cap 5` or less, or an older kernel) it could stop or
+/// kill the monitor, whose death would leave the rest of the tree running, reparented to the
+/// host's init. A seccomp filter (kept across `execve` and by every child) fails with `EPERM`:
+///
+/// - `kill` aimed at the monitor, at its process group, or at every process (`-1`);
+/// - `tkill`, `tgkill`, `rt_sigqueueinfo`, `rt_tgsigqueueinfo` aimed at the monitor;
+/// - `pidfd_open` of the monitor, and `pidfd_send_signal` altogether (a `/proc/<pid>` directory
+///   descriptor is a pidfd there too, so its target cannot be told from the arguments);
+/// - `fcntl(F_SETOWN)` naming the monitor or its group, `fcntl(F_SETOWN_EX)` and the
+///   `FIOSETOWN`/`SIOCSPGRP` ioctls (whose target sits behind a pointer): `SIGIO` would otherwise
+///   deliver any signal the payload picks.
+///
+/// `ptrace` and `/proc/<monitor>/mem` need no rule: Landlock refuses them across its domain at
+/// every ABI. Sets `no_new_privs` first (the Landlock restriction sets it again later).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn guard_the_monitor(monitor: Pid, group: Pid) -> Result<(), String> {
+    use std::collections::BTreeMap;
+
+    use seccompiler::{
+        SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
+
+    let fail = |e: &dyn std::fmt::Display| format!("cannot build the monitor's guard: {e}");
+    // A pid as the kernel reads an `int` argument: the low 32 bits.
+    let word = |pid: i32| u64::from(pid as u32);
+    let eq = |arg: u8, value: u64| {
+        SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value)
+    };
+    let any_of = |arg: u8, values: &[u64]| -> Result<Vec<SeccompRule>, String> {
+        values
+            .iter()
+            .map(|&v| eq(arg, v).and_then(|c| SeccompRule::new(vec![c])))
+            .collect::<Result<_, _>>()
+            .map_err(|e| fail(&e))
+    };
+    let (me, pg) = (monitor.as_raw(), group.as_raw());
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
+    rules.insert(
+        libc::SYS_kill,
+        any_of(0, &[word(me), word(-me), word(-pg), word(-1)])?,
+    );
+    rules.insert(libc::SYS_tkill, any_of(0, &[word(me)])?);
+    for nr in [libc::SYS_tgkill, libc::SYS_rt_tgsigqueueinfo] {
+        let mut either = any_of(0, &[word(me)])?;
+        either.extend(any_of(1, &[word(me)])?);
+        rules.insert(nr, either);
+    }
+    rules.insert(libc::SYS_rt_sigqueueinfo, any_of(0, &[word(me)])?);
+    rules.insert(libc::SYS_pidfd_open, any_of(0, &[word(me)])?);
+    // An empty rule list matches every call of that number.
+    rules.insert(libc::SYS_pidfd_send_signal, Vec::new());
+    let mut owners = Vec::new();
+    for target in [word(me), word(-me), word(-pg)] {
+        owners.push(
+            eq(1, F_SETOWN)
+                .and_then(|cmd| SeccompRule::new(vec![cmd, eq(2, target)?]))
+                .map_err(|e| fail(&e))?,
+        );
+    }
+    owners.extend(any_of(1, &[F_SETOWN_EX])?);
+    rules.insert(libc::SYS_fcntl, owners);
+    rules.insert(libc::SYS_ioctl, any_of(1, &[FIOSETOWN, SIOCSPGRP])?);
+    let arch = TargetArch::try_from(std::env::consts::ARCH).map_err(|e| fail(&e))?;
+    let program = SeccompFilter::new(
+        rules,
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EPERM as u32),
+        arch,
+    )
+    .and_then(seccompiler::BpfProgram::try_from)
+    .map_err(|e| fail(&e))?;
+    prctl::set_no_new_privs().map_err(|e| format!("cannot set no_new_privs: {e}"))?;
+    seccompiler::apply_filter(&program)
+        .map_err(|e| format!("cannot install the monitor's guard: {e}"))
+}
+
+/// Without a seccomp build for this architecture only Landlock's own scoping protects the
+/// monitor.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+fn guard_the_monitor(_monitor: Pid, _group: Pid) -> Result<(), String> {
+    Ok(())
 }

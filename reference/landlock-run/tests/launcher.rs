@@ -1588,3 +1588,61 @@ t.start(); t.join()
         }
     }
 }
+
+/// Without Landlock's signal scoping (`--abi-cap 2`) the payload shares the monitor's uid, yet
+/// it can neither stop nor kill the monitor (whose death would leave the tree running): by pid,
+/// by its process group, by `kill(-1)` (only tried unprivileged: as root a broken guard would
+/// kill the host), by `tgkill`, by a pidfd or a `/proc/<pid>` descriptor, or by `SIGIO`. The
+/// monitor is still there afterwards to mirror the payload's exit.
+#[test]
+fn the_monitor_is_out_of_the_payloads_reach_without_signal_scoping() {
+    let w = world();
+    for who in identities() {
+        let all = if who == Who::Unprivileged {
+            "kill -KILL -1 2>/dev/null; echo all=$?"
+        } else {
+            "echo all=1"
+        };
+        let script = format!(
+            r#"m=$PPID; g=$(ps -o pgid= -p $m | tr -d ' ')
+kill -STOP $m 2>/dev/null; echo pid=$?
+kill -STOP -- -$g 2>/dev/null; echo group=$?
+{all}
+python3 - "$m" <<'PY'
+import fcntl, os, signal, sys
+m = int(sys.argv[1])
+def tried(name, f):
+    try:
+        f(); print(name + "=0")
+    except OSError as e:
+        print(name + "=" + str(e.errno))
+tried("pidfd", lambda: os.pidfd_open(m))
+d = os.open("/proc/%d" % m, os.O_RDONLY | os.O_DIRECTORY)
+tried("procfd", lambda: signal.pidfd_send_signal(d, signal.SIGSTOP))
+r, _ = os.pipe()
+tried("setown", lambda: fcntl.fcntl(r, fcntl.F_SETOWN, m))
+PY
+echo alive=$(ps -o stat= -p $m)"#
+        );
+        let out = launch_as(
+            who,
+            &["--abi-cap", "2", "--ro", "/", "--rw", w.ws()],
+            &script,
+        );
+        let text = stdout(&out);
+        assert!(out.status.success(), "{who:?}: {text} {}", stderr(&out));
+        for refused in [
+            "pid=1", "group=1", "all=1", "pidfd=1", "procfd=1", "setown=1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == refused),
+                "{who:?}: expected {refused}: {text}"
+            );
+        }
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("alive=") && !l.contains('T')),
+            "{who:?}: the monitor was stopped: {text}"
+        );
+    }
+}

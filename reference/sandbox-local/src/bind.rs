@@ -233,7 +233,9 @@ pub fn open_binds(
                 })?,
             ));
         }
+        let found = identity(&fd);
         binds.push(FdBind {
+            identity: found,
             fd: fds.add(fd),
             dest: target.path.clone(),
             writable: target.writable(),

@@ -139,6 +139,9 @@ pub struct FdBind {
     pub dest: PathBuf,
     /// Read-write (`--bind-fd`) or read-only (`--ro-bind-fd`).
     pub writable: bool,
+    /// The device and inode of the directory the descriptor holds: the launcher inside bwrap
+    /// checks that what is mounted at `dest` is this very directory (`--rw-identity`).
+    pub identity: Option<sandbox::DirIdentity>,
 }
 
 /// What bwrap binds for `set`, in order: the workspace, the temp roots, the extra roots, then the
@@ -230,7 +233,7 @@ pub fn bwrap_args(
     match guard {
         Some(launcher) => {
             args.push(os("--"));
-            args.extend(bwrap_guard_args(launcher, set, network, status_fd));
+            args.extend(bwrap_guard_args(launcher, set, binds, network, status_fd));
         }
         None => {
             if let Some(fd) = status_fd {
@@ -251,6 +254,7 @@ pub fn bwrap_args(
 pub fn bwrap_guard_args(
     launcher: &Path,
     set: &WritableSet,
+    binds: &[FdBind],
     network: NetworkMode,
     status_fd: Option<i32>,
 ) -> Vec<OsString> {
@@ -263,14 +267,27 @@ pub fn bwrap_guard_args(
         args.extend([os(landlock_run::net::NET_FLAG), os("restricted")]);
     }
     args.extend([os("--ro"), os("/")]);
+    // Each root with the identity of the directory bwrap was handed for it: bwrap turns a
+    // descriptor back into a path before it mounts, so a swap racing it could mount another
+    // directory there; the launcher then refuses to grant it (the call fails closed).
+    let mut rw = |root: &PathBuf| {
+        args.extend([os("--rw"), root.clone().into()]);
+        if let Some(id) = binds
+            .iter()
+            .find(|b| b.writable && b.dest == *root)
+            .and_then(|b| b.identity)
+        {
+            args.extend([os("--rw-identity"), os(&format!("{}:{}", id.dev, id.ino))]);
+        }
+    };
     if let Some(ws) = &set.workspace {
-        args.extend([os("--rw"), ws.clone().into()]);
+        rw(ws);
     }
     for t in set.temp.iter().filter(|t| t.exists()) {
-        args.extend([os("--rw"), t.clone().into()]);
+        rw(t);
     }
     for root in &set.extra {
-        args.extend([os("--rw"), root.clone().into()]);
+        rw(root);
     }
     args.extend([os("--rw"), os("/dev")]);
     args.push(os("--"));

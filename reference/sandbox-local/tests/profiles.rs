@@ -82,6 +82,7 @@ fn binds(set: &WritableSet) -> Vec<profile::FdBind> {
             fd,
             writable: t.writable(),
             dest: t.path,
+            identity: None,
         })
         .collect()
 }

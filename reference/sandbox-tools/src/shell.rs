@@ -61,6 +61,10 @@ pub struct ShellResult {
     pub timed_out: bool,
     /// Cancellation killed it.
     pub cancelled: bool,
+    /// Every process it started is known gone (see `sandbox_local::launch::Finished`); not part
+    /// of the result's wire.
+    #[serde(skip)]
+    pub tree_reaped: bool,
     /// Its stdout (cut at the shell's output cap, [`OUTPUT_LIMIT`] unless configured).
     pub stdout: String,
     /// Its stderr (cut at the shell's output cap).
@@ -381,6 +385,7 @@ fn execute(
         runner_detail,
         timed_out: done.timed_out,
         cancelled: done.cancelled,
+        tree_reaped: done.tree_reaped,
         stdout: cut(&done.stdout, done.dropped.stdout),
         stderr: cut(&done.stderr, done.dropped.stderr),
         dropped: done.dropped,

@@ -496,11 +496,18 @@ impl Toolbox {
             (None, Some(signal)) => format!("killed by signal {signal}"),
             (None, None) => "did not run".into(),
         };
+        // The whole tree is claimed only when the launch confirmed it is gone; otherwise only
+        // what was certainly killed is said.
+        let killed = if result.tree_reaped {
+            "the whole process tree was killed"
+        } else {
+            "its process group was killed; processes it moved out of it may still run"
+        };
         if result.timed_out {
-            text.push_str(" (timed out: the whole process tree was killed)");
+            text.push_str(&format!(" (timed out: {killed})"));
         }
         if result.cancelled {
-            text.push_str(" (cancelled: the whole process tree was killed)");
+            text.push_str(&format!(" (cancelled: {killed})"));
         }
         for (name, stream) in [("stdout", &result.stdout), ("stderr", &result.stderr)] {
             if !stream.is_empty() {
