@@ -85,6 +85,21 @@ impl Twin {
         rename(text, self.renaming.iter().map(|(a, b)| (a, b)))
     }
 
+    /// `(device:inode of a world path, device:inode of its twin)` for every renamed pair that
+    /// exists in both.
+    fn identities(&self) -> Vec<(PathBuf, PathBuf)> {
+        use std::os::unix::fs::MetadataExt;
+        let id = |p: &PathBuf| {
+            std::fs::symlink_metadata(p)
+                .ok()
+                .map(|m| PathBuf::from(format!("{}:{}", m.dev(), m.ino())))
+        };
+        self.renaming
+            .iter()
+            .filter_map(|(a, b)| Some((id(a)?, id(b)?)))
+            .collect()
+    }
+
     fn back(&self, text: &OsStr) -> OsString {
         let mut pairs: Vec<(&PathBuf, &PathBuf)> =
             self.renaming.iter().map(|(a, b)| (b, a)).collect();
@@ -196,7 +211,18 @@ impl SandboxProvider for Twin {
         let second = self.inner.confine(&renamed, &twin_policy);
         match (&first, &second) {
             (Ok(a), Ok(b)) => {
-                let back: Vec<OsString> = b.argv.iter().map(|x| self.back(x)).collect();
+                // An answer may name a root by its identity (device:inode, as the reference bwrap
+                // backend tells its launcher which directory each root must be): the twin's
+                // roots are other directories, so their identities are renamed back too.
+                let ids = self.identities();
+                let back: Vec<OsString> = b
+                    .argv
+                    .iter()
+                    .map(|x| {
+                        let x = self.back(x);
+                        rename(&x, ids.iter().map(|(a, b)| (b, a)))
+                    })
+                    .collect();
                 if back != a.argv || a.enforcement != b.enforcement {
                     self.record(format!(
                         "the same request about another place was answered differently: argv {} ({}) for {:?}, but argv {} ({}) for {:?}",
