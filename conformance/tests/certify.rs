@@ -1015,29 +1015,32 @@ fn a_system_directory_or_dotfile_left_writable_is_caught_by_the_outside_in_check
         let (run, failed) = leaky(leak);
         assert_eq!(run.code, Some(1), "{leak}: {}", run.matrix);
         assert!(!failed.is_empty(), "{leak}: nothing failed");
-        // Only the check meant for it catches it: shrink CT-008's list and this certifies.
+        // CT-008 catches it, naming the place (shrink its list and this fails); the inside-out
+        // walk (CT-009) may see the same place, and no other check is about it.
         for (scenario, message) in &failed {
-            assert_eq!(
-                scenario, "CT-008",
+            assert!(
+                scenario == "CT-008" || scenario == "CT-009",
                 "{leak}: {scenario} failed too: {message}"
             );
-            assert!(
-                message.contains(&place),
-                "{leak}: the message names {place}: {message}"
-            );
         }
+        assert!(
+            failed
+                .iter()
+                .any(|(scenario, message)| scenario == "CT-008" && message.contains(&place)),
+            "{leak}: CT-008 names {place}: {failed:?}"
+        );
     }
 }
 
 #[test]
 fn a_host_directory_under_another_name_or_the_hosts_dev_is_caught_by_the_inside_out_walk_alone() {
     let home = std::env::var("HOME").expect("HOME");
-    let stage = ["/mnt", "/media", "/opt"]
+    let stage = ["/var/local", "/usr/games", "/var/opt"]
         .into_iter()
         .find(|d| Path::new(d).is_dir())
         .expect("an existing directory to stage under");
     let exposed = if is_root() {
-        ["/var/backups", "/var/opt", "/usr/src"]
+        ["/var/backups", "/usr/src"]
             .into_iter()
             .find(|d| Path::new(d).is_dir())
             .expect("a system directory to expose")

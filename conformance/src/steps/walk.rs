@@ -9,8 +9,9 @@
 //! host. Every file the walk left on the host is removed.
 //!
 //! The walk never opens an existing file: it creates a new name (so a device node, a FIFO or a
-//! watchdog is never opened), and it does not descend into the writable roots (it tries each
-//! root itself), so it touches nothing of the host a confined command may already write.
+//! watchdog is never opened), and it does not descend into the writable roots nor into the places
+//! where the suite's worlds lie (it tries each of them itself), so it touches nothing of the host
+//! a confined command may already write, nor another case's world.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -76,9 +77,9 @@ fn host_path(inside: &Path, inside_table: &[Mount], host_table: &[Mount]) -> Opt
 }
 
 /// The payload: walk, try, report, then print the mount table it sees and the mark.
-fn payload(name: &str, mark: &str, writable: &[PathBuf]) -> String {
+fn payload(name: &str, mark: &str, not_into: &[PathBuf]) -> String {
     let mut skip = String::new();
-    for root in writable {
+    for root in not_into {
         let q = shell_quote(root.as_os_str());
         skip.push_str(&format!("{q}/*) continue ;; "));
     }
@@ -127,7 +128,17 @@ pub(super) fn run(backend: &Backend, step: &WalkStep) -> Result<(), String> {
         draw_hex(10)
     );
     let mark = format!("{}-{}", draw_one(&["done", "ok", "finished"]), draw_hex(6));
-    let argv = crate::request::dress(&payload(&name, &mark, &writable), Vec::new()).argv;
+    // Not descended into (each is tried itself): the writable roots, and where every case's
+    // world lies (the world places, /tmp, /dev/shm), so a backend that leaks (or a fixture that
+    // confines nothing) never puts a file into another case's world while that case diffs it.
+    let mut skip = writable.clone();
+    skip.extend(crate::world::places().bases.iter().map(|(b, _)| b.clone()));
+    skip.extend(
+        ["/tmp", "/dev/shm"]
+            .iter()
+            .filter_map(|p| std::fs::canonicalize(p).ok()),
+    );
+    let argv = crate::request::dress(&payload(&name, &mark, &skip), Vec::new()).argv;
     let policy = ProviderPolicy::new(step.mode, ws.clone())
         .with_temp_dir(None)
         .with_cwd(&ws);

@@ -112,12 +112,13 @@ fn an_edited_verdict_bites_when_trusted_and_is_never_read_where_a_payload_could_
     std::fs::write(trusted.join(&name), &edited).expect("edit");
     let (out, facts) = run(&w.ws, &[("SANDBOX_PROBE_CACHE", &trusted)]);
     assert_eq!(out.status.code(), Some(0), "{facts}");
+    // The edited verdict drops the protected binds (the check after the call still reverts a
+    // planted hook, so the launch's own report is what shows the bite).
     assert_eq!(
-        hook(&w.ws).as_deref(),
-        Some("evil"),
+        facts["classes"]["protected"]["enforcement"], "not-governed",
         "the edited verdict did not drop the binds: the attack this test guards against is not real ({facts})"
     );
-    std::fs::remove_file(w.ws.join(".git/hooks/pre-commit")).expect("rm hook");
+    let _ = std::fs::remove_file(w.ws.join(".git/hooks/pre-commit"));
 
     // The same edited verdict where a payload could have put it: the default location under
     // /tmp (XDG_CACHE_HOME=/tmp/..., as in a CI container) and under the workspace.
@@ -137,9 +138,9 @@ fn an_edited_verdict_bites_when_trusted_and_is_never_read_where_a_payload_could_
                 && stderr.contains("probing without the cache"),
             "{xdg:?}: {stderr}"
         );
-        assert_eq!(
-            facts["classes"]["protected"]["enforcement"], "full",
-            "{xdg:?}: {facts}"
+        assert_ne!(
+            facts["classes"]["protected"]["enforcement"], "not-governed",
+            "{xdg:?}: the edited verdict was honoured: {facts}"
         );
         assert_eq!(
             hook(&w.ws),
