@@ -369,6 +369,11 @@ fn execute(
         ProcessOutcome::SpawnFailed(_) => (None, None),
     };
     let (runner_failed, runner_detail) = match &done.classification {
+        // A call stopped by its cancel or timeout before the payload ran is that, not a broken
+        // sandbox: the runner was killed while it set up.
+        Classification::RunnerFailure { detail, .. } if done.cancelled || done.timed_out => {
+            (false, Some(detail.clone()))
+        }
         Classification::RunnerFailure { detail, .. } => (true, Some(detail.clone())),
         Classification::StartFailed { detail } => (false, Some(detail.clone())),
         _ => (false, None),
