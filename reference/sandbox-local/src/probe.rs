@@ -192,7 +192,21 @@ pub fn probe(backend: Backend, config: &LocalConfig) -> ProbeVerdict {
     let result = match &program {
         Err(e) => Err(ProbeError::NotFound(e.clone())),
         Ok(p) => match backend {
-            Backend::Bwrap => probe_bwrap(p, config),
+            Backend::Bwrap => {
+                // bwrap remounts every mount below `/` read-only; one that another process
+                // removes meanwhile fails that remount (`Unable to apply mount flags: remount
+                // ... No such file or directory`), which says nothing about bwrap: try again.
+                let mut tries = 0;
+                loop {
+                    let result = probe_bwrap(p, config);
+                    tries += 1;
+                    match &result {
+                        Err(ProbeError::RunnerFailed(words))
+                            if tries < 3 && is_vanished_mount(words) => {}
+                        _ => break result,
+                    }
+                }
+            }
             Backend::Landlock => probe_landlock(p, config),
             Backend::Seatbelt => probe_seatbelt(p, config),
         },
@@ -202,6 +216,11 @@ pub fn probe(backend: Backend, config: &LocalConfig) -> ProbeVerdict {
         program: program.ok(),
         result,
     }
+}
+
+/// bwrap's words when a mount below `/` vanished while it remounted the tree read-only.
+fn is_vanished_mount(words: &str) -> bool {
+    words.contains("Unable to apply mount flags") && words.contains("No such file or directory")
 }
 
 /// Probes every backend this platform knows, in chain order, for reports (`probe` command,
