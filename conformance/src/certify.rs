@@ -1039,17 +1039,34 @@ pub fn write(report: &Report, dir: &Path) -> std::io::Result<()> {
     staging_name.push(format!(".writing-{}", std::process::id()));
     let staging = parent.join(staging_name);
     let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir(&staging)?;
-    let written = (|| {
+    let fill = |into: &Path| -> std::io::Result<()> {
         let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
-        std::fs::write(staging.join("report.json"), json)?;
+        std::fs::write(into.join("report.json"), json)?;
         std::fs::write(
-            staging.join("junit.xml"),
+            into.join("junit.xml"),
             junit(report).map_err(std::io::Error::other)?,
         )?;
-        std::fs::write(staging.join("matrix.md"), markdown(report))?;
-        replace_dir(&staging, dir)
-    })();
+        std::fs::write(into.join("matrix.md"), markdown(report))
+    };
+    if let Err(e) = std::fs::create_dir(&staging) {
+        if e.kind() != std::io::ErrorKind::PermissionDenied {
+            return Err(e);
+        }
+        // A directory we may write in a parent we may not (a CI user's report directory):
+        // stage inside it, then rename each file into place (each file whole, never torn).
+        std::fs::create_dir_all(dir)?;
+        let inside = dir.join(format!(".writing-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&inside);
+        std::fs::create_dir(&inside)?;
+        let written = fill(&inside).and_then(|()| {
+            ["report.json", "junit.xml", "matrix.md"]
+                .iter()
+                .try_for_each(|f| std::fs::rename(inside.join(f), dir.join(f)))
+        });
+        let _ = std::fs::remove_dir_all(&inside);
+        return written;
+    }
+    let written = fill(&staging).and_then(|()| replace_dir(&staging, dir));
     let _ = std::fs::remove_dir_all(&staging);
     written
 }
