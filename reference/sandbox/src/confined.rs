@@ -383,3 +383,74 @@ mod tests {
         );
     }
 }
+
+#[cfg(test)]
+mod launch_fds {
+    use super::*;
+    use std::os::fd::AsRawFd;
+
+    fn open() -> OwnedFd {
+        OwnedFd::from(std::fs::File::open("/dev/null").expect("open /dev/null"))
+    }
+
+    #[test]
+    fn numbers_are_handed_out_from_first_on_and_insert_replaces() {
+        let mut fds = LaunchFds::default();
+        assert!(fds.is_empty());
+        assert_eq!(fds.numbers(), Vec::<i32>::new());
+        assert_eq!(fds.add(open()), LaunchFds::FIRST);
+        assert_eq!(fds.add(open()), LaunchFds::FIRST + 1);
+        assert!(!fds.is_empty());
+        fds.insert(9, open());
+        assert_eq!(fds.add(open()), 10, "after the highest number given");
+        let replaced = open();
+        let raw = replaced.as_raw_fd();
+        fds.insert(LaunchFds::FIRST, replaced);
+        assert_eq!(fds.numbers(), vec![5, 9, 10, LaunchFds::FIRST]);
+        let held: Vec<(i32, i32)> = fds.iter().map(|(n, fd)| (n, fd.as_raw_fd())).collect();
+        assert_eq!(held.len(), 4);
+        assert_eq!(held[3], (LaunchFds::FIRST, raw));
+        assert!(format!("{fds:?}").contains(&format!("{}: {raw}", LaunchFds::FIRST)));
+    }
+
+    #[test]
+    fn equal_when_the_same_numbers_hold_the_same_descriptors() {
+        let mut a = LaunchFds::default();
+        a.add(open());
+        let b = a.clone();
+        assert_eq!(a, b, "a clone shares the descriptors");
+        let mut c = LaunchFds::default();
+        c.add(open());
+        assert_ne!(a, c, "another descriptor at the same number");
+        let mut d = a.clone();
+        d.add(open());
+        assert_ne!(a, d, "one more");
+        let mut e = LaunchFds::default();
+        e.insert(LaunchFds::FIRST + 1, open());
+        let mut f = LaunchFds::default();
+        f.0.push((LaunchFds::FIRST, Arc::clone(&e.0[0].1)));
+        assert_ne!(e, f, "the same descriptor at another number");
+        assert_eq!(LaunchFds::default(), LaunchFds::default());
+    }
+
+    struct NoGuard;
+    impl SandboxProvider for NoGuard {
+        fn confine(
+            &self,
+            _: &[OsString],
+            policy: &ProviderPolicy,
+        ) -> Result<ConfinedArgv, SandboxUnavailable> {
+            Err(SandboxUnavailable {
+                mode: policy.mode,
+                backend: None,
+                detail: "none".into(),
+            })
+        }
+    }
+
+    #[test]
+    fn a_provider_has_no_call_guard_unless_it_says_so() {
+        let policy = ProviderPolicy::new(crate::ConfinedMode::ReadOnly, "/w");
+        assert!(NoGuard.call_guard(&policy).is_none());
+    }
+}
