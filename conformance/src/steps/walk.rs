@@ -14,10 +14,6 @@
 //! a confined command may already write, nor another case's world.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-
-use sandbox::{ProviderPolicy, SandboxProvider};
-use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
 use crate::model::WalkStep;
@@ -139,17 +135,7 @@ pub(super) fn run(backend: &Backend, step: &WalkStep) -> Result<(), String> {
             .filter_map(|p| std::fs::canonicalize(p).ok()),
     );
     let argv = crate::request::dress(&payload(&name, &mark, &skip), Vec::new()).argv;
-    let policy = ProviderPolicy::new(step.mode, ws.clone())
-        .with_temp_dir(None)
-        .with_cwd(&ws);
-    let twin = crate::metamorphic::Twin::new(provider.clone(), &world, true)?;
-    let answer = twin.confine(&argv, &policy);
-    twin.verdict()?;
-    let confined = answer.map_err(|e| format!("confine refused: {e}"))?;
-    let mut options = LaunchOptions::in_dir(&ws);
-    options.env_remove.push("TMPDIR".into());
-    options.timeout = Some(Duration::from_secs(30));
-    let done = launch::run(&confined, &options);
+    let done = super::writable::run_in_world(provider, &world, step.mode, &argv)?;
     let stdout = String::from_utf8_lossy(&done.stdout);
     let (walk, table) = stdout
         .split_once("\nMOUNTS\n")

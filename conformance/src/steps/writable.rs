@@ -193,17 +193,7 @@ pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), String> 
     );
     let mark = format!("{}-{}", draw_one(&["done", "ok", "finished"]), draw_hex(6));
     let argv = crate::request::dress(&payload(&probes, &name, &mark), Vec::new()).argv;
-    let policy = ProviderPolicy::new(step.mode, ws.clone())
-        .with_temp_dir(None)
-        .with_cwd(&ws);
-    let twin = crate::metamorphic::Twin::new(provider.clone(), &world, true)?;
-    let answer = twin.confine(&argv, &policy);
-    twin.verdict()?;
-    let confined = answer.map_err(|e| format!("confine refused: {e}"))?;
-    let mut options = LaunchOptions::in_dir(&ws);
-    options.env_remove.push("TMPDIR".into());
-    options.timeout = Some(Duration::from_secs(30));
-    let done = launch::run(&confined, &options);
+    let done = super::writable::run_in_world(provider, &world, step.mode, &argv)?;
     // A write under read-only is its own failure: the mark then lands too, so look first.
     let mut wrong: Vec<String> = Vec::new();
     for probe in probes.iter().filter(|p| !p.dotfile) {
@@ -243,4 +233,26 @@ pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), String> 
             wrong.join("; ")
         ))
     }
+}
+
+/// Runs `argv` confined under `mode` in `world`'s workspace (no `$TMPDIR`), asked about the
+/// world and its twin alike: the one way the outside-in and the inside-out checks launch.
+pub(super) fn run_in_world(
+    provider: &std::sync::Arc<dyn SandboxProvider>,
+    world: &World,
+    mode: sandbox::ConfinedMode,
+    argv: &[std::ffi::OsString],
+) -> Result<launch::Finished, String> {
+    let ws = world.ws.clone();
+    let policy = ProviderPolicy::new(mode, ws.clone())
+        .with_temp_dir(None)
+        .with_cwd(&ws);
+    let twin = crate::metamorphic::Twin::new(provider.clone(), world, true)?;
+    let answer = twin.confine(argv, &policy);
+    twin.verdict()?;
+    let confined = answer.map_err(|e| format!("confine refused: {e}"))?;
+    let mut options = LaunchOptions::in_dir(&ws);
+    options.env_remove.push("TMPDIR".into());
+    options.timeout = Some(Duration::from_secs(30));
+    Ok(launch::run(&confined, &options))
 }
