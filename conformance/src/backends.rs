@@ -89,6 +89,30 @@ impl Backend {
         }
     }
 
+    /// Its weakest report of `class`: in its probe's facts (a reference backend on this host) and
+    /// in the answers of this run (`seen`, what certify observed); `None` when neither says. A
+    /// `gap:` expectation applies only when this is short of `full`.
+    pub fn reported(
+        &self,
+        class: sandbox::EnforcementClass,
+        seen: Option<&crate::observed::ClassesSeen>,
+    ) -> Option<sandbox::ClassReport> {
+        let facts = self
+            .facts()
+            .map(|f| f.capabilities())
+            .filter(|c| c.iter().any(|(reported, _)| reported == class))
+            .map(|c| c.get(class));
+        let answers = seen
+            .map(crate::observed::ClassesSeen::weakest)
+            .filter(|c| c.iter().any(|(reported, _)| reported == class))
+            .map(|c| c.get(class));
+        match (facts, answers) {
+            (Some(a), Some(b)) if b.enforcement < a.enforcement => Some(b),
+            (Some(a), _) => Some(a),
+            (None, b) => b,
+        }
+    }
+
     /// True when its probe ran and the write landed (see [`Kind::Local`]).
     pub fn confines_nothing(&self) -> bool {
         matches!(

@@ -333,6 +333,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
             let result = run_trial(
                 trial,
                 &backends,
+                &seen,
                 &levels,
                 options.case_timeout,
                 options.seed,
@@ -435,6 +436,7 @@ fn mostly_waits(trial: &Trial) -> bool {
 fn run_trial(
     trial: Trial,
     backends: &Arc<Vec<Backend>>,
+    seen: &[Arc<ClassesSeen>],
     levels: &BTreeMap<String, Level>,
     timeout: Duration,
     seed: u64,
@@ -489,6 +491,11 @@ fn run_trial(
         let _ = tx.send(result);
     });
     let outcome = rx.recv_timeout(timeout);
+    // A `gap:` entry holds only where the backend reported that gap; the case is then judged at
+    // `should` (the level of the class's own family), otherwise at its own level.
+    let expected_failure = expected_failure
+        .filter(|e| e.applies(|class| b.reported(class, seen.get(backend).map(|s| &**s))));
+    let gap = expected_failure.as_ref().and_then(|e| e.gap);
     let protocol = b.external().and_then(|e| e.failure());
     let (status, message) = match (outcome, protocol) {
         (_, Some(ProtocolFailure::Timeout(m))) => (Status::Timeout, Some(m)),
@@ -512,6 +519,9 @@ fn run_trial(
         },
     };
     let mut result = base(&b.name, &scenario_id, status, message);
+    if gap.is_some() && status == Status::Xfail {
+        result.level = Some(Level::Should.as_str());
+    }
     result.duration_ms = start.elapsed().as_secs_f64() * 1e3;
     result
 }
@@ -543,7 +553,7 @@ fn verdict(
     }
     let must_defects = mine
         .iter()
-        .filter(|c| c.status == Status::Xfail && levels.get(&c.scenario) == Some(&Level::Must))
+        .filter(|c| c.status == Status::Xfail && c.level == Some(Level::Must.as_str()))
         .count();
     if must_defects > 0 {
         problems.push(format!(

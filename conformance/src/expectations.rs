@@ -53,6 +53,16 @@ pub struct ExpectedFailure {
     /// any other way (the sandbox did not run the command, the sentinel changed) is a real
     /// failure, never excused.
     pub observed: String,
+    /// The class whose honestly reported gap this failure is (`protected`, ...): allowed on a
+    /// `must` scenario that `governs` that class, and only for the cases its rules cover; it
+    /// excuses a failure only when the backend reported the class short of `full` in the run.
+    #[serde(default)]
+    pub gap: Option<sandbox::EnforcementClass>,
+    /// With `gap`: the entry holds only when one of the names the backend reports ungoverned for
+    /// that class contains this (a backend whose class is `partial` everywhere but `not-governed`
+    /// on some hosts names the host's gap, so elsewhere the case is held to its own level).
+    #[serde(default)]
+    pub gap_names: Option<String>,
 }
 
 /// A known failure a planned case carries: why, and what its failure must show.
@@ -62,6 +72,31 @@ pub struct Expected {
     pub reason: String,
     /// What the failure message must contain.
     pub observed: String,
+    /// The class whose reported gap it is, for a `gap:` entry: it applies only when the backend
+    /// reported that class short of `full` (see [`Expected::applies`]).
+    pub gap: Option<sandbox::EnforcementClass>,
+    /// What one of the class's ungoverned names must contain for a `gap:` entry to apply.
+    pub gap_names: Option<String>,
+}
+
+impl Expected {
+    /// Whether this expectation applies to a backend whose weakest report for a class in this
+    /// run is `reported(class)`: always, unless it is a `gap:` entry and the backend governed
+    /// that class in full, or did not name the gap `gap_names` asks for (then the case is held to
+    /// its own level).
+    pub fn applies(
+        &self,
+        reported: impl Fn(sandbox::EnforcementClass) -> Option<sandbox::ClassReport>,
+    ) -> bool {
+        let Some(class) = self.gap else { return true };
+        reported(class).is_some_and(|r| {
+            r.enforcement != sandbox::ClassEnforcement::Full
+                && self
+                    .gap_names
+                    .as_ref()
+                    .is_none_or(|n| r.ungoverned.iter().any(|u| u.contains(n.as_str())))
+        })
+    }
 }
 
 /// How one case ended, judged against its expectation: the one rule the harness and `certify`
@@ -113,6 +148,8 @@ impl ExpectationFile {
             .chain(&self.known_defects)
             .find(|e| {
                 e.scenario == scenario.id
+                    && e.gap
+                        .is_none_or(|class| scenario.gap_classes(case).contains(&class))
                     && e.case
                         .as_ref()
                         .is_none_or(|c| case.name.starts_with(c.as_str()))
@@ -123,6 +160,8 @@ impl ExpectationFile {
             .map(|e| Expected {
                 reason: e.reason.clone(),
                 observed: e.observed.clone(),
+                gap: e.gap,
+                gap_names: e.gap_names.clone(),
             })
     }
 
@@ -142,9 +181,26 @@ impl ExpectationFile {
                         e.scenario
                     ));
                 }
-                Some(s) if s.level == Level::Must && !defect => {
+                Some(s)
+                    if e.gap
+                        .is_some_and(|class| !s.governs.iter().any(|g| g.class == class)) =>
+                {
                     return Err(format!(
-                        "scenario {} is a must: it can never be expected to fail",
+                        "expected failure of {} names the gap {}, but the scenario does not rest on that class (no `governs: {}` rule)",
+                        e.scenario,
+                        e.gap.map_or("", |c| c.as_str()),
+                        e.gap.map_or("", |c| c.as_str()),
+                    ));
+                }
+                Some(_) if e.gap_names.is_some() && e.gap.is_none() => {
+                    return Err(format!(
+                        "expected failure of {} has gap_names but no gap: name the class",
+                        e.scenario
+                    ));
+                }
+                Some(s) if s.level == Level::Must && !defect && e.gap.is_none() => {
+                    return Err(format!(
+                        "scenario {} is a must: it can never be expected to fail (unless it is an honestly reported gap of a class the scenario governs: `gap:`)",
                         e.scenario
                     ));
                 }
@@ -229,7 +285,29 @@ mod tests {
         Expected {
             reason: "why".into(),
             observed: observed.into(),
+            gap: None,
+            gap_names: None,
         }
+    }
+
+    #[test]
+    fn a_gap_entry_applies_only_where_the_backend_reported_the_gap() {
+        use sandbox::{ClassReport, EnforcementClass::Protected};
+        let gap = Expected {
+            gap: Some(Protected),
+            ..expected("x")
+        };
+        let none = ClassReport::not_governed;
+        assert!(gap.applies(|c| (c == Protected).then(none)));
+        assert!(!gap.applies(|_| Some(ClassReport::full())));
+        assert!(!gap.applies(|_| None));
+        assert!(expected("x").applies(|_| None));
+        let named = Expected {
+            gap_names: Some("mount namespace".into()),
+            ..gap
+        };
+        assert!(!named.applies(|_| Some(ClassReport::with_gaps(["reverted after the call"]))));
+        assert!(named.applies(|_| Some(ClassReport::with_gaps(["no private mount namespace"]))));
     }
 
     #[test]

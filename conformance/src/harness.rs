@@ -394,6 +394,9 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
                 // Never excused by an expectation file.
                 return Err(message.clone());
             }
+            // A `gap:` entry holds only where the backend reported that gap.
+            let expected_failure = expected_failure
+                .filter(|e| e.applies(|class| backends[backend].reported(class, None)));
             match Judgement::of(result, expected_failure.as_ref()) {
                 Judgement::Pass => Ok(()),
                 // XFAIL: the known, reasoned failure happened, showing what it pins.

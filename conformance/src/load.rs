@@ -32,8 +32,26 @@ pub struct Scenario {
     pub seed: String,
     /// Backends it applies to (`None`: all).
     pub backends: Option<Vec<String>>,
+    /// The classes its cases rest on (see [`crate::model::Governs`]).
+    pub governs: Vec<crate::model::Governs>,
     /// Expanded cases in file order.
     pub cases: Vec<ExpandedCase>,
+}
+
+impl Scenario {
+    /// The classes `case` rests on: a backend reporting one of them short of `full` is judged
+    /// on this case at `should` for that gap.
+    pub fn gap_classes(&self, case: &ExpandedCase) -> Vec<sandbox::EnforcementClass> {
+        let mut classes: Vec<_> = self
+            .governs
+            .iter()
+            .filter(|g| g.covers(&case.vars))
+            .map(|g| g.class)
+            .collect();
+        classes.sort();
+        classes.dedup();
+        classes
+    }
 }
 
 /// One case after matrix expansion.
@@ -216,6 +234,24 @@ pub fn load_file(
     let substituted = substitute(&text, first, shown)?;
     let file: ScenarioFile<Case> =
         read_yaml(&substituted).map_err(|e| yaml_error(shown, &substituted, &e, Some(first)))?;
+    // A `governs` rule naming a variable the scenario does not have would cover no case.
+    for rule in &file.governs {
+        if let Some(unknown) = rule
+            .when
+            .keys()
+            .find(|k| !raw.matrix.contains_key(*k) && !raw.derive.contains_key(*k))
+        {
+            let (line, column) = locate(&text, "governs");
+            return Err(LoadError {
+                line,
+                column,
+                ..whole_file(format!(
+                    "governs {}: `when` names {unknown:?}, which is neither a matrix axis nor a derived variable",
+                    rule.class.as_str()
+                ))
+            });
+        }
+    }
 
     let mut cases: Vec<ExpandedCase> = Vec::new();
     for vars in &assignments {
@@ -327,6 +363,7 @@ pub fn load_file(
             requires: file.requires,
             seed: file.seed,
             backends: file.backends,
+            governs: file.governs,
             cases,
         },
         id_at,

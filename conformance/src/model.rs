@@ -37,8 +37,34 @@ pub struct ScenarioFile<C = Case> {
     /// of `effect x mode x shape`).
     #[serde(default)]
     pub derive: BTreeMap<String, Vec<DeriveRule>>,
+    /// The enforcement classes the promise rests on, per case: on a backend that reports one of
+    /// them short of `full`, a case a rule covers is judged at the level of the class's own
+    /// family (`should`) for exactly that gap, so its expectation file may name the failure with
+    /// `gap:` (the one rule for levels: no family fails an honestly reported gap at `must`).
+    #[serde(default)]
+    pub governs: Vec<Governs>,
     /// The cases; after expansion each gets its own stable name.
     pub cases: Vec<C>,
+}
+
+/// One `governs` rule: the cases (whose variables match `when`) that rest on `class`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Governs {
+    /// The class the cases need governed.
+    pub class: sandbox::EnforcementClass,
+    /// Variable (matrix or derived) to accepted value(s); empty covers every case.
+    #[serde(default)]
+    pub when: BTreeMap<String, OneOrMany>,
+}
+
+impl Governs {
+    /// True when this rule covers a case expanded with `vars`.
+    pub fn covers(&self, vars: &BTreeMap<String, String>) -> bool {
+        self.when
+            .iter()
+            .all(|(k, v)| vars.get(k).is_some_and(|val| v.accepts(val)))
+    }
 }
 
 /// How binding a scenario is when certifying.

@@ -20,17 +20,16 @@ pub struct ClassesSeen(Mutex<BTreeMap<EnforcementClass, ClassReport>>);
 
 impl ClassesSeen {
     /// Records what `launch` reports for each class its request restricted: `files` always,
-    /// `network` when the policy restricts it, `protected` when the launch reports the class (its
-    /// policy named protected paths). A class the request left open says nothing about the
-    /// backend.
+    /// `network` when the policy restricts it, `protected` and `host-ipc` when the launch reports
+    /// the class (its policy named protected paths; host IPC is closed in every confined mode, but
+    /// a backend of an older protocol does not report it). A class the request left open says
+    /// nothing about the backend.
     pub fn record(&self, launch: &ConfinedArgv, policy: &ProviderPolicy) {
         let mut restricted = EnforcementClass::restricted_by(policy.network);
-        if launch
-            .classes
-            .iter()
-            .any(|(c, _)| c == EnforcementClass::Protected)
-        {
-            restricted.push(EnforcementClass::Protected);
+        for class in [EnforcementClass::Protected, EnforcementClass::HostIpc] {
+            if launch.classes.iter().any(|(c, _)| c == class) {
+                restricted.push(class);
+            }
         }
         let Ok(mut seen) = self.0.lock() else { return };
         for class in restricted {
@@ -172,6 +171,31 @@ mod tests {
             ClassEnforcement::Full
         );
         assert_eq!(seen.overall(), Some(SandboxEnforcement::Partial));
+    }
+
+    #[test]
+    fn host_ipc_is_recorded_whenever_a_launch_reports_it() {
+        let seen = ClassesSeen::default();
+        let policy = ProviderPolicy::new(ConfinedMode::ReadOnly, "/w");
+        seen.record(
+            &launch(
+                ClassEnforcements::default()
+                    .with(EnforcementClass::Files, ClassReport::full())
+                    .with(EnforcementClass::HostIpc, ClassReport::full()),
+            ),
+            &policy,
+        );
+        seen.record(
+            &launch(
+                ClassEnforcements::default()
+                    .with(EnforcementClass::Files, ClassReport::full())
+                    .with(EnforcementClass::HostIpc, ClassReport::with_gaps(["fifos"])),
+            ),
+            &policy,
+        );
+        let ipc = seen.weakest().get(EnforcementClass::HostIpc);
+        assert_eq!(ipc.enforcement, ClassEnforcement::Partial);
+        assert_eq!(ipc.ungoverned, ["fifos"]);
     }
 
     #[test]

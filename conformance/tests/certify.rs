@@ -448,13 +448,18 @@ fn an_operator_runner_that_drops_its_profile_is_rejected() {
 }
 
 fn with_expectations(yaml: &str) -> Run {
+    with_expectations_in(&[], yaml)
+}
+
+/// The worked example certified with `yaml` as its expectation file, on `families` only (every
+/// family when empty).
+fn with_expectations_in(families: &[&str], yaml: &str) -> Run {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("example.yaml");
     std::fs::write(&file, yaml).expect("write");
-    certify(
-        &["--expectations", file.to_str().expect("utf8")],
-        &backend("example_bwrap_backend.py"),
-    )
+    let mut args: Vec<&str> = families.iter().flat_map(|f| ["--family", *f]).collect();
+    args.extend(["--expectations", file.to_str().expect("utf8")]);
+    certify(&args, &backend("example_bwrap_backend.py"))
 }
 
 #[test]
@@ -1076,4 +1081,76 @@ fn a_host_directory_under_another_name_or_the_hosts_dev_is_caught_by_the_inside_
             "dev: nothing of /dev is a user's to write: {failed:?}"
         );
     }
+}
+
+/// The one rule for levels: a backend that honestly reports the protected class `not-governed`
+/// (what a Landlock-only sandbox without a mount namespace is) is not failed at `must` for it. The
+/// `must` cases resting on the class (`governs: protected`, PAR-004's hooks rows) are judged at
+/// `should` for exactly that gap, so its expectation file names them with `gap: protected` and it
+/// certifies; what it did is still on the record (XFAIL at `should`, the class `not-governed`).
+#[test]
+fn a_backend_honest_about_an_ungoverned_protected_class_is_not_failed_at_must_for_it() {
+    let expectations = repo().join("fixtures/backends/unprotected_backend.yaml");
+    let run = certify(
+        &[
+            "--family",
+            "parity",
+            "--family",
+            "protected",
+            "--expectations",
+            expectations.to_str().expect("utf8"),
+        ],
+        &backend("unprotected_backend.py"),
+    );
+    let me = backend_report(&run, "unprotected-py");
+    assert_eq!(
+        me["classes"]["protected"]["enforcement"], "not-governed",
+        "{me}"
+    );
+    assert_eq!(me["certified"], true, "{}", run.matrix);
+    let hooks: Vec<&Value> = run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["scenario"] == "PAR-004" && c["status"] != "PASS")
+        .collect();
+    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    assert_eq!(hooks[0]["status"], "XFAIL", "{hooks:?}");
+    assert_eq!(hooks[0]["level"], "should", "{hooks:?}");
+    assert!(
+        hooks[0]["trial"]
+            .as_str()
+            .is_some_and(|t| t.ends_with("write_hooks_workspace-write")),
+        "{hooks:?}"
+    );
+}
+
+#[test]
+fn a_gap_entry_holds_only_where_the_backend_reports_that_gap() {
+    // The worked example binds the protected paths and does not report the class short of full:
+    // a `gap: protected` entry does not apply to it, so the hooks row is held to `must` and passes.
+    let run = with_expectations_in(
+        &["parity"],
+        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: PAR-004\n    when: { place: hooks }\n    gap: protected\n    reason: claimed gap\n    observed: DENIED\n",
+    );
+    let hooks: Vec<(String, String)> = statuses(&run.report)
+        .into_iter()
+        .filter(|(t, _)| t.contains("extra_and_protected::write_hooks"))
+        .collect();
+    assert_eq!(hooks.len(), 2, "{hooks:?}");
+    assert!(hooks.iter().all(|(_, s)| s == "PASS"), "{hooks:?}");
+}
+
+#[test]
+fn a_gap_entry_on_a_scenario_that_does_not_rest_on_the_class_is_an_error() {
+    let run = with_expectations_in(
+        &["parity"],
+        "backend: example-bwrap-py\nexpected_failures:\n  - scenario: CT-001\n    gap: protected\n    reason: not the gap\n    observed: anything\n",
+    );
+    assert_eq!(run.code, Some(1));
+    assert!(
+        run.matrix.contains("does not rest on that class"),
+        "{}",
+        run.matrix
+    );
 }
