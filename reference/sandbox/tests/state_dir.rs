@@ -237,3 +237,21 @@ fn nix_uid() -> u32 {
         .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
         .unwrap_or(0)
 }
+
+#[test]
+fn a_directory_below_a_regular_file_is_refused_as_unresolvable() {
+    // Only a tail that does not exist yet may be skipped on the way up: an ancestor that cannot
+    // be inspected for another reason (here ENOTDIR, a path through a regular file; EACCES for a
+    // user) is an error, never a pass.
+    let b = base();
+    let file = b.root.join("file");
+    std::fs::write(&file, "x").expect("file");
+    let under = file.join("sessions");
+    let got = check_state_dir(
+        "the sessions directory",
+        &under,
+        &[policy(ConfinedMode::WorkspaceWrite, &b.ws)],
+    );
+    let err = got.expect_err("a directory below a regular file cannot be created");
+    assert_eq!(err.code(), "STATE_DIR_UNRESOLVABLE", "{err}");
+}
