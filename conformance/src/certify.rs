@@ -441,7 +441,7 @@ fn run_trial(
     timeout: Duration,
     seed: u64,
 ) -> CaseResult {
-    let family = trial.name.split("::").next().unwrap_or("").to_owned();
+    let family = trial.family.clone();
     let base = |backend: &str, scenario: &str, status, message: Option<String>| CaseResult {
         trial: trial.name.clone(),
         backend: backend.to_owned(),
@@ -463,8 +463,7 @@ fn run_trial(
             );
         }
         TrialKind::BadExpectations(problem) => {
-            let name = trial.name.split("::").nth(1).unwrap_or("-").to_owned();
-            return base(&name, "", Status::Error, Some(problem));
+            return base(&trial.backend, "", Status::Error, Some(problem));
         }
         // Partitioned out before the run; never a result.
         TrialKind::NotPlanned(why) => return base("-", "", Status::Error, Some(why)),

@@ -346,7 +346,9 @@ fn guard(
 }
 
 fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]) -> HarnessTrial {
-    let Trial { name, kind, skip } = trial;
+    let Trial {
+        name, kind, skip, ..
+    } = trial;
     let required_here = match &kind {
         TrialKind::Case { backend, .. } => required.contains(&backends[*backend].name),
         _ => false,

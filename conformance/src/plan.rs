@@ -10,6 +10,11 @@ use crate::model::{Capability, Level};
 pub struct Trial {
     /// `family::backend::scenario::case`, or `family::load-error::file` for a broken file.
     pub name: String,
+    /// Its family (`expectations` for a broken expectation file, `suite` for an empty suite),
+    /// kept as a field so nothing parses it back out of the name.
+    pub family: String,
+    /// The backend's name, or `-` for a trial of the suite itself.
+    pub backend: String,
     /// What it does.
     pub kind: TrialKind,
     /// Why it cannot run on this host, decided now; such a trial is listed as ignored.
@@ -66,6 +71,8 @@ pub fn plan(
         if let Some(problem) = problem {
             trials.push(Trial {
                 name: format!("expectations::{}::invalid", backend.name),
+                family: "expectations".to_owned(),
+                backend: backend.name.clone(),
                 kind: TrialKind::BadExpectations(problem),
                 skip: None,
             });
@@ -86,6 +93,8 @@ pub fn plan(
             .unwrap_or_default();
         trials.push(Trial {
             name: format!("{family}::load-error::{stem}"),
+            family,
+            backend: "-".to_owned(),
             kind: TrialKind::LoadError(error.clone()),
             skip: None,
         });
@@ -93,6 +102,8 @@ pub fn plan(
     if suite.scenarios.is_empty() && suite.errors.is_empty() {
         trials.push(Trial {
             name: "suite::no_scenarios_found".to_owned(),
+            family: "suite".to_owned(),
+            backend: "-".to_owned(),
             kind: TrialKind::NoScenarios(root_shown.to_owned()),
             skip: None,
         });
@@ -125,6 +136,8 @@ pub fn plan(
                 {
                     trials.push(Trial {
                         name,
+                        family: scenario.family.clone(),
+                        backend: backend.name.clone(),
                         kind: TrialKind::NotPlanned(why),
                         skip: None,
                     });
@@ -137,6 +150,8 @@ pub fn plan(
                     .and_then(|file| file.expected_for(scenario, case));
                 trials.push(Trial {
                     name,
+                    family: scenario.family.clone(),
+                    backend: backend.name.clone(),
                     kind: TrialKind::Case {
                         backend: index,
                         scenario_id: scenario.id.clone(),
