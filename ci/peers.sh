@@ -8,7 +8,7 @@
 # overhead next to ours). Fails when a peer's results drift from its expectation file: any case
 # FAIL (a new failure), XPASS (a known defect fixed), ERROR or TIMEOUT.
 #
-# Families run (about 6 minutes in all): codex, one case at a time (see below), every family an external backend is planned for (containment,
+# Families run (about 8 minutes in all, unloaded): codex, one case at a time (see below), every family an external backend is planned for (containment,
 # runner-failure, declared, parity, hardening, host-ipc); srt, about ten times slower a
 # command, a subset that keeps its bugs in view (containment's names, root spellings and
 # devices, the runner-failure forgeries, declared, parity, hardening's temp-dir and workspace
