@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The peers certified in public (issue 10, item 7): installs the pinned third-party sandboxes
-# (npm: @openai/codex 0.169.0, @anthropic-ai/sandbox-runtime 0.0.83, exact tree in
-# fixtures/backends/peers/package-lock.json, into its git-ignored node_modules/; apt: bubblewrap,
-# socat, ripgrep, which srt needs), runs each through `certify` with its adapter and expectation
+# The peers certified in public (issue 10, item 7; issue 21, item 8): installs the pinned
+# third-party sandboxes (npm: @openai/codex 0.169.0, @anthropic-ai/sandbox-runtime 0.0.83, exact
+# tree in fixtures/backends/peers/package-lock.json, into its git-ignored node_modules/; apt:
+# firejail 0.9.72-2, Debian bookworm's, and bubblewrap, socat, ripgrep, which srt needs), runs
+# each through `certify` with its adapter and expectation
 # file, and regenerates PEERS.md (each peer's matrix, declared differences and per-command
 # overhead next to ours). Fails when a peer's results drift from its expectation file: any case
 # FAIL (a new failure), XPASS (a known defect fixed), ERROR or TIMEOUT.
 #
-# Families run (about 6 minutes in all): codex, one case at a time (see below), every family an external backend is planned for (containment,
+# Families run (about 8 minutes in all, unloaded): codex, one case at a time (see below), every family an external backend is planned for (containment,
 # runner-failure, declared, parity, hardening, host-ipc); srt, about ten times slower a
 # command, a subset that keeps its bugs in view (containment's names, root spellings and
 # devices, the runner-failure forgeries, declared, parity, hardening's temp-dir and workspace
-# cases, the host-ipc routes: a few minutes). Needs root (ci/isolate gives each run its own /tmp); builds the
+# cases, the host-ipc routes: a few minutes); firejail, every family an external backend gets, two
+# cases at a time (about a minute). Needs root (ci/isolate gives each run its own /tmp); builds the
 # workspace's binaries when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +31,16 @@ if [ ${#missing[@]} -gt 0 ]; then
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq
     apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# firejail: Debian's package at the version its expectation file was measured on (it is setuid
+# root; the adapter runs it as the caller).
+firejail_version=0.9.72-2
+if [ "$(dpkg-query -W -f='${Version}' firejail 2>/dev/null)" != "$firejail_version" ]; then
+    echo "peers: apt-get install firejail=$firejail_version"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    apt-get install -y -qq --allow-downgrades "firejail=$firejail_version" >/dev/null
 fi
 
 pinned() { # PACKAGE VERSION
@@ -92,8 +104,11 @@ for p in probs: print("PROBLEM", p)' "$out/$name/report.json")
 run_peer codex --jobs 1 --family containment --family runner-failure --family declared --family parity \
     --family hardening --family host-ipc
 run_peer srt --scenarios "$subset"
+# Two cases at a time: firejail takes 50 to 150 ms to start the payload, and the survivors cases
+# stop their call 300 ms in; on a machine loaded by four parallel cases it was not started by then.
+run_peer firejail --jobs 2
 
-ci/isolate -- python3 "$dir/peers_md.py" "$out/PEERS.md" "$out" codex srt
+ci/isolate -- python3 "$dir/peers_md.py" "$out/PEERS.md" "$out" codex srt firejail
 cp "$out/PEERS.md" PEERS.md
 echo "peers: PEERS.md regenerated"
 if [ ${#drifted[@]} -gt 0 ]; then

@@ -272,6 +272,41 @@ fn a_backend_that_writes_another_name_than_asked_is_caught_by_the_world_diff() {
 }
 
 #[test]
+fn a_call_stopped_before_a_slow_runner_started_the_payload_timed_out() {
+    // Only the survivors: the runner takes 0.6 s to start the payload, and the cases past a
+    // timeout stop the call 0.3 or 0.4 s in, before its status channel says the payload ran.
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(root.path().join("hardening")).expect("mkdir");
+    std::fs::copy(
+        repo().join("scenarios/hardening/survivors.yaml"),
+        root.path().join("hardening/survivors.yaml"),
+    )
+    .expect("copy");
+    let run = certify(
+        &["--scenarios", root.path().to_str().expect("utf8")],
+        &backend("slow_start_backend.py"),
+    );
+    let stopped: Vec<&Value> = run.report["cases"]
+        .as_array()
+        .map(|cases| {
+            cases
+                .iter()
+                .filter(|c| {
+                    c["trial"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains("_past_a_timeout_")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(stopped.len(), 6, "{}", run.matrix);
+    for case in stopped {
+        assert_eq!(case["status"], "PASS", "{case}");
+    }
+}
+
+#[test]
 fn a_seed_replays_a_run_exactly() {
     let messages = |seed: &str| {
         let run = certify(
