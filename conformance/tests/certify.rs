@@ -1191,3 +1191,22 @@ fn a_gap_entry_on_a_scenario_that_does_not_rest_on_the_class_is_an_error() {
         run.matrix
     );
 }
+
+#[test]
+fn what_certify_starts_has_no_signal_blocked() {
+    // certify blocks SIGINT, SIGTERM and SIGHUP in every thread to wait for them: a runner or
+    // payload that inherited the mask could not be stopped by them. The standard library empties
+    // the mask in each child it spawns; this holds it to that.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seen = dir.path().join("masks");
+    let mut command = backend("signal_probe_backend.py");
+    command.push(seen.display().to_string());
+    let run = certify(&["--family", "parity"], &command);
+    assert_ne!(run.code, Some(2), "{}", run.matrix);
+    let masks = std::fs::read_to_string(&seen).expect("the runners recorded their masks");
+    assert!(masks.lines().count() > 5, "{masks}");
+    for line in masks.lines() {
+        let blocked = line.trim_start_matches("SigBlk:").trim();
+        assert_eq!(u64::from_str_radix(blocked, 16), Ok(0), "{masks}");
+    }
+}
