@@ -319,7 +319,13 @@ fn a_seed_replays_a_run_exactly() {
             .expect("cases")
             .iter()
             .filter(|c| c["status"] == "FAIL")
-            .filter_map(|c| c["message"].as_str().map(str::to_owned))
+            // The inside-out walk (CT-009) reports every host directory an unconfined payload
+            // could write, and what other processes of a shared machine make there changes
+            // between two runs: its failure is named, its message not compared.
+            .filter_map(|c| match c["trial"].as_str() {
+                Some(t) if t.contains("::inside_out::") => Some(t.to_owned()),
+                _ => c["message"].as_str().map(str::to_owned),
+            })
             .collect();
         failed.sort();
         failed
