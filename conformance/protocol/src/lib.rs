@@ -14,7 +14,8 @@
 //!
 //! This crate holds the wire types alone (it depends on `sandbox` and `serde`), so a backend
 //! written in Rust speaks the protocol with typed messages: read a [`Request`] per line, answer a
-//! [`Response`] per line.
+//! [`Response`] per line. `examples/backend.rs` is a whole backend over the reference library,
+//! certified by the suite.
 
 use std::path::PathBuf;
 
