@@ -8,7 +8,8 @@
 //!
 //! Running it against a backend:
 //! - [`backends`]: the backends a run certifies and what each can do on this host.
-//! - [`external`] and [`protocol`]: an external backend over the JSON-lines protocol.
+//! - [`external`] and [`protocol`]: an external backend over the JSON-lines protocol (the wire
+//!   types are the `sandbox-protocol` crate, re-exported here).
 //! - [`world`]: the scratch world of one case (realistic places and names, snapshots, diffs).
 //! - [`request`]: requests dressed as ordinary clients make them.
 //! - [`steps`]: what each step kind does and how its expectation is checked.
@@ -31,7 +32,8 @@ pub mod metamorphic;
 pub mod model;
 pub mod observed;
 pub mod plan;
-pub mod protocol;
+/// The external-backend protocol's wire types: the `sandbox-protocol` crate.
+pub use sandbox_protocol as protocol;
 pub mod request;
 pub mod steps;
 pub mod world;

@@ -135,6 +135,17 @@ pub enum Capability {
     DeclaredProtected,
 }
 
+impl From<crate::protocol::WireCapability> for Capability {
+    fn from(c: crate::protocol::WireCapability) -> Capability {
+        use crate::protocol::WireCapability;
+        match c {
+            WireCapability::Confine => Capability::Confine,
+            WireCapability::StatusChannel => Capability::StatusChannel,
+            WireCapability::AbiCap => Capability::AbiCap,
+        }
+    }
+}
+
 impl Capability {
     /// True for the capabilities that follow from what a backend is, never declared or
     /// committed: `classifier`, `declared-dialect`, `declared-protected`.

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 const CERTIFY: &str = env!("CARGO_BIN_EXE_certify");
 const ADAPTER: &str = env!("CARGO_BIN_EXE_reference-backend");
+const RUST_EXAMPLE: &str = env!("CARGO_BIN_EXE_rust-example-backend");
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -143,6 +144,30 @@ fn the_worked_example_in_python_is_certified() {
         run.matrix.contains("| **network** | partial |"),
         "{}",
         run.matrix
+    );
+}
+
+#[test]
+fn the_worked_example_in_rust_is_certified() {
+    // conformance/protocol/examples/backend.rs: the protocol crate's typed messages over the
+    // reference library's Landlock backend, so Landlock's known limits are its expected failures.
+    let expectations = repo().join("fixtures/backends/rust_example_backend.yaml");
+    let run = certify(
+        &["--expectations", expectations.to_str().expect("utf8")],
+        &[RUST_EXAMPLE.to_owned()],
+    );
+    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    let me = &run.report["backends"][0];
+    assert_eq!(me["name"], "rust-example", "{me}");
+    assert_eq!(me["certified"], true, "{me}");
+    assert_eq!(count(&run.report, "FAIL"), 0, "{}", run.matrix);
+    assert_eq!(count(&run.report, "SKIP"), 0, "{}", run.matrix);
+    assert!(count(&run.report, "XFAIL") > 0, "{}", run.matrix);
+    assert!(count(&run.report, "PASS") >= 262, "{}", run.matrix);
+    assert!(
+        run.junit.contains("containment::rust-example::"),
+        "{}",
+        run.junit
     );
 }
 

@@ -11,7 +11,7 @@ use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
 use crate::model::{DeclaredStep, ProtectedBefore};
-use crate::protocol::{ProtectedKind, ProtectedPath};
+use crate::protocol::{DeclaredProtectedPath, ProtectedKind};
 use crate::world::World;
 
 /// What a protected file holds before the payload runs.
@@ -116,7 +116,7 @@ pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), String> 
         .provider
         .as_ref()
         .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
-    let declared: Vec<ProtectedPath> = backend
+    let declared: Vec<DeclaredProtectedPath> = backend
         .external()
         .map(|e| e.differences.protected.clone())
         .unwrap_or_default();

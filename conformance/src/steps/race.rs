@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use sandbox_tools::tool::Tool;
 use serde_json::json;
 
 use super::tool::{Rig, rig};
@@ -82,10 +83,10 @@ pub(super) fn fence_race(
     let started = Instant::now();
     for i in 0..step.iterations {
         let out = rig.call(
-            "write",
+            Tool::Write.name(),
             &json!({ "path": target, "content": format!("race {i}") }),
         );
-        *codes.entry(out.code).or_default() += 1;
+        *codes.entry(out.code.into()).or_default() += 1;
     }
     let took = started.elapsed();
     stop.store(true, Ordering::Relaxed);

@@ -196,7 +196,7 @@ pub(super) fn run(
     let args = rig.expand_value(&step.args);
     let out = rig.call(&step.name, &args);
     rig.twin.verdict()?;
-    if let Some(task) = out.facts.get("task_id").and_then(Value::as_u64) {
+    if let Some(task) = out.facts.task_id() {
         rig.last_task = Some(task);
     }
     let describe = || {
@@ -220,7 +220,7 @@ pub(super) fn run(
         }
     }
     // Cut output cannot be shown to lack anything (the shell tool's `dropped` fact).
-    if !expect.text_lacks.is_empty() && out.facts.get("dropped").is_some() {
+    if !expect.text_lacks.is_empty() && out.facts.shell().is_some_and(|f| f.dropped.is_some()) {
         return Err(format!(
             "the output was cut at the shell's cap: text_lacks cannot be checked: {}",
             describe()
@@ -234,8 +234,9 @@ pub(super) fn run(
             ));
         }
     }
+    let facts = out.facts.to_json();
     for (key, want) in &expect.facts {
-        if out.facts.get(key) != Some(want) {
+        if facts.get(key) != Some(want) {
             return Err(format!("fact {key} should be {want}: {}", describe()));
         }
     }

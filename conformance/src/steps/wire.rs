@@ -144,7 +144,7 @@ fn tool_call(
     );
     let session = bridge.session(id).map_err(|e| e.to_string())?;
     let out = tools.call(
-        "bash",
+        sandbox_tools::tool::Tool::Bash.name(),
         &serde_json::json!({ "command": command }),
         &CallContext {
             session: Some(session),
@@ -152,7 +152,7 @@ fn tool_call(
             call_id: "scripted",
         },
     );
-    Ok(out.code)
+    Ok(out.code.into())
 }
 
 pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> Result<(), String> {

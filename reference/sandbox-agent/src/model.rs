@@ -17,6 +17,7 @@ use agent_client_protocol::v1::schema::{
     RequestPermissionRequest, ToolCallUpdate, ToolCallUpdateFields, ToolKind,
 };
 use sandbox_tools::approval::{ApprovalRequest, ApprovalService, Decision};
+use sandbox_tools::tool::{Tool, ToolKind as Kind};
 use serde_json::{Value, json};
 
 /// The id of the "allow once" permission option.
@@ -25,7 +26,14 @@ pub const ALLOW_ONCE: &str = "allow-once";
 pub const REJECT_ONCE: &str = "reject-once";
 
 /// What the scripted model says to a prompt that asks for no tool call.
-pub const HELP: &str = "I am the scripted model of the reference agent: I do not understand free text. Put one tool call per line in your prompt, `tool <name> <json arguments>`, for example `tool bash {\"command\":\"ls\"}`. Tools: bash, bash_output, bash_cancel, read, write, edit; an escalation adds \"sandbox_permissions\" and \"justification\" to the arguments.";
+pub fn help() -> String {
+    let tools: Vec<&str> = Tool::ALL.iter().map(|t| t.name()).collect();
+    format!(
+        "I am the scripted model of the reference agent: I do not understand free text. Put one tool call per line in your prompt, `tool <name> <json arguments>`, for example `tool {} {{\"command\":\"ls\"}}`. Tools: {}; an escalation adds \"sandbox_permissions\" and \"justification\" to the arguments.",
+        Tool::Bash,
+        tools.join(", ")
+    )
+}
 
 /// The cancel flag of one turn: set by `session/cancel`, read by the running tool call (its
 /// process tree is killed) and by a pending permission request (answered as cancelled).
@@ -90,11 +98,11 @@ impl AcpApprover {
 
 /// The ACP tool kind of a reference tool.
 pub fn tool_kind(tool: &str) -> ToolKind {
-    match tool {
-        "bash" | "bash_output" => ToolKind::Execute,
-        "read" => ToolKind::Read,
-        "write" | "edit" => ToolKind::Edit,
-        _ => ToolKind::Other,
+    match Tool::from_name(tool).map(Tool::kind) {
+        Some(Kind::Execute) => ToolKind::Execute,
+        Some(Kind::Read) => ToolKind::Read,
+        Some(Kind::Edit) => ToolKind::Edit,
+        Some(Kind::Other) | None => ToolKind::Other,
     }
 }
 

@@ -29,11 +29,13 @@ use agent_client_protocol::{Client, Error, ErrorCode};
 use sandbox::SandboxProvider;
 use sandbox_policy::Event;
 use sandbox_tools::fs::FileSystem;
+use sandbox_tools::outcome::{Code, Facts, HookFacts};
 use sandbox_tools::shell::ShellExecutor;
+use sandbox_tools::tool::Tool;
 use sandbox_tools::tools::{CallContext, ToolOutput, Toolbox};
 use serde_json::{Value, json};
 
-use crate::model::{AcpApprover, HELP, TurnControl, prompt_text, scripted_calls, tool_kind};
+use crate::model::{AcpApprover, TurnControl, help, prompt_text, scripted_calls, tool_kind};
 use crate::{Bridge, BridgeError};
 
 /// The agent name tool calls and approvals are routed through.
@@ -269,7 +271,7 @@ impl State {
         }
         let calls = scripted_calls(&request.prompt);
         if calls.is_empty() {
-            return self.say(cx, id, HELP);
+            return self.say(cx, id, &help());
         }
         for (n, (tool, args)) in calls.into_iter().enumerate() {
             if control.is_cancelled() {
@@ -331,9 +333,9 @@ impl State {
                 }),
             };
             let mut out = out;
-            if out.facts.get("cancelled") == Some(&Value::Bool(true)) {
+            if out.facts.cancelled() {
                 // The turn's cancellation killed it: its card says so.
-                out.code = "CANCELLED".into();
+                out.code = Code::Cancelled;
             }
             let status = if succeeded(&out) {
                 ToolCallStatus::Completed
@@ -343,9 +345,11 @@ impl State {
             let mut content = vec![ToolCallContent::from(ContentBlock::Text(TextContent::new(
                 out.text.clone(),
             )))];
-            if let (Some(path), "OK", "write" | "edit") =
-                (&target, out.code.as_str(), tool.as_str())
-                && let Ok(after) = std::fs::read_to_string(path)
+            if let (Some(path), Code::Ok, Some(true)) = (
+                &target,
+                out.code,
+                Tool::from_name(&tool).map(Tool::changes_file),
+            ) && let Ok(after) = std::fs::read_to_string(path)
             {
                 content.push(ToolCallContent::from(
                     Diff::new(path.clone(), after).old_text(before),
@@ -356,7 +360,7 @@ impl State {
                     id,
                     Event::ToolResult {
                         call_id: call_id.clone(),
-                        code: out.code.clone(),
+                        code: out.code.into(),
                         status: status_word(&status).into(),
                         text: out.text.clone(),
                     },
@@ -403,20 +407,20 @@ impl State {
         let quoted = tool.replace('\'', "'\\''");
         let command = format!("export SANDBOX_AGENT_TOOL='{quoted}'\n{hook}");
         let out = tools.call_cancellable(
-            "bash",
+            Tool::Bash.name(),
             &json!({ "command": command }),
             ctx,
             Some(control.flag()),
         );
-        let exit = out.facts.get("exit_code").and_then(Value::as_i64);
-        let allowed = out.code == "OK" && exit == Some(0);
+        let exit = out.facts.exit_code();
+        let allowed = out.code == Code::Ok && exit == Some(0);
         lock(&self.bridge)
             .record_event(
                 id,
                 Event::HookRan {
                     call_id: ctx.call_id.to_owned(),
-                    code: out.code.clone(),
-                    exit_code: exit.and_then(|e| i32::try_from(e).ok()),
+                    code: out.code.into(),
+                    exit_code: exit,
                     allowed,
                 },
             )
@@ -425,12 +429,15 @@ impl State {
             return Ok(None);
         }
         Ok(Some(ToolOutput {
-            code: "HOOK_BLOCKED".into(),
+            code: Code::HookBlocked,
             text: format!(
                 "the pre-tool hook refused this call ({}); nothing was run.\n{}",
                 out.code, out.text
             ),
-            facts: json!({ "ran": false, "hook": out.facts }),
+            facts: Facts::Hook(HookFacts {
+                ran: false,
+                hook: Box::new(out.facts),
+            }),
         }))
     }
 }
@@ -439,9 +446,9 @@ fn succeeded(out: &ToolOutput) -> bool {
     // A call killed by the turn's cancellation (`facts.cancelled`) failed; `bash_cancel`'s own
     // CANCELLED (it stopped a background task as asked) succeeded.
     matches!(
-        out.code.as_str(),
-        "OK" | "STARTED" | "RUNNING" | "CANCELLED"
-    ) && out.facts.get("cancelled") != Some(&Value::Bool(true))
+        out.code,
+        Code::Ok | Code::Started | Code::Running | Code::Cancelled
+    ) && !out.facts.cancelled()
 }
 
 fn status_word(status: &ToolCallStatus) -> &'static str {
@@ -463,16 +470,16 @@ fn parse_status(word: &str) -> ToolCallStatus {
 /// The card title of a call.
 fn title(tool: &str, args: &Value) -> String {
     let field = |k: &str| args.get(k).and_then(Value::as_str).unwrap_or("");
-    match tool {
-        "bash" => field("command").to_owned(),
-        "read" | "write" | "edit" => format!("{tool} {}", field("path")),
-        "bash_output" | "bash_cancel" => format!(
+    match Tool::from_name(tool) {
+        Some(Tool::Bash) => field("command").to_owned(),
+        Some(Tool::Read | Tool::Write | Tool::Edit) => format!("{tool} {}", field("path")),
+        Some(Tool::BashOutput | Tool::BashCancel) => format!(
             "{tool} {}",
             args.get("task_id")
                 .map(Value::to_string)
                 .unwrap_or_default()
         ),
-        other => other.to_owned(),
+        None => tool.to_owned(),
     }
 }
 
@@ -483,7 +490,7 @@ fn file_target(
     tool: &str,
     args: &Value,
 ) -> Option<PathBuf> {
-    if !matches!(tool, "read" | "write" | "edit") {
+    if !Tool::from_name(tool).is_some_and(Tool::names_file) {
         return None;
     }
     let path = args.get("path")?.as_str()?;

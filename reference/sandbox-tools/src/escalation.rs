@@ -6,6 +6,7 @@ use sandbox::SandboxMode;
 use sandbox_policy::{ApprovalPolicy, Event, PolicyService, Session, rejected_escalation};
 
 use crate::approval::{ApprovalRequest, ApprovalService, Decision};
+use crate::tool::Tool;
 
 /// The modes an escalation may ask for: every mode wider than some confined mode.
 pub const ESCALATION_TARGETS: [SandboxMode; 2] =
@@ -107,7 +108,7 @@ pub struct Asker<'a> {
     /// The tool call.
     pub call_id: &'a str,
     /// The tool.
-    pub tool: &'a str,
+    pub tool: Tool,
     /// The command or path shown to the user.
     pub subject: &'a str,
 }
@@ -142,7 +143,7 @@ pub fn approve(ask: &Ask, asker: &Asker<'_>) -> Result<SandboxMode, Refusal> {
     // A rejection permits no re-ask: the same command (or file change) is not put to the user
     // again in this session, whatever mode is asked for now.
     if let Some(rejected) = asker.session.and_then(|s| {
-        s.with_events(|events| rejected_escalation(events, asker.tool, asker.subject))
+        s.with_events(|events| rejected_escalation(events, asker.tool.name(), asker.subject))
     }) {
         return Err(refusal(
             "ESCALATION_ALREADY_REJECTED",
@@ -161,7 +162,7 @@ pub fn approve(ask: &Ask, asker: &Asker<'_>) -> Result<SandboxMode, Refusal> {
     let reason = format!(
         "{} asks to run this {} under \"{}\": {}",
         agent,
-        if asker.tool == "bash" {
+        if asker.tool == Tool::Bash {
             "command"
         } else {
             "file change"
@@ -173,7 +174,7 @@ pub fn approve(ask: &Ask, asker: &Asker<'_>) -> Result<SandboxMode, Refusal> {
         session: asker.session.map(|s| s.id().to_owned()).unwrap_or_default(),
         agent: agent.to_owned(),
         call_id: asker.call_id.to_owned(),
-        tool: asker.tool.to_owned(),
+        tool: asker.tool.name().to_owned(),
         subject: asker.subject.to_owned(),
         mode,
         justification: ask.justification.clone(),
@@ -192,7 +193,7 @@ pub fn approve(ask: &Ask, asker: &Asker<'_>) -> Result<SandboxMode, Refusal> {
     if let Some(s) = asker.session {
         s.append(Event::ApprovalAsked {
             call_id: asker.call_id.to_owned(),
-            tool: asker.tool.to_owned(),
+            tool: asker.tool.name().to_owned(),
             mode,
             reason,
             subject: Some(asker.subject.to_owned()),

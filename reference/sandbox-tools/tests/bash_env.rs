@@ -79,7 +79,7 @@ fn check_under_bash_env() {
             call_id: "c",
         };
         let out = tools.call("bash", &json!({ "command": "true" }), &ctx);
-        assert!(out.facts["ran"] == true, "{backend}: {out:?}");
+        assert!(out.facts.to_json()["ran"] == true, "{backend}: {out:?}");
         let checked = ws.parent().expect("base").join("child-checked");
         let mut so_far = std::fs::read_to_string(&checked).unwrap_or_default();
         so_far.push_str(&format!("{backend} "));

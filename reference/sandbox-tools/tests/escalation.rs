@@ -94,8 +94,8 @@ fn denied_then_approved_retry_lands_and_the_next_call_is_denied_again() {
                     "justification": "save the notes the user asked for" }),
         );
         assert_eq!(granted.code, "OK", "{backend}: {granted:?}");
-        assert_eq!(granted.facts["mode"], "workspace-write");
-        assert_eq!(granted.facts["escalated"], true);
+        assert_eq!(granted.facts.to_json()["mode"], "workspace-write");
+        assert_eq!(granted.facts.to_json()["escalated"], true);
         assert_eq!(read(&target).as_deref(), Some("hello"));
         assert_eq!(s.approver.asked().len(), 1);
         assert!(s.approver.asked()[0].reason.contains("save the notes"));
@@ -103,7 +103,7 @@ fn denied_then_approved_retry_lands_and_the_next_call_is_denied_again() {
         std::fs::remove_file(&target).expect("cleanup");
         let again = s.call("bash", json!({ "command": command }));
         assert_eq!(again.code, "DENIED", "the grant was for one call only");
-        assert_eq!(again.facts["mode"], "read-only");
+        assert_eq!(again.facts.to_json()["mode"], "read-only");
         assert_eq!(read(&target), None);
         let events = s.session.events();
         assert!(
@@ -231,7 +231,7 @@ fn a_non_confining_composition_advertises_no_fields_and_refuses_them() {
         plain.code, "OK",
         "an unconfined shell is honestly unconfined"
     );
-    assert_eq!(plain.facts["mode"], "danger-full-access");
+    assert_eq!(plain.facts.to_json()["mode"], "danger-full-access");
 }
 
 #[test]

@@ -6,6 +6,7 @@ use sandbox::SandboxMode;
 use sandbox_policy::{ApprovalPolicy, Event, PolicyService, Session};
 use sandbox_tools::approval::{Decision, ScriptedApprover};
 use sandbox_tools::escalation::{Ask, Asker, EscalationFields, approve};
+use sandbox_tools::tool::Tool;
 
 /// One combination of faults.
 struct Faults {
@@ -54,7 +55,7 @@ fn ladder(f: &Faults) -> (&'static str, usize) {
         approval: f.approval_service.then_some(&approver as _),
         agent: f.agent.then_some("agent"),
         call_id: "c",
-        tool: "bash",
+        tool: Tool::Bash,
         subject: "printf x > f",
     };
     let ask = Ask {

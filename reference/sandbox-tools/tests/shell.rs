@@ -81,7 +81,7 @@ fn a_foreground_runner_failure_is_sandbox_unavailable_with_the_runners_words() {
         "{}",
         out.text
     );
-    assert_eq!(out.facts["ran"], false);
+    assert_eq!(out.facts.to_json()["ran"], false);
     assert!(!s.ws.join("canary").exists(), "the command must never run");
 }
 
@@ -95,10 +95,10 @@ fn a_background_runner_failure_is_stamped_on_the_task() {
     assert_eq!(started.code, "STARTED");
     let out = s.call(
         "bash_output",
-        json!({ "task_id": started.facts["task_id"] }),
+        json!({ "task_id": started.facts.to_json()["task_id"] }),
     );
     assert_eq!(out.code, "SANDBOX_UNAVAILABLE", "{out:?}");
-    assert_eq!(out.facts["runner_failed"], true);
+    assert_eq!(out.facts.to_json()["runner_failed"], true);
     assert!(!s.ws.join("canary").exists());
 }
 
@@ -128,7 +128,7 @@ fn a_timeout_kills_the_whole_tree_setsid_daemons_included_and_says_so() {
             "bash",
             json!({ "command": LEAVES_WRITERS, "timeout_ms": 300 }),
         );
-        assert_eq!(out.facts["timed_out"], true, "{backend}: {out:?}");
+        assert_eq!(out.facts.to_json()["timed_out"], true, "{backend}: {out:?}");
         assert!(out.text.contains("timed out"), "{backend}: {}", out.text);
         assert!(s.ws.join("started").exists(), "{backend}: it never ran");
         no_writer_survived(&s.ws).unwrap_or_else(|e| panic!("{backend}: {e}"));
@@ -143,7 +143,7 @@ fn cancelling_a_background_task_kills_its_tree_setsid_daemons_included() {
             "bash",
             json!({ "command": LEAVES_WRITERS, "run_in_background": true }),
         );
-        let task = started.facts["task_id"].clone();
+        let task = started.facts.to_json()["task_id"].clone();
         for _ in 0..100 {
             if s.ws.join("started").exists() {
                 break;
@@ -156,7 +156,7 @@ fn cancelling_a_background_task_kills_its_tree_setsid_daemons_included() {
             "CANCELLED"
         );
         let out = s.call("bash_output", json!({ "task_id": task }));
-        assert_eq!(out.facts["cancelled"], true, "{backend}: {out:?}");
+        assert_eq!(out.facts.to_json()["cancelled"], true, "{backend}: {out:?}");
         no_writer_survived(&s.ws).unwrap_or_else(|e| panic!("{backend}: {e}"));
     }
 }
@@ -189,12 +189,12 @@ fn long_output_is_cut_visibly() {
     assert!(out.text.len() < 600_000);
     // What was cut is a fact too, machine-readable: the bytes read and not kept.
     assert_eq!(
-        out.facts["dropped"]["stdout"],
+        out.facts.to_json()["dropped"]["stdout"],
         2_000_000 - sandbox_tools::shell::OUTPUT_LIMIT as u64,
         "{}",
         out.facts
     );
-    assert_eq!(out.facts["dropped"]["stderr"], 0);
+    assert_eq!(out.facts.to_json()["dropped"]["stderr"], 0);
 }
 
 #[test]
@@ -204,7 +204,7 @@ fn a_finished_task_reads_the_same_every_time() {
         "bash",
         json!({ "command": "echo done", "run_in_background": true }),
     );
-    let task = started.facts["task_id"].clone();
+    let task = started.facts.to_json()["task_id"].clone();
     let first = s.call("bash_output", json!({ "task_id": task, "wait_ms": 10000 }));
     let second = s.call("bash_output", json!({ "task_id": task, "wait_ms": 0 }));
     assert_eq!(first.code, "OK", "{first:?}");
@@ -222,7 +222,7 @@ fn waiting_on_one_task_never_blocks_starting_or_cancelling_another() {
         "bash",
         json!({ "command": "sleep 30", "run_in_background": true }),
     );
-    let slow_id = slow.facts["task_id"].clone();
+    let slow_id = slow.facts.to_json()["task_id"].clone();
     let reader = {
         let s = Arc::clone(&s);
         let id = slow_id.clone();
@@ -245,7 +245,7 @@ fn waiting_on_one_task_never_blocks_starting_or_cancelling_another() {
         started_at.elapsed()
     );
     let read = reader.join().expect("reader");
-    assert_eq!(read.facts["cancelled"], true, "{read:?}");
+    assert_eq!(read.facts.to_json()["cancelled"], true, "{read:?}");
 }
 
 /// A payload planting git's code surface where no mount covers it: a new `.git/commondir` and a
@@ -283,7 +283,7 @@ fn git_surface_planted_in_the_foreground_or_the_background_is_reverted_and_denie
             "bash",
             json!({ "command": PLANTS_GIT, "run_in_background": true }),
         );
-        let task = started.facts["task_id"].clone();
+        let task = started.facts.to_json()["task_id"].clone();
         let bg = s.call("bash_output", json!({ "task_id": task, "wait_ms": 20000 }));
         assert!(bg.text.contains("planted"), "{backend:?}: {bg:?}");
         assert!(
