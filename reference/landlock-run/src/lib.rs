@@ -3,7 +3,7 @@
 //! matches, so they live once, next to the program that prints them.
 //!
 //! ```text
-//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...]
+//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] [--allow-unix-sockets] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...]
 //! landlock-run --probe [--abi-cap N]
 //! ```
 //!
@@ -28,6 +28,10 @@
 //! - `--ipc private` says the caller gave the launcher an IPC namespace of its own (bwrap's
 //!   `--unshare-ipc`): SysV IPC and POSIX message queues are then the sandbox's own and the guard
 //!   leaves them open. `--ipc host`, the default, refuses them (they would be the host's).
+//! - `--allow-unix-sockets` says the deployment allowed named unix sockets by path: the guard
+//!   then lets the payload make stream and seqpacket unix sockets (to any path it can see: seccomp
+//!   cannot read a `connect` address, so the caller reports `host-ipc` partial); datagram unix
+//!   sockets and vsock stay refused.
 //! - `--status-fd FD` writes JSON-lines launch records to FD (close-on-exec): `{"exec": ...}` just
 //!   before `execve`, then `{"exec-failed": ...}` if it fails; `{"error": ...}` for any launcher
 //!   failure before that. The payload ran exactly when `exec` is present with no failure after it.
