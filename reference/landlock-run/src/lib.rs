@@ -155,6 +155,10 @@ pub fn ungoverned_at(abi: u32) -> Vec<&'static str> {
     gaps
 }
 
+/// The launcher flag that skips its seccomp guard (setuid bits, user namespaces, host IPC): for
+/// `sandbox-bench` alone, to measure what the guard costs. Never emitted by a profile.
+pub const BENCH_UNGUARDED_FLAG: &str = "--bench-unguarded";
+
 /// The lowest Landlock ABI that scopes signals and abstract unix sockets.
 pub const SCOPING_ABI: u32 = 6;
 

@@ -39,6 +39,11 @@ struct Launch {
     /// payload make stream and seqpacket unix sockets (seccomp cannot tell one path from another:
     /// the caller reports the class partial).
     unix_sockets: harden::UnixSockets,
+    /// `--bench-unguarded`: skip the seccomp guard, for `sandbox-bench` to measure what it costs.
+    /// No profile of `sandbox_local` emits it (a test checks every dialect's argv), so no policy
+    /// reaches it; it only weakens the launch it is given to, and a payload that passes it to a
+    /// nested launcher stays under the outer launcher's filter (seccomp filters only stack).
+    unguarded: bool,
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
     /// `--rw-identity DEV:INO` after a `--rw`: the device and inode that path must be.
@@ -130,6 +135,9 @@ fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
     if launch.net_restricted && net::wants_net(launch.abi_cap) {
         net::install_fastopen_guard().map_err(Failure::Harden)?;
     }
+    if launch.unguarded {
+        return Ok(());
+    }
     harden::install_setuid_guard(launch.ipc, launch.unix_sockets).map_err(Failure::Harden)
 }
 
@@ -139,6 +147,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
     let mut net_restricted = false;
     let mut ipc = harden::IpcGuard::HostNamespace;
     let mut unix_sockets = harden::UnixSockets::Refused;
+    let mut unguarded = false;
     let mut read_only = Vec::new();
     let mut read_write = Vec::new();
     let mut read_write_ids = Vec::new();
@@ -163,6 +172,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     net_restricted,
                     ipc,
                     unix_sockets,
+                    unguarded,
                     read_only,
                     read_write,
                     read_write_ids,
@@ -244,6 +254,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                 };
             }
             Some("--allow-unix-sockets") => unix_sockets = harden::UnixSockets::StreamAllowed,
+            Some(landlock_run::BENCH_UNGUARDED_FLAG) => unguarded = true,
             Some("--probe") => probe = true,
             Some("--probe-child") => {
                 probe_child = Some(PathBuf::from(value("--probe-child", it.next())?));
