@@ -9,11 +9,11 @@
 # FAIL (a new failure), XPASS (a known defect fixed), ERROR or TIMEOUT.
 #
 # Families run (about 8 minutes in all, unloaded): codex, one case at a time (see below), every family an external backend is planned for (containment,
-# runner-failure, declared, parity, hardening, host-ipc); srt, about ten times slower a
+# runner-failure, declared, parity, hardening, host-ipc, protected); srt, about ten times slower a
 # command, a subset that keeps its bugs in view (containment's names, root spellings and
 # devices, the runner-failure forgeries, declared, parity, hardening's temp-dir and workspace
-# cases, the host-ipc routes: a few minutes); firejail, every family an external backend gets, two
-# cases at a time (about a minute). Needs root (ci/isolate gives each run its own /tmp); builds the
+# cases, the host-ipc routes, git's code surface PR-006: a few minutes); firejail, every family an
+# external backend gets, two cases at a time (about a minute). Needs root (ci/isolate gives each run its own /tmp); builds the
 # workspace's binaries when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -66,7 +66,7 @@ for f in containment/names.yaml containment/names_via_env.yaml containment/root_
     runner-failure/forged_signatures.yaml runner-failure/forged_signatures_stderr_only.yaml \
     declared/protected_paths.yaml parity/write_rows.yaml parity/cross_read.yaml parity/dev_null.yaml \
     hardening/temp_dir_widening.yaml hardening/workspace_swap.yaml hardening/workspace_roots.yaml \
-    hardening/isolation.yaml host-ipc/routes.yaml; do
+    hardening/isolation.yaml host-ipc/routes.yaml protected/git_surface.yaml; do
     mkdir -p "$subset/$(dirname "$f")"
     ln -s "$repo/scenarios/$f" "$subset/$f"
 done
@@ -102,7 +102,7 @@ for p in probs: print("PROBLEM", p)' "$out/$name/report.json")
 # for its protected names (/tmp/.codex, .git, .agents, .aws), and race on them ("bwrap: Can't
 # mount tmpfs on /newroot/tmp/.codex: No such file or directory"; seen here).
 run_peer codex --jobs 1 --family containment --family runner-failure --family declared --family parity \
-    --family hardening --family host-ipc
+    --family hardening --family host-ipc --family protected
 run_peer srt --scenarios "$subset"
 # Two cases at a time: firejail takes 50 to 150 ms to start the payload, and the survivors cases
 # stop their call 300 ms in; on a machine loaded by four parallel cases it was not started by then.

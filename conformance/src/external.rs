@@ -421,6 +421,7 @@ impl SandboxProvider for External {
                 temp_dir: policy.temp_dir.clone(),
                 network: policy.network,
                 writable_roots: policy.extra_roots.iter().map(|r| r.path.clone()).collect(),
+                allow_unix_sockets: policy.allow_unix_sockets.clone(),
                 // Always explicit, so a backend is certified for what the case asks, never for
                 // its own default.
                 protected_paths: (policy.mode == sandbox::ConfinedMode::WorkspaceWrite).then(

@@ -182,6 +182,12 @@ pub struct WirePolicy {
     /// that predates the field sees the requests it always saw.
     #[serde(default, skip_serializing_if = "is_enabled")]
     pub network: NetworkMode,
+    /// Named unix sockets on the host the deployment allows the payload to connect to (absolute,
+    /// existing sockets; an ssh agent's). Absent: none. A backend that cannot allow them by path
+    /// reports `host-ipc` `partial` naming what it leaves open, and lists them under the class's
+    /// `allowed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 fn is_enabled(network: &NetworkMode) -> bool {

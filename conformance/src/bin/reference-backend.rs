@@ -111,7 +111,8 @@ fn main() -> ExitCode {
                             .map(ExtraRoot::new)
                             .collect(),
                     )
-                    .with_protected_paths(protected);
+                    .with_protected_paths(protected)
+                    .with_allow_unix_sockets(policy.allow_unix_sockets);
                 policy.cwd = cwd;
                 let argv: Vec<_> = argv.into_iter().map(Into::into).collect();
                 match backend.provider.as_ref().map(|p| p.confine(&argv, &policy)) {

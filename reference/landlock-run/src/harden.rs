@@ -254,7 +254,7 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 ///
 /// Ordinary modes (`chmod 755`, `cp -p`, `tar x`) are untouched.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub fn install_setuid_guard(ipc: IpcGuard) -> Result<(), String> {
+pub fn install_setuid_guard(ipc: IpcGuard, unix: UnixSockets) -> Result<(), String> {
     use std::collections::BTreeMap;
 
     use seccompiler::{
@@ -299,7 +299,7 @@ pub fn install_setuid_guard(ipc: IpcGuard) -> Result<(), String> {
         .map_err(|e| format!("cannot build the user-namespace guard: {e}"))?;
         rules.insert(nr, vec![condition]);
     }
-    add_host_ipc_rules(&mut rules, ipc)?;
+    add_host_ipc_rules(&mut rules, ipc, unix)?;
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -317,7 +317,7 @@ pub fn install_setuid_guard(ipc: IpcGuard) -> Result<(), String> {
 
 /// Without a guard for this architecture there is nothing to install; `--probe` says so.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub fn install_setuid_guard(_ipc: IpcGuard) -> Result<(), String> {
+pub fn install_setuid_guard(_ipc: IpcGuard, _unix: UnixSockets) -> Result<(), String> {
     Ok(())
 }
 
@@ -330,6 +330,18 @@ pub enum IpcGuard {
     /// The caller put the launcher in an IPC namespace of its own (`--ipc private`, bwrap's
     /// `--unshare-ipc`): SysV IPC and POSIX message queues are the sandbox's own and stay open.
     PrivateNamespace,
+}
+
+/// Whether the guard refuses the payload unix sockets of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnixSockets {
+    /// `socket(AF_UNIX)` fails with `EPERM` (the default: no host daemon is reachable).
+    Refused,
+    /// `--allow-unix-sockets`: the deployment allowed named sockets by path, and seccomp cannot
+    /// read the address `connect` is given, so stream and seqpacket unix sockets are allowed to
+    /// every path the payload can see (the caller reports `host-ipc` partial). Datagram unix
+    /// sockets and vsock stay refused.
+    StreamAllowed,
 }
 
 /// The syscalls that reach the host's IPC whatever namespace the launcher is in, refused
@@ -383,6 +395,7 @@ const NAMESPACED_IPC_SYSCALLS: [libc::c_long; 18] = [
 fn add_host_ipc_rules(
     rules: &mut std::collections::BTreeMap<i64, Vec<seccompiler::SeccompRule>>,
     ipc: IpcGuard,
+    unix: UnixSockets,
 ) -> Result<(), String> {
     use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
 
@@ -392,23 +405,36 @@ fn add_host_ipc_rules(
             .and_then(|c| SeccompRule::new(vec![c]))
             .map_err(err)
     };
-    rules.insert(
-        libc::SYS_socket,
-        vec![
-            arg_eq(0, libc::AF_UNIX as u64)?,
-            arg_eq(0, libc::AF_VSOCK as u64)?,
-        ],
-    );
     // The socket type shares its word with SOCK_CLOEXEC and SOCK_NONBLOCK: compare its low bits.
     const SOCK_TYPE_MASK: u64 = 0xf;
-    let dgram_pair = SeccompCondition::new(
-        1,
-        SeccompCmpArgLen::Dword,
-        SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
-        libc::SOCK_DGRAM as u64,
-    )
-    .and_then(|c| SeccompRule::new(vec![c]))
-    .map_err(err)?;
+    let dgram = || {
+        SeccompCondition::new(
+            1,
+            SeccompCmpArgLen::Dword,
+            SeccompCmpOp::MaskedEq(SOCK_TYPE_MASK),
+            libc::SOCK_DGRAM as u64,
+        )
+        .map_err(err)
+    };
+    let unix_socket = match unix {
+        UnixSockets::Refused => arg_eq(0, libc::AF_UNIX as u64)?,
+        // Only datagram unix sockets (re-aimable at any named one, `/dev/log`) stay refused.
+        UnixSockets::StreamAllowed => {
+            let family = SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                libc::AF_UNIX as u64,
+            )
+            .map_err(err)?;
+            SeccompRule::new(vec![family, dgram()?]).map_err(err)?
+        }
+    };
+    rules.insert(
+        libc::SYS_socket,
+        vec![unix_socket, arg_eq(0, libc::AF_VSOCK as u64)?],
+    );
+    let dgram_pair = SeccompRule::new(vec![dgram()?]).map_err(err)?;
     rules.insert(libc::SYS_socketpair, vec![dgram_pair]);
     // An empty rule list matches the syscall whatever its arguments.
     for nr in KEYRING_SYSCALLS {

@@ -3,7 +3,7 @@
 //! matches, so they live once, next to the program that prints them.
 //!
 //! ```text
-//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...]
+//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] [--allow-unix-sockets] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...]
 //! landlock-run --probe [--abi-cap N]
 //! ```
 //!
@@ -28,6 +28,10 @@
 //! - `--ipc private` says the caller gave the launcher an IPC namespace of its own (bwrap's
 //!   `--unshare-ipc`): SysV IPC and POSIX message queues are then the sandbox's own and the guard
 //!   leaves them open. `--ipc host`, the default, refuses them (they would be the host's).
+//! - `--allow-unix-sockets` says the deployment allowed named unix sockets by path: the guard
+//!   then lets the payload make stream and seqpacket unix sockets (to any path it can see: seccomp
+//!   cannot read a `connect` address, so the caller reports `host-ipc` partial); datagram unix
+//!   sockets and vsock stay refused.
 //! - `--status-fd FD` writes JSON-lines launch records to FD (close-on-exec): `{"exec": ...}` just
 //!   before `execve`, then `{"exec-failed": ...}` if it fails; `{"error": ...}` for any launcher
 //!   failure before that. The payload ran exactly when `exec` is present with no failure after it.
@@ -150,6 +154,10 @@ pub fn ungoverned_at(abi: u32) -> Vec<&'static str> {
     }
     gaps
 }
+
+/// The launcher flag that skips its seccomp guard (setuid bits, user namespaces, host IPC): for
+/// `sandbox-bench` alone, to measure what the guard costs. Never emitted by a profile.
+pub const BENCH_UNGUARDED_FLAG: &str = "--bench-unguarded";
 
 /// The lowest Landlock ABI that scopes signals and abstract unix sockets.
 pub const SCOPING_ABI: u32 = 6;

@@ -35,6 +35,15 @@ struct Launch {
     /// `--ipc private`: the caller gave the launcher an IPC namespace of its own (bwrap's
     /// `--unshare-ipc`), so SysV IPC and POSIX message queues are the sandbox's own.
     ipc: harden::IpcGuard,
+    /// `--allow-unix-sockets`: the deployment allowed named unix sockets, so the guard lets the
+    /// payload make stream and seqpacket unix sockets (seccomp cannot tell one path from another:
+    /// the caller reports the class partial).
+    unix_sockets: harden::UnixSockets,
+    /// `--bench-unguarded`: skip the seccomp guard, for `sandbox-bench` to measure what it costs.
+    /// No profile of `sandbox_local` emits it (a test checks every dialect's argv), so no policy
+    /// reaches it; it only weakens the launch it is given to, and a payload that passes it to a
+    /// nested launcher stays under the outer launcher's filter (seccomp filters only stack).
+    unguarded: bool,
     read_only: Vec<PathBuf>,
     read_write: Vec<PathBuf>,
     /// `--rw-identity DEV:INO` after a `--rw`: the device and inode that path must be.
@@ -126,7 +135,10 @@ fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
     if launch.net_restricted && net::wants_net(launch.abi_cap) {
         net::install_fastopen_guard().map_err(Failure::Harden)?;
     }
-    harden::install_setuid_guard(launch.ipc).map_err(Failure::Harden)
+    if launch.unguarded {
+        return Ok(());
+    }
+    harden::install_setuid_guard(launch.ipc, launch.unix_sockets).map_err(Failure::Harden)
 }
 
 fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
@@ -134,6 +146,8 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
     let mut status_fd = None;
     let mut net_restricted = false;
     let mut ipc = harden::IpcGuard::HostNamespace;
+    let mut unix_sockets = harden::UnixSockets::Refused;
+    let mut unguarded = false;
     let mut read_only = Vec::new();
     let mut read_write = Vec::new();
     let mut read_write_ids = Vec::new();
@@ -157,6 +171,8 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     status_fd,
                     net_restricted,
                     ipc,
+                    unix_sockets,
+                    unguarded,
                     read_only,
                     read_write,
                     read_write_ids,
@@ -237,6 +253,8 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     }
                 };
             }
+            Some("--allow-unix-sockets") => unix_sockets = harden::UnixSockets::StreamAllowed,
+            Some(landlock_run::BENCH_UNGUARDED_FLAG) => unguarded = true,
             Some("--probe") => probe = true,
             Some("--probe-child") => {
                 probe_child = Some(PathBuf::from(value("--probe-child", it.next())?));
@@ -248,7 +266,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
         (_, Some(target)) => Ok(Mode::ProbeChild { abi_cap, target }),
         (true, None) => Ok(Mode::Probe { abi_cap }),
         (false, None) => Err(Failure::Usage(
-            "usage: landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
+            "usage: landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] [--allow-unix-sockets] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
         )),
     }
 }
@@ -674,7 +692,10 @@ fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
             let scopes = scoped(s.landlock, wanted);
             // As a launch would: the guard last. The probe directory is the child's own, so
             // without the guard nothing would refuse making it setgid.
-            let guard = match harden::install_setuid_guard(harden::IpcGuard::HostNamespace) {
+            let guard = match harden::install_setuid_guard(
+                harden::IpcGuard::HostNamespace,
+                harden::UnixSockets::Refused,
+            ) {
                 Err(e) => return fail(None, &e),
                 Ok(()) if !harden::SETUID_GUARD_SUPPORTED => false,
                 Ok(()) => match target.parent().map(|dir| {

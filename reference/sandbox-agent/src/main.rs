@@ -54,6 +54,11 @@ struct Cli {
     /// git surface guard is off too).
     #[arg(long, conflicts_with = "protected_paths")]
     no_protected_paths: bool,
+    /// A named unix socket on the host every confined command may connect to (repeatable; an
+    /// ssh agent's `$SSH_AUTH_SOCK`): absolute, an existing socket, outside the workspace and the
+    /// extra roots. No backend here allows it by path: `host-ipc` is then reported `partial`.
+    #[arg(long = "allow-socket", value_name = "PATH")]
+    allow_sockets: Vec<PathBuf>,
     /// A hook command run before every tool call through the session's confined shell, under the
     /// session's policy; `$SANDBOX_AGENT_TOOL` names the tool; a non-zero exit blocks the call.
     #[arg(long)]
@@ -94,6 +99,7 @@ fn main() -> ExitCode {
     let setup = PolicyService::new(cli.mode, &workspace)
         .and_then(|policy| policy.with_writable_roots(&cli.writable_roots))
         .map(|policy| policy.with_protected_paths(protected))
+        .and_then(|policy| policy.with_allow_unix_sockets(&cli.allow_sockets))
         .map_err(|e| e.to_string())
         .and_then(|policy| {
             let presets = PresetTable::standard(cli.mode, approval)

@@ -7,9 +7,12 @@
 //! - `trampoline`: a minimal static C Landlock trampoline built by this command with the system
 //!   `cc` (create a ruleset, grant the writable roots, `no_new_privs`, restrict, exec): the floor
 //!   of every Landlock row;
-//! - `landlock-run`: the launcher alone, on the argv the provider gives it;
+//! - `landlock-run`: the launcher alone, on the argv the provider gives it; `landlock-run
+//!   unguarded` the same without its seccomp guard (`--bench-unguarded`, a flag no profile emits);
 //! - `bwrap plain` and `bwrap hardened`: bare bwrap on our profile without and with its isolation
-//!   flags (`bwrap hardened` is the floor of every bwrap row);
+//!   flags (`bwrap hardened` is the floor of every bwrap row); `bwrap guarded` runs the payload
+//!   through the launcher as the bwrap backend does, `bwrap unguarded` the same launcher without
+//!   its seccomp guard;
 //! - `library bwrap` / `library landlock`: the provider's full path (confine, spawn with the
 //!   status channel, wait, classify), selection probed once beforehand;
 //! - `sandboxctl bwrap|landlock cold|warm`: the CLI, a new process per command, with an empty or a
@@ -18,7 +21,8 @@
 //!
 //! Rows are interleaved (every round runs every row, in a new random order) so that machine noise
 //! hits them alike; each row reports mean, standard deviation and median, and its ratio to its
-//! floor as the mean and standard deviation of the per-round ratios. Then the concurrency curve:
+//! floor as the mean and standard deviation of the per-round ratios, and the same against the
+//! `unconfined` row (so the guard's cost per backend reads off one column). Then the concurrency curve:
 //! throughput of 1, 4, 16 and 64 concurrent commands through the library, per backend, against
 //! the same payload unconfined through the same spawn path (`library none`, how
 //! `danger-full-access` runs), with a bare `std::process::Command` spawn beside it.
@@ -595,9 +599,15 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
         }
         (Err(e), _) | (_, Err(e)) => Err(e.clone()),
     };
-    let launcher_row = match (&launcher, &set) {
+    // The launcher with its seccomp guard (as every launch runs it) and without it (a flag only
+    // this benchmark passes): what the guard costs the Landlock backend.
+    let launcher_row = |guard: bool| match (&launcher, &set) {
         (Ok(l), Ok(set)) => {
-            let mut argv = vec![os(l), os("--ro"), os("/")];
+            let mut argv = vec![os(l)];
+            if !guard {
+                argv.push(os(landlock_run::BENCH_UNGUARDED_FLAG));
+            }
+            argv.extend([os("--ro"), os("/")]);
             argv.extend(grants(set));
             Ok(Runner::Process(Spawn::new(argv, ws)))
         }
@@ -622,15 +632,24 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
     };
     // Bare bwrap on our profile running the payload through the launcher (its seccomp guard and
     // Landlock ruleset), as the bwrap backend does: what the guard costs on top of `bwrap hardened`.
-    let guarded = match (&bwrap, &launcher, &set, &held) {
+    // Without the guard: the same launcher inside bwrap told to skip its seccomp program (its
+    // Landlock ruleset and monitor stay), so the two rows differ by the guard alone.
+    let guarded = |guard: bool| match (&bwrap, &launcher, &set, &held) {
         (Ok(b), Ok(l), Ok(set), Ok(binds)) => {
-            let args = profile::bwrap_args(
+            let mut args = profile::bwrap_args(
                 set,
                 binds,
                 sandbox::NetworkMode::Enabled,
                 None,
                 Some(Path::new(l)),
             );
+            if !guard {
+                let at = args
+                    .iter()
+                    .position(|a| a == l.as_os_str())
+                    .map_or(args.len(), |i| i + 1);
+                args.insert(at, os(landlock_run::BENCH_UNGUARDED_FLAG));
+            }
             let mut argv = vec![os(b)];
             argv.extend(args);
             argv.extend(payload());
@@ -657,10 +676,12 @@ fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
     vec![
         Row::new("unconfined", "unconfined", Ok(unconfined)),
         Row::new("trampoline", "unconfined", trampoline_row),
-        Row::new("landlock-run", "trampoline", launcher_row),
+        Row::new("landlock-run", "trampoline", launcher_row(true)),
+        Row::new("landlock-run unguarded", "trampoline", launcher_row(false)),
         Row::new("bwrap plain", "unconfined", bare(false)),
         Row::new("bwrap hardened", "unconfined", bare(true)),
-        Row::new("bwrap guarded", "bwrap hardened", guarded),
+        Row::new("bwrap guarded", "bwrap hardened", guarded(true)),
+        Row::new("bwrap unguarded", "bwrap hardened", guarded(false)),
         Row::new("library landlock", "trampoline", lib(Backend::Landlock)).target(LIBRARY_TARGET),
         Row::new("library bwrap", "bwrap hardened", lib(Backend::Bwrap)).target(LIBRARY_TARGET),
         Row::new(
@@ -726,15 +747,16 @@ fn verdict(ratio: f64, target: f64, at_most: bool) -> String {
 fn print_table(rows: &[Row], rounds: usize) -> Vec<String> {
     let mut misses = Vec::new();
     println!(
-        "| row | floor | mean ms | sd ms | median ms | x floor (per-round mean ± sd) | x floor (medians) | CPU ms | CPU x floor | target (on the mean) |"
+        "| row | floor | mean ms | sd ms | median ms | x floor (per-round mean ± sd) | x floor (medians) | CPU ms | CPU x floor | target (on the mean) | x unconfined (per-round mean ± sd) | CPU x unconfined |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|");
+    let unconfined = rows.iter().find(|r| r.name == "unconfined");
     for row in rows {
         if let Err(why) = &row.runner
             && row.samples.is_empty()
         {
             println!(
-                "| {} | {} | - | - | - | - | - | - | - | skipped: {why} |",
+                "| {} | {} | - | - | - | - | - | - | - | skipped: {why} | - | - |",
                 row.name, row.floor
             );
             continue;
@@ -768,8 +790,13 @@ fn print_table(rows: &[Row], rounds: usize) -> Vec<String> {
         if let Err(why) = &row.runner {
             target = format!("{target} {why}");
         }
+        // Every row against the unconfined spawn of the same rounds, whatever its own floor.
+        let (base, base_cpu) = unconfined.map_or((String::from("-"), f64::NAN), |u| {
+            let (m, sd, _) = stats(&round_ratios(row, u, rounds));
+            (format!("{m:.2} ± {sd:.2}"), cpu / stats(&u.cpu).0)
+        });
         println!(
-            "| {} | {} | {mean:.2} | {sd:.2} | {median:.2} | {ratio} | {median_ratio:.2} | {:.2} | {cpu_ratio:.2} | {} |",
+            "| {} | {} | {mean:.2} | {sd:.2} | {median:.2} | {ratio} | {median_ratio:.2} | {:.2} | {cpu_ratio:.2} | {} | {base} | {base_cpu:.2} |",
             row.name,
             row.floor,
             cpu * 1e3,

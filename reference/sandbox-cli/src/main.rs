@@ -3,7 +3,7 @@
 //! - `sandboxctl probe` prints what each backend would do here (usable or why not, enforcement,
 //!   Landlock ABI, bwrap version) and which one the platform chain selects.
 //! - `sandboxctl run --mode M [--network N] --workspace DIR [--writable-root DIR]... [--protect P]...
-//!   [--backend B] [--output-cap SIZE] -- CMD...` confines one command and prints its result facts as JSON
+//!   [--allow-socket PATH]... [--backend B] [--output-cap SIZE] -- CMD...` confines one command and prints its result facts as JSON
 //!   (at most `--output-cap` of each stream, 4 MiB by default; `dropped` says how much more there was). Usable probe verdicts are shared across invocations
 //!   (`sandbox_local::cache`; `SANDBOX_PROBE_CACHE=off` probes every time), and a runner failure
 //!   drops the verdict it used.
@@ -93,6 +93,12 @@ struct RunArgs {
     /// agent folders; repeatable; relative, no `..`).
     #[arg(long, value_parser = protected_path)]
     protect: Vec<ProtectedPath>,
+    /// A named unix socket on the host the command may connect to (repeatable; an ssh agent's
+    /// `$SSH_AUTH_SOCK`): absolute, an existing socket, outside the workspace and the writable
+    /// roots. No backend here allows it by path: `host-ipc` is then reported `partial`, and the
+    /// result's `classes.host-ipc.allowed` lists it.
+    #[arg(long = "allow-socket", value_name = "PATH")]
+    allow_sockets: Vec<PathBuf>,
     /// Use this backend instead of the platform chain.
     #[arg(long)]
     backend: Option<Backend>,
@@ -243,6 +249,7 @@ fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
         workspace,
         writable_roots,
         protect,
+        allow_sockets,
         timeout,
         output_cap,
         command,
@@ -257,8 +264,9 @@ fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
     let policy = sandbox::ExecutionPolicy::new(mode, &workspace)
         .with_network(network)
         .with_extra_roots(writable_roots.into_iter().map(ExtraRoot::new).collect())
-        .with_protected_paths(protected_paths);
-    // Bad roots are refused before any runner starts, each with its own code.
+        .with_protected_paths(protected_paths)
+        .with_allow_unix_sockets(allow_sockets);
+    // Bad roots (and bad socket allowances) are refused before any runner starts, each with its own code.
     let policy = match policy.pinned().and_then(|p| p.check().map(|_| p)) {
         Ok(p) => p,
         Err(e) => {

@@ -6,12 +6,15 @@ use std::process::Command;
 const BENCH: &str = env!("CARGO_BIN_EXE_sandbox-bench");
 
 /// Every row of the table, as the README's Speed section names them.
-const ROWS: [&str; 13] = [
+const ROWS: [&str; 16] = [
     "unconfined",
     "trampoline",
     "landlock-run",
+    "landlock-run unguarded",
     "bwrap plain",
     "bwrap hardened",
+    "bwrap guarded",
+    "bwrap unguarded",
     "library landlock",
     "library bwrap",
     "sandboxctl landlock cold",
@@ -53,6 +56,8 @@ fn the_benchmark_runs_end_to_end_and_prints_every_row() {
                 .unwrap_or_else(|e| panic!("{row}: no mean ({e}): {line}"));
             assert!(mean > 0.0, "{line}");
             assert!(cells[6].contains('±') || row == "unconfined", "{line}");
+            // Its ratio to the unconfined spawn of the same run.
+            assert!(cells[11].contains('±'), "{line}");
         }
     }
     for level in [1, 4, 16, 64] {

@@ -815,3 +815,99 @@ fn probe_into_a_reader_that_left_is_no_panic() {
     assert!(!stderr.contains("panicked"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+/// `--allow-socket`: the payload (python, connecting and sending) reaches a real listener this
+/// test starts outside the workspace, and the facts say `host-ipc` is partial with that socket
+/// under `allowed`; without the flag the same payload is refused and the class is full; a bad
+/// path is refused with its code before anything runs.
+#[test]
+fn allow_socket_reaches_that_listener_and_the_facts_say_so_and_a_bad_one_runs_nothing() {
+    use std::io::Read;
+    use std::os::unix::net::UnixListener;
+
+    let d = dirs();
+    let sock = d.outside.join("agent.sock");
+    let listener = UnixListener::bind(&sock).expect("bind");
+    listener.set_nonblocking(true).expect("nonblocking");
+    let connect = format!(
+        "python3 -c 'import socket; s = socket.socket(socket.AF_UNIX); s.connect(\"{}\"); s.sendall(b\"agent\")'",
+        sock.display()
+    );
+    for backend in ["bwrap", "landlock"] {
+        let (code, facts) = run(
+            &[
+                "--mode",
+                "read-only",
+                "--backend",
+                backend,
+                "--allow-socket",
+                sock.to_str().expect("utf-8"),
+            ],
+            &d.ws,
+            &connect,
+        );
+        assert_eq!(code, Some(0), "{backend}: {facts}");
+        let ipc = &facts["classes"]["host-ipc"];
+        assert_eq!(ipc["enforcement"], "partial", "{backend}: {facts}");
+        assert_eq!(ipc["ungoverned"][0], "unix-sockets", "{backend}: {facts}");
+        assert_eq!(
+            ipc["allowed"],
+            serde_json::json!([sock]),
+            "{backend}: {facts}"
+        );
+        // The connection the payload made before it exited is in the backlog.
+        let (mut conn, _) = listener.accept().expect("the listener was reached");
+        conn.set_nonblocking(false).expect("blocking");
+        let mut got = String::new();
+        conn.read_to_string(&mut got).expect("read");
+        assert_eq!(got, "agent", "{backend}");
+
+        let (code, facts) = run(
+            &["--mode", "read-only", "--backend", backend],
+            &d.ws,
+            &connect,
+        );
+        assert_ne!(
+            code,
+            Some(0),
+            "{backend}: connected without an allowance: {facts}"
+        );
+        assert_eq!(
+            facts["classes"]["host-ipc"],
+            serde_json::json!({"enforcement": "full"}),
+            "{backend}"
+        );
+        assert!(
+            listener.accept().is_err(),
+            "{backend}: reached without an allowance"
+        );
+    }
+    let marker = d.ws.join("ran");
+    let script = format!("printf x > {}", marker.display());
+    let not_a_socket = d.outside.join("plain");
+    std::fs::write(&not_a_socket, "x").expect("write");
+    for (path, code) in [
+        ("relative.sock".to_owned(), "UNIX_SOCKET_RELATIVE"),
+        (
+            d.outside.join("gone.sock").display().to_string(),
+            "UNIX_SOCKET_MISSING",
+        ),
+        (
+            not_a_socket.display().to_string(),
+            "UNIX_SOCKET_NOT_A_SOCKET",
+        ),
+        (
+            format!("/proc/self/root{}", sock.display()),
+            "UNIX_SOCKET_NOT_GRANTABLE",
+        ),
+    ] {
+        let (exit, facts) = run(
+            &["--mode", "workspace-write", "--allow-socket", &path],
+            &d.ws,
+            &script,
+        );
+        assert_eq!(exit, Some(2), "{path}: {facts}");
+        assert_eq!(facts["error"], code, "{path}: {facts}");
+    }
+    assert!(!marker.exists(), "a refused call ran");
+}

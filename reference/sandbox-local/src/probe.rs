@@ -46,6 +46,7 @@ impl ProbeFacts {
                 ClassReport {
                     enforcement: self.enforcement.into(),
                     ungoverned: self.ungoverned.clone(),
+                    allowed: Vec::new(),
                 },
             )
         } else {
@@ -418,6 +419,7 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
     let files = ClassReport {
         enforcement: enforcement.into(),
         ungoverned: report.ungoverned.clone(),
+        allowed: Vec::new(),
     };
     let protected = if report.protect {
         ClassReport::full()
@@ -425,6 +427,7 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         ClassReport {
             enforcement: sandbox::ClassEnforcement::NotGoverned,
             ungoverned: vec![PROTECTED_NEEDS_MOUNT_NAMESPACE.into()],
+            allowed: Vec::new(),
         }
     };
     Ok(ProbeFacts {

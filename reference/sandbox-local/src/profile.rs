@@ -28,6 +28,9 @@ pub struct WritableSet {
     /// The dialect keeps protected paths by mounts (bwrap, the launcher), so a path that does not
     /// exist yet is not covered; `false` for a path-based dialect (Seatbelt).
     pub protected_by_mounts: bool,
+    /// The named unix sockets the deployment allowed (`allow_unix_sockets`, as configured and
+    /// checked): the launcher is then told `--allow-unix-sockets`.
+    pub unix_sockets: Vec<PathBuf>,
 }
 
 impl WritableSet {
@@ -68,6 +71,8 @@ impl WritableSet {
             }
         }
         set.protected = protected;
+        sandbox::check_unix_sockets(policy)?;
+        set.unix_sockets = policy.allow_unix_sockets.clone();
         Ok(set)
     }
 }
@@ -245,6 +250,11 @@ pub fn bwrap_args(
     args
 }
 
+/// The launcher's flag for a policy that allows named unix sockets: its guard then lets the
+/// payload make stream and seqpacket unix sockets (to any path it can see: seccomp cannot read a
+/// `connect` address, so the launch reports `host-ipc` partial).
+pub const ALLOW_UNIX_SOCKETS_FLAG: &str = "--allow-unix-sockets";
+
 /// The launcher inside bwrap: `--ipc private` (bwrap's `--unshare-ipc` made SysV IPC and POSIX
 /// message queues the sandbox's own), the network flag, then `--ro /`, `--rw` per writable root
 /// and `/dev` (bwrap's fresh `/dev`, its own tmpfs: the payload may write there as it may under
@@ -263,6 +273,9 @@ pub fn bwrap_guard_args(
         args.extend([os("--status-fd"), os(&fd.to_string())]);
     }
     args.extend([os("--ipc"), os("private")]);
+    if !set.unix_sockets.is_empty() {
+        args.push(os(ALLOW_UNIX_SOCKETS_FLAG));
+    }
     if network.is_restricted() {
         args.extend([os(landlock_run::net::NET_FLAG), os("restricted")]);
     }
@@ -313,6 +326,9 @@ pub fn landlock_args(
     }
     if network.is_restricted() {
         args.extend([os(landlock_run::net::NET_FLAG), os("restricted")]);
+    }
+    if !set.unix_sockets.is_empty() {
+        args.push(os(ALLOW_UNIX_SOCKETS_FLAG));
     }
     args.extend([os("--ro"), os("/")]);
     if let Some(ws) = &set.workspace {

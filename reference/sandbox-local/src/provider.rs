@@ -388,7 +388,7 @@ fn launch_classes(
         .with(EnforcementClass::Network, net)
         .with(
             EnforcementClass::HostIpc,
-            capabilities.get(EnforcementClass::HostIpc),
+            host_ipc_report(capabilities.get(EnforcementClass::HostIpc), set),
         );
     if set.protected.paths.is_empty() {
         return classes;
@@ -397,6 +397,30 @@ fn launch_classes(
         EnforcementClass::Protected,
         protected_report(capabilities.get(EnforcementClass::Protected), set),
     )
+}
+
+/// The host-IPC class of one launch: what the backend closes here, and with named unix sockets
+/// allowed (`allow_unix_sockets`), those paths under `allowed`. No backend here can allow a
+/// socket by path (seccomp cannot read a `connect` address, Landlock has no unix-socket right
+/// before ABI 9, and no mount hides every other socket on the host), so a class that was `full`
+/// becomes `partial` naming [`probe::HOST_IPC_UNIX_SOCKETS`]: every unix socket the payload can
+/// see is open, not only the allowed ones. Never a silent widening.
+fn host_ipc_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
+    if set.unix_sockets.is_empty() {
+        return capability;
+    }
+    let allowed = set.unix_sockets.iter().map(|p| p.display().to_string());
+    let widened = match capability.enforcement {
+        sandbox::ClassEnforcement::NotGoverned => capability,
+        _ => {
+            let mut gaps = capability.ungoverned;
+            if !gaps.iter().any(|g| g == probe::HOST_IPC_UNIX_SOCKETS) {
+                gaps.insert(0, probe::HOST_IPC_UNIX_SOCKETS.to_owned());
+            }
+            ClassReport::with_gaps(gaps)
+        }
+    };
+    widened.with_allowed(allowed)
 }
 
 /// The protected class of one launch: what the backend can do here, narrowed by the paths no

@@ -98,3 +98,105 @@ fn pipes_socketpairs_and_multiprocessing_work_while_host_ipc_is_refused() {
         }
     }
 }
+
+/// An npm script whose node forks a child and talks to it over the IPC channel (libuv makes it
+/// with `socketpair(AF_UNIX, SOCK_STREAM)`) and runs a subprocess, then a fresh `cargo build` of
+/// a crate in the workspace (rustc through cargo's pipes and jobserver), both confined by the real
+/// bwrap and the real launcher under `workspace-write`: the guard that refuses `socket(AF_UNIX)`
+/// leaves them working, and what they build lands in the workspace.
+#[test]
+fn an_npm_script_with_fork_ipc_and_a_cargo_build_work_confined() {
+    const FORK_JS: &str = r#"
+const { fork, execFileSync } = require("child_process");
+if (process.argv[2] === "child") {
+  process.on("message", (m) => { process.send(m + 1); process.exit(0); });
+} else {
+  const c = fork(__filename, ["child"]);
+  c.on("message", (m) => {
+    console.log("fork-ipc", m === 42 ? "ok" : m);
+    console.log("exec", execFileSync("sh", ["-c", "echo ok"]).toString().trim());
+  });
+  c.send(41);
+}
+"#;
+    let npm = which::which("npm").expect("npm (the CI install step installs nodejs and npm)");
+    let dir = tempfile::Builder::new()
+        .prefix("host-ipc-npm-")
+        .tempdir_in("/var/tmp")
+        .expect("workspace");
+    let ws = sandbox::canonical_path(dir.path()).expect("canonical");
+    std::fs::write(
+        ws.join("package.json"),
+        r#"{"name":"t","version":"1.0.0","private":true,"scripts":{"test":"node fork.js"}}"#,
+    )
+    .expect("package.json");
+    std::fs::write(ws.join("fork.js"), FORK_JS).expect("fork.js");
+    std::fs::create_dir_all(ws.join("crate/src")).expect("crate");
+    std::fs::write(
+        ws.join("crate/Cargo.toml"),
+        "[package]\nname = \"confined\"\nversion = \"0.1.0\"\nedition = \"2021\"\n[workspace]\n",
+    )
+    .expect("Cargo.toml");
+    std::fs::write(
+        ws.join("crate/src/main.rs"),
+        "fn main() { println!(\"built\"); }\n",
+    )
+    .expect("main.rs");
+    // A cargo this uid can run (root's toolchain lives under /root, out of the CI user's reach).
+    let cargo = which::which("cargo").ok().filter(|c| {
+        std::process::Command::new(c)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    });
+    if cargo.is_none() {
+        eprintln!(
+            "uid {}: no cargo reachable: only the npm script is checked",
+            nix::unistd::geteuid()
+        );
+    }
+    for backend in [Backend::Bwrap, Backend::Landlock] {
+        let provider = LocalProvider::new(LocalConfig::only(backend));
+        let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws.clone());
+        // npm writes its cache and logs under $HOME, which is not writable: point them inside.
+        let argv: Vec<OsString> = vec![
+            "/usr/bin/env".into(),
+            format!("npm_config_cache={}", ws.join(".npm").display()).into(),
+            npm.clone().into_os_string(),
+            "test".into(),
+            "--silent".into(),
+        ];
+        let confined = provider.confine(&argv, &policy).expect("confine");
+        let done = launch::run(&confined, &LaunchOptions::in_dir(&ws));
+        let stdout = String::from_utf8_lossy(&done.stdout);
+        assert_eq!(
+            stdout,
+            "fork-ipc ok\nexec ok\n",
+            "{backend:?} npm: stderr {:?}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        if let Some(cargo) = &cargo {
+            let _ = std::fs::remove_dir_all(ws.join("crate/target"));
+            let argv: Vec<OsString> = vec![
+                cargo.clone().into_os_string(),
+                "run".into(),
+                "-q".into(),
+                "--offline".into(),
+                "--manifest-path".into(),
+                ws.join("crate/Cargo.toml").into_os_string(),
+            ];
+            let confined = provider.confine(&argv, &policy).expect("confine");
+            let done = launch::run(&confined, &LaunchOptions::in_dir(&ws));
+            assert_eq!(
+                String::from_utf8_lossy(&done.stdout),
+                "built\n",
+                "{backend:?} cargo: stderr {:?}",
+                String::from_utf8_lossy(&done.stderr)
+            );
+            assert!(
+                ws.join("crate/target/debug/confined").is_file(),
+                "{backend:?}: the build is in the workspace"
+            );
+        }
+    }
+}

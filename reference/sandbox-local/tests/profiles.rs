@@ -322,3 +322,47 @@ fn a_runner_that_confines_nothing_is_broken_not_unusable() {
     assert!(err.confines_nothing(), "{err:?}");
     assert!(err.to_string().contains("confines nothing"), "{err}");
 }
+
+/// The launcher is told `--allow-unix-sockets` exactly when the policy allows named sockets, and
+/// no dialect ever emits the benchmark's switch that skips its guard, whatever the set says.
+#[test]
+fn the_socket_allowance_reaches_the_launcher_and_the_unguarded_switch_never_does() {
+    for sockets in [
+        Vec::new(),
+        vec![PathBuf::from("/run/user/1000/ssh-agent.sock")],
+    ] {
+        let set = WritableSet {
+            unix_sockets: sockets.clone(),
+            ..protected_set()
+        };
+        for network in [NetworkMode::Enabled, NetworkMode::Restricted] {
+            let dialects = [
+                profile::seatbelt_args(&set, network, Some(profile::STATUS_FD)),
+                profile::bwrap_args(
+                    &set,
+                    &binds(&set),
+                    network,
+                    Some(profile::STATUS_FD),
+                    Some(std::path::Path::new(GUARD)),
+                ),
+                profile::bwrap_args(&set, &binds(&set), network, None, None),
+                profile::landlock_args(&set, network, None, Some(profile::STATUS_FD)),
+                profile::landlock_args(&set, network, Some(2), None),
+            ];
+            for (i, argv) in dialects.iter().enumerate() {
+                assert!(
+                    !argv.iter().any(|a| a == landlock_run::BENCH_UNGUARDED_FLAG),
+                    "dialect {i}: {argv:?}"
+                );
+                let allows = argv.iter().any(|a| a == profile::ALLOW_UNIX_SOCKETS_FLAG);
+                // Seatbelt and bwrap without the launcher have no such switch.
+                let launcher = matches!(i, 1 | 3 | 4);
+                assert_eq!(
+                    allows,
+                    launcher && !sockets.is_empty(),
+                    "dialect {i} {sockets:?}: {argv:?}"
+                );
+            }
+        }
+    }
+}

@@ -54,6 +54,7 @@ pub struct PolicyService {
     temp_dir_pin: Option<PinnedDir>,
     extra_roots: Vec<ExtraRoot>,
     protected_paths: Vec<ProtectedPath>,
+    allow_unix_sockets: Vec<PathBuf>,
 }
 
 impl PolicyService {
@@ -78,6 +79,7 @@ impl PolicyService {
             temp_dir_pin: None,
             extra_roots: Vec::new(),
             protected_paths: ProtectedPath::defaults(),
+            allow_unix_sockets: Vec::new(),
         }
         .with_temp_dir(std::env::var_os("TMPDIR").map(PathBuf::from)))
     }
@@ -133,6 +135,20 @@ impl PolicyService {
     pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
         self.protected_paths = paths;
         self
+    }
+
+    /// The same service allowing every call's payload to connect to these named unix sockets on
+    /// the host (an ssh agent's `$SSH_AUTH_SOCK`), checked now ([`sandbox::check_unix_sockets`]:
+    /// absolute, an existing socket, outside the workspace and the extra roots) and again per
+    /// call. Set the writable roots first: a socket inside one is refused.
+    pub fn with_allow_unix_sockets(mut self, sockets: &[PathBuf]) -> Result<Self, PolicyError> {
+        let probe = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &self.workspace_root)
+            .with_temp_dir(None)
+            .with_extra_roots(self.extra_roots.clone())
+            .with_allow_unix_sockets(sockets.to_vec());
+        sandbox::check_unix_sockets(&probe).map_err(PolicyError::Pin)?;
+        self.allow_unix_sockets = sockets.to_vec();
+        Ok(self)
     }
 
     /// The deployment default mode.
@@ -223,6 +239,7 @@ impl PolicyService {
             temp_dir_pin: self.temp_dir_pin.clone(),
             extra_roots: self.extra_roots.clone(),
             protected_paths: self.protected_paths.clone(),
+            allow_unix_sockets: self.allow_unix_sockets.clone(),
         }))
     }
 }
@@ -411,6 +428,43 @@ mod tests {
         assert!(stamp.extra_roots[0].pin.is_some());
         assert_eq!(stamp.protected_paths, sandbox::ProtectedPath::defaults());
         assert!(stamp.check().expect("roots").contains(&extra));
+    }
+
+    #[test]
+    fn a_bad_socket_allowance_is_a_load_error_with_its_code_and_a_good_one_reaches_every_call() {
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let base = std::fs::canonicalize(dir.path()).expect("canon");
+        let (ws, extra, agent) = (base.join("ws"), base.join("extra"), base.join("agent"));
+        for d in [&ws, &extra, &agent] {
+            std::fs::create_dir_all(d).expect("dir");
+        }
+        let sock = agent.join("agent.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&sock).expect("bind");
+        let _in_extra = std::os::unix::net::UnixListener::bind(extra.join("s")).expect("bind");
+        std::fs::write(agent.join("plain"), "x").expect("write");
+        let service = || {
+            PolicyService::new(SandboxMode::WorkspaceWrite, &ws)
+                .and_then(|s| s.with_writable_roots(std::slice::from_ref(&extra)))
+                .expect("service")
+        };
+        for (path, code) in [
+            (PathBuf::from("agent.sock"), sandbox::UNIX_SOCKET_RELATIVE),
+            (agent.join("gone"), sandbox::UNIX_SOCKET_MISSING),
+            (agent.join("plain"), sandbox::UNIX_SOCKET_NOT_A_SOCKET),
+            (extra.join("s"), sandbox::UNIX_SOCKET_NOT_GRANTABLE),
+        ] {
+            let err = service()
+                .with_allow_unix_sockets(std::slice::from_ref(&path))
+                .expect_err(code);
+            assert!(err.to_string().starts_with(code), "{err}");
+        }
+        let service = service()
+            .with_allow_unix_sockets(std::slice::from_ref(&sock))
+            .expect("allowed");
+        let stamp = service.resolve(None, None).expect("stamp");
+        assert_eq!(stamp.allow_unix_sockets, std::slice::from_ref(&sock));
+        let provider = stamp.for_provider().expect("confined");
+        assert_eq!(provider.allow_unix_sockets, [sock]);
     }
 
     #[test]

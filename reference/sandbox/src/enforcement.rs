@@ -148,6 +148,10 @@ pub struct ClassReport {
     /// `named-unix-sockets` for the network under bwrap); empty when `full`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ungoverned: Vec<String>,
+    /// What the deployment allowed through the class on purpose (the named unix sockets of
+    /// `allow_unix_sockets` for `host-ipc`); empty when nothing was.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allowed: Vec<String>,
 }
 
 impl ClassReport {
@@ -156,6 +160,7 @@ impl ClassReport {
         ClassReport {
             enforcement: ClassEnforcement::Full,
             ungoverned: Vec::new(),
+            allowed: Vec::new(),
         }
     }
 
@@ -164,6 +169,7 @@ impl ClassReport {
         ClassReport {
             enforcement: ClassEnforcement::NotGoverned,
             ungoverned: Vec::new(),
+            allowed: Vec::new(),
         }
     }
 
@@ -177,7 +183,14 @@ impl ClassReport {
                 ClassEnforcement::Partial
             },
             ungoverned,
+            allowed: Vec::new(),
         }
+    }
+
+    /// The same report, listing `allowed` as allowed on purpose.
+    pub fn with_allowed<S: Into<String>>(mut self, allowed: impl IntoIterator<Item = S>) -> Self {
+        self.allowed = allowed.into_iter().map(Into::into).collect();
+        self
     }
 }
 
@@ -198,6 +211,7 @@ impl ClassEnforcements {
             ClassReport {
                 enforcement: overall.into(),
                 ungoverned: Vec::new(),
+                allowed: Vec::new(),
             },
         )
     }

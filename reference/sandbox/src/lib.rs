@@ -58,7 +58,7 @@ pub use enforcement::{ClassEnforcement, ClassEnforcements, ClassReport, Enforcem
 pub use error::{SANDBOX_UNAVAILABLE, SandboxUnavailable};
 pub use marker::denial_marker;
 pub use mode::{ConfinedMode, ModeParseError, NetworkMode, SandboxEnforcement, SandboxMode};
-pub use paths::{PathError, canonical_path, is_within, writable_roots};
+pub use paths::{PathError, canonical_path, check_unix_sockets, is_within, writable_roots};
 pub use policy::{ExecutionPolicy, ExtraRoot, ProviderPolicy};
 pub use protected::{
     BAD_PROTECTED_PATH, DEFAULT_PROTECTED_PATHS, ProtectedPath, ProtectedPathError, ProtectedPlan,
@@ -70,7 +70,8 @@ pub use state::{
 };
 pub use workspace::{
     BAD_PATH, DirIdentity, PinnedDir, RootError, TEMP_DIR_MOVED, TEMP_DIR_NOT_A_DIRECTORY,
-    TEMP_DIR_TOO_BROAD, WORKSPACE_MISSING, WORKSPACE_MOVED, WORKSPACE_NOT_A_DIRECTORY,
+    TEMP_DIR_TOO_BROAD, UNIX_SOCKET_MISSING, UNIX_SOCKET_NOT_A_SOCKET, UNIX_SOCKET_NOT_GRANTABLE,
+    UNIX_SOCKET_RELATIVE, WORKSPACE_MISSING, WORKSPACE_MOVED, WORKSPACE_NOT_A_DIRECTORY,
     WORKSPACE_TOO_BROAD, WRITABLE_ROOT_MISSING, WRITABLE_ROOT_MOVED, WRITABLE_ROOT_NOT_A_DIRECTORY,
     WRITABLE_ROOT_RELATIVE, WRITABLE_ROOT_TOO_BROAD, system_reason,
 };

@@ -12,7 +12,8 @@ use std::path::{Component, Path, PathBuf};
 use crate::mode::ConfinedMode;
 use crate::policy::{ExtraRoot, ProviderPolicy};
 use crate::workspace::{
-    DirIdentity, RootError, WRITABLE_ROOT_MISSING, WRITABLE_ROOT_MOVED,
+    DirIdentity, RootError, UNIX_SOCKET_MISSING, UNIX_SOCKET_NOT_A_SOCKET,
+    UNIX_SOCKET_NOT_GRANTABLE, UNIX_SOCKET_RELATIVE, WRITABLE_ROOT_MISSING, WRITABLE_ROOT_MOVED,
     WRITABLE_ROOT_NOT_A_DIRECTORY, WRITABLE_ROOT_RELATIVE, WRITABLE_ROOT_TOO_BROAD,
     check_temp_breadth, check_workspace_breadth, identify_dir,
 };
@@ -207,6 +208,7 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
             now: Some(id),
         });
     }
+    check_unix_sockets(policy)?;
     if policy.mode == ConfinedMode::ReadOnly {
         for root in &policy.extra_roots {
             check_extra_root(root, None)?;
@@ -263,6 +265,78 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
         }
     }
     Ok(roots)
+}
+
+/// Checks the unix sockets `policy` allows the payload to connect to and returns them as they
+/// resolve (every path that checks the roots checks these, so nothing runs on a bad one). Each
+/// must be absolute (`UNIX_SOCKET_RELATIVE`), exist (`UNIX_SOCKET_MISSING`), be a socket once
+/// symlinks are followed (`UNIX_SOCKET_NOT_A_SOCKET`), and lie where a deployment may grant one
+/// (`UNIX_SOCKET_NOT_GRANTABLE`): not under `/proc` (a path through another process's root or
+/// descriptor table names no socket of this host's tree), and not inside the workspace or an
+/// extra root, whose payload may replace the socket with a listener of its own under that name,
+/// so the grant would not name the host service the deployment meant.
+pub fn check_unix_sockets(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError> {
+    use std::os::unix::fs::FileTypeExt;
+
+    if policy.allow_unix_sockets.is_empty() {
+        return Ok(Vec::new());
+    }
+    let refuse = |code, path: &Path, why: String| RootError::UnixSocket {
+        code,
+        path: path.to_path_buf(),
+        why,
+    };
+    let trees: Vec<PathBuf> = std::iter::once(&policy.workspace_root)
+        .chain(policy.extra_roots.iter().map(|r| &r.path))
+        .filter_map(|p| canonical_path(p).ok())
+        .collect();
+    let mut resolved = Vec::with_capacity(policy.allow_unix_sockets.len());
+    for path in &policy.allow_unix_sockets {
+        if !path.is_absolute() {
+            return Err(refuse(UNIX_SOCKET_RELATIVE, path, "is not absolute".into()));
+        }
+        let canonical = canonical_path(path).map_err(|e| {
+            refuse(
+                UNIX_SOCKET_MISSING,
+                path,
+                format!("cannot be resolved: {e}"),
+            )
+        })?;
+        let meta = std::fs::metadata(&canonical).map_err(|e| {
+            refuse(
+                UNIX_SOCKET_MISSING,
+                path,
+                format!("does not exist ({canonical:?}: {e})"),
+            )
+        })?;
+        if !meta.file_type().is_socket() {
+            return Err(refuse(
+                UNIX_SOCKET_NOT_A_SOCKET,
+                path,
+                format!("resolves to {canonical:?}, which is not a socket"),
+            ));
+        }
+        if path.starts_with("/proc") || canonical.starts_with("/proc") {
+            return Err(refuse(
+                UNIX_SOCKET_NOT_GRANTABLE,
+                path,
+                format!(
+                    "resolves through /proc ({canonical:?}): another process's view of the tree"
+                ),
+            ));
+        }
+        if let Some(tree) = trees.iter().find(|t| canonical.starts_with(t)) {
+            return Err(refuse(
+                UNIX_SOCKET_NOT_GRANTABLE,
+                path,
+                format!(
+                    "resolves to {canonical:?}, inside the writable tree {tree:?} (the payload could put its own listener there)"
+                ),
+            ));
+        }
+        resolved.push(canonical);
+    }
+    Ok(resolved)
 }
 
 #[cfg(test)]

@@ -80,6 +80,12 @@ pub struct ExecutionPolicy {
         skip_serializing_if = "is_default_protected"
     )]
     pub protected_paths: Vec<ProtectedPath>,
+    /// Named unix sockets on the host the payload may connect to (an ssh agent's
+    /// `$SSH_AUTH_SOCK`), configured per deployment; empty (the default): none. Checked before
+    /// anything runs ([`crate::check_unix_sockets`]); a backend that cannot allow them by path
+    /// reports `host-ipc` as `partial` and lists them under `allowed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 impl ExecutionPolicy {
@@ -95,6 +101,7 @@ impl ExecutionPolicy {
             temp_dir_pin: None,
             extra_roots: Vec::new(),
             protected_paths: ProtectedPath::defaults(),
+            allow_unix_sockets: Vec::new(),
         }
     }
 
@@ -128,6 +135,7 @@ impl ExecutionPolicy {
                 let mut narrowed =
                     ProviderPolicy::new(ConfinedMode::ReadOnly, &self.workspace_root);
                 narrowed.workspace_pin = self.workspace_pin.clone();
+                narrowed.allow_unix_sockets = self.allow_unix_sockets.clone();
                 crate::writable_roots(&narrowed).map(|_| Vec::new())
             }
         }
@@ -151,6 +159,12 @@ impl ExecutionPolicy {
         self
     }
 
+    /// The same policy allowing the payload to connect to these named unix sockets.
+    pub fn with_allow_unix_sockets(mut self, sockets: Vec<PathBuf>) -> Self {
+        self.allow_unix_sockets = sockets;
+        self
+    }
+
     /// The policy a provider must enforce, or `None` when the call runs unconfined
     /// (`danger-full-access`, which never reaches a provider).
     pub fn for_provider(&self) -> Option<ProviderPolicy> {
@@ -164,6 +178,7 @@ impl ExecutionPolicy {
             cwd: None,
             extra_roots: self.extra_roots.clone(),
             protected_paths: self.protected_paths.clone(),
+            allow_unix_sockets: self.allow_unix_sockets.clone(),
         })
     }
 }
@@ -200,6 +215,9 @@ pub struct ProviderPolicy {
         skip_serializing_if = "is_default_protected"
     )]
     pub protected_paths: Vec<ProtectedPath>,
+    /// Named unix sockets the payload may connect to (see [`ExecutionPolicy::allow_unix_sockets`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 impl ProviderPolicy {
@@ -216,6 +234,7 @@ impl ProviderPolicy {
             cwd: None,
             extra_roots: Vec::new(),
             protected_paths: ProtectedPath::defaults(),
+            allow_unix_sockets: Vec::new(),
         }
     }
 
@@ -246,6 +265,12 @@ impl ProviderPolicy {
     /// The same policy with another set of protected paths (empty: none).
     pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
         self.protected_paths = paths;
+        self
+    }
+
+    /// The same policy allowing the payload to connect to these named unix sockets.
+    pub fn with_allow_unix_sockets(mut self, sockets: Vec<PathBuf>) -> Self {
+        self.allow_unix_sockets = sockets;
         self
     }
 

@@ -115,6 +115,14 @@ pub const WRITABLE_ROOT_NOT_A_DIRECTORY: &str = "WRITABLE_ROOT_NOT_A_DIRECTORY";
 pub const WRITABLE_ROOT_TOO_BROAD: &str = "WRITABLE_ROOT_TOO_BROAD";
 /// The stable code of an extra writable root that now resolves to another directory.
 pub const WRITABLE_ROOT_MOVED: &str = "WRITABLE_ROOT_MOVED";
+/// An allowed unix socket path is not absolute.
+pub const UNIX_SOCKET_RELATIVE: &str = "UNIX_SOCKET_RELATIVE";
+/// An allowed unix socket path does not exist.
+pub const UNIX_SOCKET_MISSING: &str = "UNIX_SOCKET_MISSING";
+/// An allowed unix socket path exists but is not a socket.
+pub const UNIX_SOCKET_NOT_A_SOCKET: &str = "UNIX_SOCKET_NOT_A_SOCKET";
+/// An allowed unix socket lies where no deployment may grant one (see [`crate::check_unix_sockets`]).
+pub const UNIX_SOCKET_NOT_GRANTABLE: &str = "UNIX_SOCKET_NOT_GRANTABLE";
 
 /// Why a policy's roots cannot be used. Nothing runs when this is returned.
 #[derive(Debug, thiserror::Error)]
@@ -205,6 +213,16 @@ pub enum RootError {
         /// What is wrong with it.
         why: String,
     },
+    /// An allowed unix socket was refused; `code` is one of the `UNIX_SOCKET_*` codes.
+    #[error("{code}: the allowed unix socket {path:?} {why}")]
+    UnixSocket {
+        /// The stable code.
+        code: &'static str,
+        /// The socket path as configured.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// A root could not be resolved.
     #[error("{BAD_PATH}: {0}")]
     Path(#[from] PathError),
@@ -222,6 +240,7 @@ impl RootError {
             RootError::TempDirTooBroad { .. } => TEMP_DIR_TOO_BROAD,
             RootError::TempDirMoved { .. } => TEMP_DIR_MOVED,
             RootError::ExtraRoot { code, .. } => code,
+            RootError::UnixSocket { code, .. } => code,
             RootError::Path(_) => BAD_PATH,
         }
     }
