@@ -34,4 +34,5 @@ pub mod plan;
 pub mod protocol;
 pub mod request;
 pub mod steps;
+pub mod suite;
 pub mod world;
