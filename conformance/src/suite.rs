@@ -112,7 +112,7 @@ fn write_all(root: &Path, files: &[(&str, &[u8])]) -> Result<(), SuiteError> {
     Ok(())
 }
 
-/// The embedded scenario set's hash ([`hash_files`] of [`SCENARIOS`]).
+/// The embedded scenario set's hash ([`hash_dir`]'s, computed over [`SCENARIOS`]).
 pub fn embedded_hash() -> String {
     hash_files(SCENARIOS.iter().map(|(p, b)| (p.to_string(), b.to_vec())))
 }
