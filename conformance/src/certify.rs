@@ -173,6 +173,9 @@ pub struct HostFacts {
 pub struct Report {
     /// The suite's version.
     pub suite_version: &'static str,
+    /// The hash of the scenario set this run loaded ([`crate::suite::hash_dir`]): the embedded
+    /// suite's, or that of the `--scenarios` directory. `None` when it could not be read.
+    pub suite_hash: Option<String>,
     /// The suite's commit, when known.
     pub commit: Option<String>,
     /// Where it ran.
@@ -269,6 +272,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let suite: Suite = load_suite(&options.scenarios);
+    let suite_hash = crate::suite::hash_dir(&options.scenarios).ok();
     let (mut backends, expectations): (Vec<Backend>, Vec<_>) = options.backends.into_iter().unzip();
     // Every answer of every backend is seen on its way to the steps, so the report states the
     // weakest enforcement each class had in this run.
@@ -396,6 +400,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     family_seconds.sort_by(|a, b| b.1.total_cmp(&a.1));
     let mut report = Report {
         suite_version: env!("CARGO_PKG_VERSION"),
+        suite_hash,
         commit: commit(),
         host: host_facts(),
         started_at,

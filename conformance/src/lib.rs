@@ -36,4 +36,5 @@ pub mod plan;
 pub use sandbox_protocol as protocol;
 pub mod request;
 pub mod steps;
+pub mod suite;
 pub mod world;

@@ -42,6 +42,22 @@ pub enum MergeError {
         /// The first report's version.
         expected: String,
     },
+    /// The reports come from different scenario sets (the same version, other scenarios: a
+    /// `--scenarios DIR` run, or an edited clone).
+    #[error(
+        "{path}: scenario set {found}, but {first} is {expected}; reports of different suites \
+         do not compare (--allow-mixed-versions to merge them anyway)"
+    )]
+    MixedScenarioSets {
+        /// The report of another scenario set.
+        path: PathBuf,
+        /// Its scenario set's hash (`unknown` for a report that names none).
+        found: String,
+        /// The first report.
+        first: PathBuf,
+        /// The first report's hash.
+        expected: String,
+    },
     /// Nothing to merge.
     #[error("no report to merge: name at least one report directory or report.json")]
     Nothing,
@@ -52,6 +68,10 @@ pub enum MergeError {
 pub struct HostReport {
     /// The suite's version.
     pub suite_version: String,
+    /// The hash of the scenario set the run used (`sha256:...`); `None` in reports that
+    /// predate it.
+    #[serde(default)]
+    pub suite_hash: Option<String>,
     /// The suite's commit, when known.
     pub commit: Option<String>,
     /// The host's facts, as the report states them.
@@ -99,6 +119,8 @@ pub struct CaseLine {
 pub struct Merged {
     /// The suite version of the first report.
     pub suite_version: String,
+    /// The scenario set's hash of the first report (`None`: it names none).
+    pub suite_hash: Option<String>,
     /// Each host's report, by label, in the order given.
     pub hosts: Vec<(String, HostReport)>,
     /// Every host's run is `CERTIFIED` (every backend certified, no family left out).
@@ -142,8 +164,22 @@ pub fn merge(paths: &[PathBuf], allow_mixed_versions: bool) -> Result<Merged, Me
     };
     let mut hosts: Vec<(String, HostReport)> = Vec::new();
     let mut first: Option<(PathBuf, String)> = None;
+    let mut first_hash: Option<Option<String>> = None;
     for path in paths {
         let report = read(path)?;
+        match &first_hash {
+            None => first_hash = Some(report.suite_hash.clone()),
+            Some(hash) if *hash != report.suite_hash && !allow_mixed_versions => {
+                let unknown = |h: &Option<String>| h.clone().unwrap_or_else(|| "unknown".into());
+                return Err(MergeError::MixedScenarioSets {
+                    path: path.clone(),
+                    found: unknown(&report.suite_hash),
+                    first: first_path.clone(),
+                    expected: unknown(hash),
+                });
+            }
+            Some(_) => {}
+        }
         match &first {
             None => first = Some((path.clone(), report.suite_version.clone())),
             Some((first_path, version))
@@ -176,6 +212,7 @@ pub fn merge(paths: &[PathBuf], allow_mixed_versions: bool) -> Result<Merged, Me
     });
     Ok(Merged {
         suite_version,
+        suite_hash: first_hash.flatten(),
         hosts,
         certified,
     })
@@ -198,9 +235,13 @@ pub fn markdown(merged: &Merged) -> String {
     families.sort_unstable();
     families.dedup();
     let mut out = format!(
-        "# Certification across {} hosts (suite {})\n\n{}\n\n",
+        "# Certification across {} hosts (suite {}, {})\n\n{}\n\n",
         merged.hosts.len(),
         merged.suite_version,
+        merged
+            .suite_hash
+            .as_deref()
+            .unwrap_or("scenario set unknown"),
         if merged.certified {
             "Every host's run is CERTIFIED."
         } else {

@@ -1011,6 +1011,11 @@ fn merge_refuses_what_is_not_a_finished_report_of_this_suite_naming_the_file() {
     let mut older = report.clone();
     older["suite_version"] = "0.0.1".into();
     std::fs::write(other.join("report.json"), older.to_string()).expect("write");
+    let another_set = base.path().join("another-set");
+    std::fs::create_dir(&another_set).expect("mkdir");
+    let mut edited = report.clone();
+    edited["suite_hash"] = "sha256:another".into();
+    std::fs::write(another_set.join("report.json"), edited.to_string()).expect("write");
     let junk = base.path().join("junk");
     std::fs::create_dir(&junk).expect("mkdir");
     std::fs::write(junk.join("report.json"), "{\"hello\": 1}").expect("write");
@@ -1019,6 +1024,7 @@ fn merge_refuses_what_is_not_a_finished_report_of_this_suite_naming_the_file() {
     let out = base.path().join("merged");
     for (bad, says) in [
         (&other, "suite version 0.0.1"),
+        (&another_set, "scenario set sha256:another"),
         (&junk, "not a certify report"),
         (&stopped, "no report.json"),
     ] {
@@ -1240,4 +1246,107 @@ fn what_certify_starts_has_no_signal_blocked() {
         let blocked = line.trim_start_matches("SigBlk:").trim();
         assert_eq!(u64::from_str_radix(blocked, 16), Ok(0), "{masks}");
     }
+}
+/// A private directory for these tests outside every temp root (certify refuses to put its
+/// launcher under one): under `$HOME/.cache`, which is where an installed certify's own go, and
+/// inside a world base the inside-out walk of concurrent runs does not descend into (a directory
+/// made elsewhere would change what their walk finds, and so a replayed run's messages).
+fn private_base(tag: &str) -> tempfile::TempDir {
+    let home = std::env::var_os("HOME").expect("HOME is set");
+    let base = Path::new(&home).join(".cache/sandbox-certify-tests");
+    std::fs::create_dir_all(&base).expect("the tests' cache directory");
+    tempfile::Builder::new()
+        .prefix(tag)
+        .tempdir_in(&base)
+        .expect("tempdir under $HOME/.cache")
+}
+
+/// `certify` copied alone into an empty directory (what `cargo install --path conformance`
+/// gives a backend author), run from `/` with no clone in sight of its lookup and no launcher on
+/// PATH: the suite inside it and the launcher it provides from itself.
+fn lone_certify(cache: &Path, args: &[&str]) -> (std::process::Output, tempfile::TempDir) {
+    let bin = private_base("lone-bin-");
+    let exe = bin.path().join("certify");
+    std::fs::copy(CERTIFY, &exe).expect("copy certify alone");
+    let out = bin.path().join("out");
+    let run = Command::new(&exe)
+        .args(args)
+        .arg("--out")
+        .arg(&out)
+        .current_dir("/")
+        .env("XDG_CACHE_HOME", cache)
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env_remove("CONFORMANCE_SCENARIOS")
+        .env_remove("CONFORMANCE_EXPECTATIONS")
+        .output()
+        .expect("run the lone certify");
+    (run, bin)
+}
+
+#[test]
+fn a_lone_installed_certify_certifies_a_family_from_the_root_directory() {
+    assert!(
+        Command::new("sh")
+            .args(["-c", "command -v landlock-run"])
+            .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+            .output()
+            .is_ok_and(|o| !o.status.success()),
+        "a landlock-run on the system PATH would hide what this test checks"
+    );
+    let cache = private_base("lone-cache-");
+    let (run, bin) = lone_certify(
+        cache.path(),
+        &["--backend", "landlock", "--family", "containment"],
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    // PARTIAL: the family passed, and only it ran.
+    assert_eq!(run.status.code(), Some(3), "{stderr}");
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(bin.path().join("out/report.json")).expect("report.json"),
+    )
+    .expect("json");
+    assert_eq!(report["backends"][0]["name"], "landlock");
+    assert_eq!(report["backends"][0]["certified"], true, "{stderr}");
+    let cases = report["cases"].as_array().map_or(0, Vec::len);
+    assert!(cases > 100, "the containment family ran: {cases} cases");
+    // The embedded scenario set is the workspace's, and the report says which it is.
+    let hash = conformance::suite::hash_dir(&repo().join("scenarios")).expect("hash");
+    assert_eq!(report["suite_hash"], hash.as_str());
+    assert!(report["suite_version"].as_str().is_some());
+    // The suite's copy and the launcher's link are gone with the run.
+    let left: Vec<_> = std::fs::read_dir(cache.path().join("sandbox-certify"))
+        .expect("certify's cache directory")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn a_lone_certify_that_cannot_provide_the_launcher_runs_nothing_under_landlock() {
+    // Its cache under /tmp (a temp root a confined call may write) is refused: the launcher it
+    // would link there could be replaced by a payload.
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (run, bin) = lone_certify(
+        tmp.path(),
+        &["--backend", "landlock", "--family", "containment"],
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains("cannot provide one") && stderr.contains("which a confined call may write"),
+        "{stderr}"
+    );
+    assert_ne!(run.status.code(), Some(0), "{stderr}");
+    assert_ne!(run.status.code(), Some(3), "{stderr}");
+    let report = std::fs::read_to_string(bin.path().join("out/report.json")).unwrap_or_default();
+    assert!(
+        !report.contains("\"certified\": true"),
+        "an unusable launcher certifies nothing: {report}"
+    );
+    assert!(
+        !tmp.path()
+            .join("sandbox-certify")
+            .read_dir()
+            .is_ok_and(|mut d| d.next().is_some())
+    );
 }

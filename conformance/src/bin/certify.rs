@@ -6,6 +6,15 @@
 //!   the JSON-lines protocol (`conformance/protocol/README.md`).
 //! - `certify merge DIR...` joins the reports of several hosts into one report and one matrix.
 //!
+//! The suite is inside the binary (`conformance::suite`): an installed `certify` needs no clone.
+//! It is written into a private directory for the run unless `--scenarios DIR` (or
+//! `CONFORMANCE_SCENARIOS`) names another, and the report names the suite version and the
+//! scenario set's hash. `certify` is also the Landlock launcher: run under the name
+//! `landlock-run` it is `landlock_run::run`, and when no `landlock-run` is found next to it (or
+//! on `PATH`) it hard-links (or copies) itself under that name into a private directory outside
+//! every temp root and points the launcher lookup there. A launcher it cannot provide leaves the
+//! backends that need it unusable, with the reason (never an unconfined run).
+//!
 //! Exit code 0 only when every backend in the run is certified on the whole suite; 1 when not;
 //! 2 on bad usage; 3 for `PARTIAL`: everything the run ran passed, but `--family` left families
 //! out, so it is no certificate; 130 when stopped by a signal (Ctrl-C): no new case starts, the
@@ -24,7 +33,7 @@ use conformance::backends::{Backend, REFERENCE_BACKENDS, reference_backend};
 use conformance::certify::{self, CaseResult, Options, Report, Status};
 use conformance::expectations::{self, ExpectationFile};
 use conformance::external::External;
-use conformance::harness::{expectations_dir, scenario_root};
+use conformance::suite::{self, Materialised};
 
 #[derive(Parser)]
 #[command(
@@ -56,7 +65,7 @@ struct Cli {
     /// The external backend's expectation file (reference backends use fixtures/expectations/).
     #[arg(long)]
     expectations: Option<PathBuf>,
-    /// The scenario root (default: the workspace's scenarios/).
+    /// The scenario root (default: the suite compiled into this binary).
     #[arg(long)]
     scenarios: Option<PathBuf>,
     /// Certify an operator runner: a bwrap-compatible runner command, used unprobed.
@@ -149,7 +158,15 @@ fn merge_main(args: impl Iterator<Item = OsString>) -> ExitCode {
     }
 }
 
+/// The name this binary answers to as the Landlock launcher.
+const LAUNCHER: &str = "landlock-run";
+
 fn main() -> ExitCode {
+    // A multi-call binary: under the launcher's name it is the launcher, nothing else.
+    let argv0 = std::env::args_os().next().unwrap_or_default();
+    if std::path::Path::new(&argv0).file_name() == Some(LAUNCHER.as_ref()) {
+        return landlock_run::run();
+    }
     let mut args = std::env::args_os().skip(1);
     if args.next().is_some_and(|a| a == "merge") {
         return merge_main(args);
@@ -157,12 +174,21 @@ fn main() -> ExitCode {
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(stop.clone());
     let cli = parse_cli();
-    let scenarios = cli.scenarios.clone().unwrap_or_else(scenario_root);
+    // Kept alive for the whole run: removed (with what is in them) when main returns.
+    let _launcher_dir = provide_launcher();
+    let embedded = match SuiteDirs::of(&cli) {
+        Ok(dirs) => dirs,
+        Err(e) => {
+            eprintln!("certify: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let scenarios = embedded.scenarios.clone();
     if let Err(e) = check_families(&cli.families, &scenarios) {
         eprintln!("certify: {e}");
         return ExitCode::from(2);
     }
-    let (backends, excluded) = match select_backends(&cli) {
+    let (backends, excluded) = match select_backends(&cli, &embedded.expectations) {
         Ok(selected) => selected,
         Err(e) => {
             eprintln!("certify: {e}");
@@ -262,7 +288,12 @@ fn main() -> ExitCode {
 
 /// The command line, with `--family`'s help naming the families of the default scenario root.
 fn parse_cli() -> Cli {
-    let families = certify::families(&scenario_root());
+    let mut families: Vec<String> = suite::SCENARIOS
+        .iter()
+        .filter(|(p, _)| p.ends_with(".yaml") || p.ends_with(".yml"))
+        .filter_map(|(p, _)| p.split_once('/').map(|(f, _)| f.to_owned()))
+        .collect();
+    families.dedup();
     let command = Cli::command().mut_arg("families", |arg| {
         arg.long_help(format!(
             "Only this scenario family (repeatable). A run that leaves families out is PARTIAL, \
@@ -303,8 +334,11 @@ fn check_families(asked: &[String], scenarios: &std::path::Path) -> Result<(), S
 }
 
 /// The backends of this run, and the reference backends left out because they cannot run here.
-fn select_backends(cli: &Cli) -> Result<(Planned, Vec<(String, String)>), String> {
-    let dir = expectations_dir();
+fn select_backends(
+    cli: &Cli,
+    expectations: &std::path::Path,
+) -> Result<(Planned, Vec<(String, String)>), String> {
+    let dir = expectations.to_path_buf();
     if let Some(runner) = &cli.runner_command {
         if !cli.command.is_empty() || !cli.backends.is_empty() {
             return Err("--runner-command certifies that runner alone".into());
@@ -438,4 +472,104 @@ fn summarize(report: &Report) {
             .collect::<Vec<_>>()
             .join(", ")
     );
+}
+
+/// The scenario root and the reference expectations of this run, and the private copy of the
+/// embedded suite they may live in.
+struct SuiteDirs {
+    scenarios: PathBuf,
+    expectations: PathBuf,
+    _copy: Option<Materialised>,
+}
+
+impl SuiteDirs {
+    /// `--scenarios` or `CONFORMANCE_SCENARIOS`, else the embedded scenarios; the reference
+    /// expectations from `CONFORMANCE_EXPECTATIONS`, else the embedded ones. When the embedded
+    /// suite cannot be written out (no writable cache directory), the build's workspace copy is
+    /// used if it still exists, and said.
+    fn of(cli: &Cli) -> Result<SuiteDirs, String> {
+        let env = |name: &str| {
+            std::env::var_os(name)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
+        let scenarios = cli
+            .scenarios
+            .clone()
+            .or_else(|| env("CONFORMANCE_SCENARIOS"));
+        let expectations = env("CONFORMANCE_EXPECTATIONS");
+        if let (Some(scenarios), Some(expectations)) = (&scenarios, &expectations) {
+            return Ok(SuiteDirs {
+                scenarios: scenarios.clone(),
+                expectations: expectations.clone(),
+                _copy: None,
+            });
+        }
+        match Materialised::new() {
+            Ok(copy) => Ok(SuiteDirs {
+                scenarios: scenarios.unwrap_or_else(|| copy.scenarios()),
+                expectations: expectations.unwrap_or_else(|| copy.expectations()),
+                _copy: Some(copy),
+            }),
+            Err(e) => {
+                let built = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
+                let (s, x) = (built.join("scenarios"), built.join("fixtures/expectations"));
+                if !(s.is_dir() && x.is_dir()) {
+                    return Err(format!(
+                        "{e}; and the build's suite ({}) is gone",
+                        s.display()
+                    ));
+                }
+                eprintln!(
+                    "certify: {e}; using the build's suite under {}",
+                    built.display()
+                );
+                Ok(SuiteDirs {
+                    scenarios: scenarios.unwrap_or(s),
+                    expectations: expectations.unwrap_or(x),
+                    _copy: None,
+                })
+            }
+        }
+    }
+}
+
+/// Makes `landlock-run` findable when it is not (an installed or copied `certify` alone): this
+/// binary, hard-linked (or copied) under that name into a private directory (see
+/// [`suite::private_dir`]: outside every temp root a confined call may write), is what the
+/// launcher lookup then finds. A link keeps the name, which the launcher's path needs (it is
+/// canonicalised and bound into bwrap). Failing that, it says why; the backends that need the
+/// launcher are then unusable (a skip with the reason, or a failure when required).
+fn provide_launcher() -> Option<tempfile::TempDir> {
+    if sandbox_local::probe::locate_launcher().is_ok() {
+        return None;
+    }
+    let link = || -> Result<tempfile::TempDir, String> {
+        let exe = std::env::current_exe().map_err(|e| format!("cannot locate certify: {e}"))?;
+        let dir = suite::private_dir("bin").map_err(|e| e.to_string())?;
+        let target = dir.path().join(LAUNCHER);
+        if std::fs::hard_link(&exe, &target).is_err() {
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::copy(&exe, &target)
+                .and_then(|_| {
+                    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755))
+                })
+                .map_err(|e| {
+                    format!("cannot copy {} to {}: {e}", exe.display(), target.display())
+                })?;
+        }
+        Ok(dir)
+    };
+    match link() {
+        Ok(dir) => {
+            sandbox_local::probe::set_sibling_dir(dir.path().to_path_buf());
+            Some(dir)
+        }
+        Err(e) => {
+            eprintln!(
+                "certify: no {LAUNCHER} next to certify or on PATH, and cannot provide one: {e}"
+            );
+            None
+        }
+    }
 }

@@ -33,8 +33,12 @@ pub fn markdown(report: &Report) -> String {
     families.dedup();
     let mut out = String::from("# Certification report\n\n");
     out.push_str(&format!(
-        "Suite {} (commit {}) on {} {} (Landlock ABI {}, {}), {:.1} s wall.\n\n",
+        "Suite {} ({}, commit {}) on {} {} (Landlock ABI {}, {}), {:.1} s wall.\n\n",
         report.suite_version,
+        report
+            .suite_hash
+            .as_deref()
+            .unwrap_or("scenario set unknown"),
         report.commit.as_deref().unwrap_or("unknown"),
         report.host.os,
         report.host.kernel.as_deref().unwrap_or("?"),

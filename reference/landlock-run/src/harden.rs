@@ -184,7 +184,7 @@ pub fn cloexec_above_stderr() -> Result<(), String> {
 }
 
 /// Whether this build has the setuid guard ([`install_setuid_guard`]): x86_64 and aarch64 only.
-pub use landlock_run::SETUID_GUARD_SUPPORTED;
+pub use crate::SETUID_GUARD_SUPPORTED;
 
 /// The mode bits the guard refuses: `S_ISUID | S_ISGID`.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]

@@ -97,13 +97,53 @@
 //! Every launcher failure exits [`FAILURE_EXIT_CODE`] without exec'ing, with a stderr line starting
 //! [`DIAGNOSTIC_PREFIX`]. No environment variable changes what the launcher does.
 
+//!
+//! # Targets
+//!
+//! The contract above (this module's constants, [`ProbeReport`], [`net`]'s names) builds on every
+//! target, because the provider and the conformance suite read it everywhere. The launcher itself
+//! (the monitor, the Landlock ruleset, the seccomp guards, the private mount namespace) is Linux
+//! only: on any other target [`run`] prints that and exits [`FAILURE_EXIT_CODE`] without running
+//! anything.
+
+use std::process::ExitCode;
+
 use serde_json::json;
 
+#[cfg(target_os = "linux")]
+mod harden;
+#[cfg(target_os = "linux")]
+mod launcher;
+#[cfg(target_os = "linux")]
+mod monitor;
 pub mod net;
+#[cfg(target_os = "linux")]
+mod protect;
+
+/// The launcher's entry point (what the `landlock-run` binary runs): reads the process's
+/// arguments (after `argv[0]`), launches or probes, and returns the exit status. On a target
+/// other than Linux it runs nothing and fails.
+pub fn run() -> ExitCode {
+    #[cfg(target_os = "linux")]
+    {
+        launcher::main()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        eprintln!(
+            "{DIAGNOSTIC_PREFIX}Landlock is Linux-only; this launcher runs nothing on {}",
+            std::env::consts::OS
+        );
+        ExitCode::from(FAILURE_EXIT_CODE as u8)
+    }
+}
 
 /// Whether this build has the seccomp guard (setuid and setgid bits, nested user namespaces,
 /// the host's IPC): x86_64 and aarch64 only.
-pub const SETUID_GUARD_SUPPORTED: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+pub const SETUID_GUARD_SUPPORTED: bool = cfg!(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+));
 
 /// Exit code of every launcher failure; the payload was never exec'd.
 pub const FAILURE_EXIT_CODE: i32 = 125;

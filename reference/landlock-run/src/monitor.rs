@@ -131,13 +131,10 @@ impl Monitor {
             Ok(fd) => fd,
             Err(e) => {
                 // Fail closed: a monitor that cannot wait must not leave the payload running.
-                eprintln!(
-                    "{}cannot wait for signals: {e}",
-                    landlock_run::DIAGNOSTIC_PREFIX
-                );
+                eprintln!("{}cannot wait for signals: {e}", crate::DIAGNOSTIC_PREFIX);
                 let _ = kill(self.payload, Signal::SIGKILL);
                 kill_descendants(self.payload, None);
-                return ExitCode::from(landlock_run::FAILURE_EXIT_CODE as u8);
+                return ExitCode::from(crate::FAILURE_EXIT_CODE as u8);
             }
         };
         // Landlock (Linux 5.13) implies pidfd_open (5.3); should it fail all the same (no
@@ -151,11 +148,8 @@ impl Monitor {
             }
             Some(Ending::Signal(sig)) => die_by(sig),
             None => {
-                eprintln!(
-                    "{}lost the payload's exit status",
-                    landlock_run::DIAGNOSTIC_PREFIX
-                );
-                ExitCode::from(landlock_run::FAILURE_EXIT_CODE as u8)
+                eprintln!("{}lost the payload's exit status", crate::DIAGNOSTIC_PREFIX);
+                ExitCode::from(crate::FAILURE_EXIT_CODE as u8)
             }
         }
     }
@@ -174,9 +168,9 @@ impl Monitor {
                 Err(e) => {
                     eprintln!(
                         "{}cannot wait for the payload: {e}",
-                        landlock_run::DIAGNOSTIC_PREFIX
+                        crate::DIAGNOSTIC_PREFIX
                     );
-                    return Some(Ending::Code(landlock_run::FAILURE_EXIT_CODE));
+                    return Some(Ending::Code(crate::FAILURE_EXIT_CODE));
                 }
             }
             let payload_ended = fds
@@ -194,17 +188,14 @@ impl Monitor {
                     Ok(None) => break,
                     Err(Errno::EINTR) => {}
                     Err(e) => {
-                        eprintln!(
-                            "{}cannot read a signal: {e}",
-                            landlock_run::DIAGNOSTIC_PREFIX
-                        );
-                        return Some(Ending::Code(landlock_run::FAILURE_EXIT_CODE));
+                        eprintln!("{}cannot read a signal: {e}", crate::DIAGNOSTIC_PREFIX);
+                        return Some(Ending::Code(crate::FAILURE_EXIT_CODE));
                     }
                 }
             }
             match reap_ready(self.payload) {
                 Reaped::Payload(ending) => return Some(ending),
-                Reaped::Failed => return Some(Ending::Code(landlock_run::FAILURE_EXIT_CODE)),
+                Reaped::Failed => return Some(Ending::Code(crate::FAILURE_EXIT_CODE)),
                 Reaped::NoChild => return None,
                 Reaped::Others if payload_ended => return None,
                 Reaped::Others => {}
@@ -468,7 +459,7 @@ fn nap(signals: Option<&SignalFd>) {
 fn reap_failed(e: Errno) {
     eprintln!(
         "{}cannot reap the payload's processes: {e}",
-        landlock_run::DIAGNOSTIC_PREFIX
+        crate::DIAGNOSTIC_PREFIX
     );
 }
 

@@ -21,6 +21,7 @@
 //! [`ABSTRACT_UNIX_SOCKETS`]; with neither, the launcher governs nothing of the network and the
 //! class is `not-governed`.
 
+#[cfg(target_os = "linux")]
 use landlock::{ABI, Access, AccessNet, Ruleset, RulesetAttr, RulesetError};
 
 /// The launcher flag (`--net restricted` or `--net enabled`).
@@ -75,21 +76,29 @@ pub fn wants_net(cap: Option<u32>) -> bool {
 
 /// `ruleset` also handling TCP bind and connect (no port is ever granted), best effort: a kernel
 /// below ABI 4 drops them, which [`governed`] reports.
+#[cfg(target_os = "linux")]
 pub fn handle_tcp(ruleset: Ruleset) -> Result<Ruleset, RulesetError> {
     ruleset.handle_access(AccessNet::from_all(ABI::V4))
 }
 
 /// Whether this architecture has the TCP Fast Open guard ([`install_fastopen_guard`]).
-pub const FASTOPEN_GUARD: bool = cfg!(any(target_arch = "x86_64", target_arch = "aarch64"));
+pub const FASTOPEN_GUARD: bool = cfg!(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+));
 
 /// `MSG_FASTOPEN` (linux/socket.h).
+#[cfg(target_os = "linux")]
 const MSG_FASTOPEN: u64 = 0x2000_0000;
 
 /// Fails, in this process and everything it execs, every send that would open a TCP connection
 /// on the way (`MSG_FASTOPEN` in the flags of `sendto`, `sendmsg` or `sendmmsg`) with `EACCES`:
 /// that path never reaches the `connect` hook Landlock governs TCP with. Ordinary sends are
 /// untouched. `no_new_privs` must already be set (the Landlock restriction sets it).
-#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+#[cfg(all(
+    target_os = "linux",
+    any(target_arch = "x86_64", target_arch = "aarch64")
+))]
 pub fn install_fastopen_guard() -> Result<(), String> {
     use std::collections::BTreeMap;
 
@@ -132,7 +141,10 @@ pub fn install_fastopen_guard() -> Result<(), String> {
 
 /// Without a guard for this architecture there is nothing to install; [`governed`] reports TCP
 /// as ungoverned.
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+#[cfg(all(
+    target_os = "linux",
+    not(any(target_arch = "x86_64", target_arch = "aarch64"))
+))]
 pub fn install_fastopen_guard() -> Result<(), String> {
     Ok(())
 }

@@ -6,6 +6,9 @@
 //! unprivileged user: when the tests run as root, the unprivileged variant runs the launcher under
 //! `setpriv` as uid 65534; when they do not, the root variant is skipped with a printed reason and
 //! the unprivileged one runs as the test's own user.
+//!
+//! Linux only: elsewhere the launcher runs nothing (its library's `run` says so).
+#![cfg(target_os = "linux")]
 
 use std::fs;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};

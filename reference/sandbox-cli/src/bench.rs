@@ -974,7 +974,7 @@ fn main() -> ExitCode {
     host_facts(&notes);
     let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
     // A subreaper, so that a runner's orphans are reaped here and their CPU is counted.
-    let subreaper = nix::sys::prctl::set_child_subreaper(true).is_ok();
+    let subreaper = set_subreaper(true);
     // One untimed run of each: warms caches (the warm CLI rows fill their probe cache here) and
     // turns a broken row into a reason before anything is timed.
     for row in &mut rows {
@@ -1012,7 +1012,7 @@ fn main() -> ExitCode {
     if !subreaper {
         println!("(not a subreaper: the CPU of a runner's orphans is not counted)");
     }
-    let _ = nix::sys::prctl::set_child_subreaper(false);
+    set_subreaper(false);
     misses.extend(curve(&args, &s, &mut seed));
     println!("\nload average at the end: {}", load_average());
     if misses.is_empty() {
@@ -1030,5 +1030,19 @@ fn main() -> ExitCode {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Makes this process a child subreaper (or stops); whether it is one now. Linux only
+/// (`PR_SET_CHILD_SUBREAPER`): elsewhere it never is, and the table says so.
+fn set_subreaper(on: bool) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        nix::sys::prctl::set_child_subreaper(on).is_ok()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = on;
+        false
     }
 }

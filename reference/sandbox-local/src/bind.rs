@@ -44,6 +44,13 @@ pub struct BindError {
     pub why: String,
 }
 
+/// How the walk opens each component without reading it: `O_PATH` on Linux (bwrap's only host).
+/// Elsewhere (no bwrap; only an operator runner binds) a plain read-only open.
+#[cfg(target_os = "linux")]
+const PATH_ONLY: OFlag = OFlag::O_PATH;
+#[cfg(not(target_os = "linux"))]
+const PATH_ONLY: OFlag = OFlag::O_RDONLY;
+
 /// What one step of the walk found instead of what it needed.
 enum Walk {
     /// Nothing at `path`.
@@ -90,7 +97,7 @@ fn walk(start: &OwnedFd, base: &Path, rel: &Path, dir: bool) -> Result<OwnedFd, 
             nix::errno::Errno::from_raw(e.raw_os_error().unwrap_or(0)),
         )
     })?;
-    let flags = OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+    let flags = PATH_ONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
     for (i, part) in parts.iter().enumerate() {
         at.push(part);
         let next = openat(fd.as_fd(), *part, flags, Mode::empty()).map_err(|e| match e {
@@ -114,8 +121,10 @@ fn walk(start: &OwnedFd, base: &Path, rel: &Path, dir: bool) -> Result<OwnedFd, 
 }
 
 fn identity(fd: &OwnedFd) -> Option<DirIdentity> {
+    // `st_dev` is a signed 32-bit number on macOS (an unnecessary cast on Linux).
+    #[allow(clippy::unnecessary_cast)]
     fstat(fd.as_fd()).ok().map(|st| DirIdentity {
-        dev: st.st_dev,
+        dev: st.st_dev as u64,
         ino: st.st_ino,
     })
 }
@@ -167,7 +176,7 @@ pub fn open_binds(
 ) -> Result<Vec<FdBind>, BindError> {
     let slash = nix::fcntl::open(
         "/",
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        PATH_ONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| {

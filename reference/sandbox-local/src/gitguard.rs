@@ -28,7 +28,9 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 
-use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::fcntl::OFlag;
+#[cfg(target_os = "linux")]
+use nix::fcntl::{OpenHow, ResolveFlag};
 use nix::sys::stat::Mode;
 use sandbox::{CallGuard, ConfinedMode, ProviderPolicy};
 
@@ -541,11 +543,75 @@ fn config_is_safe(bytes: &[u8]) -> bool {
         .all(|(k, _)| SAFE_KEYS.contains(&k.as_str()))
 }
 
+/// Opens `rel` beneath `dir` with `flags` (and `mode`, when it creates), refusing a symlink at
+/// any component and any way out of `dir`: `openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`.
+#[cfg(target_os = "linux")]
+fn open_beneath(dir: &OwnedFd, rel: &Path, flags: OFlag, mode: Mode) -> nix::Result<OwnedFd> {
+    let how = OpenHow::new().flags(flags).mode(mode).resolve(
+        ResolveFlag::RESOLVE_BENEATH
+            | ResolveFlag::RESOLVE_NO_SYMLINKS
+            | ResolveFlag::RESOLVE_NO_MAGICLINKS,
+    );
+    nix::fcntl::openat2(dir, rel, how)
+}
+
+/// Opens `rel` beneath `dir` as the Linux version does, without `openat2`: one `openat` per
+/// component, each with `O_NOFOLLOW` (a directory on the way with `O_DIRECTORY` too), and `..`
+/// or an absolute path refused (`EXDEV`, as `RESOLVE_BENEATH` says).
+#[cfg(not(target_os = "linux"))]
+fn open_beneath(dir: &OwnedFd, rel: &Path, flags: OFlag, mode: Mode) -> nix::Result<OwnedFd> {
+    use std::os::fd::AsFd;
+    let mut parts = Vec::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => parts.push(n),
+            Component::CurDir => {}
+            _ => return Err(nix::errno::Errno::EXDEV),
+        }
+    }
+    let Some((last, way)) = parts.split_last() else {
+        return nix::fcntl::openat(dir, ".", flags | OFlag::O_NOFOLLOW, mode);
+    };
+    let mut at: Option<OwnedFd> = None;
+    for part in way {
+        let base = at.as_ref().map_or(dir.as_fd(), |d| d.as_fd());
+        at = Some(nix::fcntl::openat(
+            base,
+            *part,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?);
+    }
+    let base = at.as_ref().map_or(dir.as_fd(), |d| d.as_fd());
+    nix::fcntl::openat(base, *last, flags | OFlag::O_NOFOLLOW, mode)
+}
+
+/// A mode as nix takes it: the permission bits (`mode_t` is 16 bits on macOS).
+#[allow(clippy::unnecessary_cast)]
+fn mode_bits(mode: u32) -> Mode {
+    Mode::from_bits_truncate((mode & 0o7777) as nix::libc::mode_t)
+}
+
+/// A directory descriptor listed by path (a descriptor's own directory in procfs or fdescfs).
+fn fd_path(fd: &OwnedFd) -> String {
+    if cfg!(target_os = "linux") {
+        format!("/proc/self/fd/{}", fd.as_raw_fd())
+    } else {
+        format!("/dev/fd/{}", fd.as_raw_fd())
+    }
+}
+
+/// How the root of a walk is opened without reading it: `O_PATH` where there is one.
+#[cfg(target_os = "linux")]
+const PATH_ONLY: OFlag = OFlag::O_PATH;
+#[cfg(not(target_os = "linux"))]
+const PATH_ONLY: OFlag = OFlag::O_RDONLY;
+
 /// The directory descriptor of `dir` (an anchor, or beneath one), opened refusing symlinks.
 fn open_dir_beneath(anchor: &Path, rel: &Path) -> Result<OwnedFd, String> {
     let root = nix::fcntl::open(
         anchor,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+        PATH_ONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
         Mode::empty(),
     )
     .map_err(|e| format!("open {anchor:?}: {e}"))?;
@@ -557,14 +623,13 @@ fn open_dir_beneath(anchor: &Path, rel: &Path) -> Result<OwnedFd, String> {
         )
         .map_err(|e| format!("open {anchor:?}: {e}"));
     }
-    let how = OpenHow::new()
-        .flags(OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
-        .resolve(
-            ResolveFlag::RESOLVE_BENEATH
-                | ResolveFlag::RESOLVE_NO_SYMLINKS
-                | ResolveFlag::RESOLVE_NO_MAGICLINKS,
-        );
-    nix::fcntl::openat2(root, rel, how).map_err(|e| format!("open {rel:?} beneath {anchor:?}: {e}"))
+    open_beneath(
+        &root,
+        rel,
+        OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("open {rel:?} beneath {anchor:?}: {e}"))
 }
 
 fn split(anchor: &Path, path: &Path) -> Result<(PathBuf, std::ffi::OsString), String> {
@@ -597,12 +662,14 @@ fn remove_at(dir: &OwnedFd, name: &OsStr) -> Result<(), String> {
         Err(nix::errno::Errno::EISDIR) | Err(nix::errno::Errno::EPERM) => {}
         Err(e) => return Err(format!("unlink {name:?}: {e}")),
     }
-    let how = OpenHow::new()
-        .flags(OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
-        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
-    let child = nix::fcntl::openat2(dir, name, how).map_err(|e| format!("open {name:?}: {e}"))?;
-    let listing = std::fs::read_dir(format!("/proc/self/fd/{}", child.as_raw_fd()))
-        .map_err(|e| format!("list {name:?}: {e}"))?;
+    let child = open_beneath(
+        dir,
+        Path::new(name),
+        OFlag::O_DIRECTORY | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW,
+        Mode::empty(),
+    )
+    .map_err(|e| format!("open {name:?}: {e}"))?;
+    let listing = std::fs::read_dir(fd_path(&child)).map_err(|e| format!("list {name:?}: {e}"))?;
     for e in listing.flatten() {
         remove_at(&child, &e.file_name())?;
     }
@@ -618,7 +685,7 @@ fn restore(anchor: &Path, path: &Path, old: &Entry) -> Result<(), String> {
     for c in parent.components() {
         let dir = open_dir_beneath(anchor, &at)?;
         at.push(c);
-        match nix::sys::stat::mkdirat(&dir, c.as_os_str(), Mode::from_bits_truncate(0o755)) {
+        match nix::sys::stat::mkdirat(&dir, c.as_os_str(), mode_bits(0o755)) {
             Ok(()) | Err(nix::errno::Errno::EEXIST) => {}
             Err(e) => return Err(format!("mkdir {at:?}: {e}")),
         }
@@ -626,7 +693,7 @@ fn restore(anchor: &Path, path: &Path, old: &Entry) -> Result<(), String> {
     let dir = open_dir_beneath(anchor, &parent)?;
     match old {
         Entry::Dir { mode } => {
-            match nix::sys::stat::mkdirat(&dir, name.as_os_str(), Mode::from_bits_truncate(*mode)) {
+            match nix::sys::stat::mkdirat(&dir, name.as_os_str(), mode_bits(*mode)) {
                 Ok(()) | Err(nix::errno::Errno::EEXIST) => Ok(()),
                 Err(e) => Err(format!("mkdir: {e}")),
             }
@@ -639,18 +706,17 @@ fn restore(anchor: &Path, path: &Path, old: &Entry) -> Result<(), String> {
             ..
         } => {
             use std::io::Write;
-            let how = OpenHow::new()
-                .flags(
-                    OFlag::O_WRONLY
-                        | OFlag::O_CREAT
-                        | OFlag::O_EXCL
-                        | OFlag::O_CLOEXEC
-                        | OFlag::O_NOFOLLOW,
-                )
-                .mode(Mode::from_bits_truncate(*mode))
-                .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
-            let fd = nix::fcntl::openat2(&dir, name.as_os_str(), how)
-                .map_err(|e| format!("create: {e}"))?;
+            let fd = open_beneath(
+                &dir,
+                Path::new(&name),
+                OFlag::O_WRONLY
+                    | OFlag::O_CREAT
+                    | OFlag::O_EXCL
+                    | OFlag::O_CLOEXEC
+                    | OFlag::O_NOFOLLOW,
+                mode_bits(*mode),
+            )
+            .map_err(|e| format!("create: {e}"))?;
             let mut file = std::fs::File::from(fd);
             file.write_all(bytes).map_err(|e| format!("write: {e}"))?;
             file.set_permissions(std::fs::Permissions::from_mode(*mode))

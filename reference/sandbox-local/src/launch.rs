@@ -507,9 +507,11 @@ fn prepare(
     let status = match launch.status_channel {
         None => None,
         Some(channel) => {
-            let (read, write) = nix::unistd::pipe2(OFlag::O_CLOEXEC)?;
+            // Close-on-exec on every target (pipe2(O_CLOEXEC) where the platform has it).
+            let (read, write) = std::io::pipe()?;
+            let read = OwnedFd::from(read);
             mappings.push(FdMapping {
-                parent_fd: write,
+                parent_fd: OwnedFd::from(write),
                 child_fd: channel.fd,
             });
             Some((read, channel.format))
@@ -556,25 +558,28 @@ fn close_other_descriptors(cmd: &mut Command, keep: Vec<i32>) {
 }
 
 /// Marks descriptors `first..=last` close-on-exec: `close_range(CLOSE_RANGE_CLOEXEC)` where the
-/// kernel has it (5.11+), else one `fcntl` per possible descriptor up to the open-files limit.
-/// Async-signal-safe (called between fork and exec).
+/// kernel has it (Linux 5.11+), else one `fcntl` per possible descriptor up to the open-files
+/// limit. Async-signal-safe (called between fork and exec).
 fn cloexec_range(first: u32, last: u32) {
     use nix::libc;
     if first > last {
         return;
     }
-    // SAFETY: plain system calls on integer arguments; no memory is passed.
-    #[allow(unsafe_code)]
-    let done = unsafe {
-        libc::syscall(
-            libc::SYS_close_range,
-            first,
-            last,
-            libc::CLOSE_RANGE_CLOEXEC,
-        )
-    } == 0;
-    if done {
-        return;
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: plain system calls on integer arguments; no memory is passed.
+        #[allow(unsafe_code)]
+        let done = unsafe {
+            libc::syscall(
+                libc::SYS_close_range,
+                first,
+                last,
+                libc::CLOSE_RANGE_CLOEXEC,
+            )
+        } == 0;
+        if done {
+            return;
+        }
     }
     let mut limit = libc::rlimit {
         rlim_cur: 0,
@@ -889,6 +894,7 @@ impl<'a> Tree<'a> {
 }
 
 /// `pidfd_open(2)`; nix and std (stable) have no wrapper. `None` when `pid` is gone.
+#[cfg(target_os = "linux")]
 fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     use std::os::fd::FromRawFd;
     // SAFETY: pidfd_open(2) takes a pid and flags (0) by value and touches no memory of ours.
@@ -900,7 +906,14 @@ fn pidfd_open(pid: i32) -> Option<OwnedFd> {
     Some(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// No pidfd outside Linux (nor a PID namespace for one to watch): `None`.
+#[cfg(not(target_os = "linux"))]
+fn pidfd_open(_pid: i32) -> Option<OwnedFd> {
+    None
+}
+
 /// `pidfd_send_signal(pidfd, SIGKILL)`: the process the pidfd holds, never a reused pid.
+#[cfg(target_os = "linux")]
 fn pidfd_kill(fd: &OwnedFd) {
     use std::os::fd::AsRawFd;
     // SAFETY: the call takes a descriptor we own, a signal number, a null siginfo (read by the
@@ -916,6 +929,10 @@ fn pidfd_kill(fd: &OwnedFd) {
         )
     };
 }
+
+/// Never called outside Linux ([`pidfd_open`] returns no descriptor there).
+#[cfg(not(target_os = "linux"))]
+fn pidfd_kill(_fd: &OwnedFd) {}
 
 /// Whether `pid` is the init (pid 1) of a PID namespace nested below ours: the last `NSpid`
 /// entry of its status is 1.

@@ -252,14 +252,26 @@ pub fn locate_launcher() -> Result<PathBuf, String> {
     locate_sibling("landlock-run", "landlock-run")
 }
 
-/// Finds a program built with this workspace: next to this executable, one level up, then on
-/// `PATH`. `package` names the package to build when it is missing.
+/// The directory [`locate_sibling`] looks in after this executable's own (set once).
+static SIBLING_DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+/// Makes [`locate_sibling`] look in `dir` after this executable's directory and before `PATH`:
+/// a program that provides its siblings itself (an installed `certify` links itself there as
+/// `landlock-run`) points the lookup at them. Set once per process; false when already set.
+pub fn set_sibling_dir(dir: PathBuf) -> bool {
+    SIBLING_DIR.set(dir).is_ok()
+}
+
+/// Finds a program built with this workspace: next to this executable, one level up, in the
+/// directory [`set_sibling_dir`] named, then on `PATH`. `package` names the package to build
+/// when it is missing.
 pub fn locate_sibling(program: &str, package: &str) -> Result<PathBuf, String> {
     let exe = std::env::current_exe().map_err(|e| format!("cannot locate this executable: {e}"))?;
     let near = exe
         .parent()
         .into_iter()
-        .flat_map(|dir| [dir.join(program), dir.join("..").join(program)]);
+        .flat_map(|dir| [dir.join(program), dir.join("..").join(program)])
+        .chain(SIBLING_DIR.get().map(|dir| dir.join(program)));
     near.into_iter()
         .find(|p| p.is_file())
         .and_then(|p| p.canonicalize().ok())

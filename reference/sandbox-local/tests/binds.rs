@@ -1,6 +1,9 @@
 //! bwrap binds what was pinned: every root and protected path is opened as a descriptor without
 //! following a symlink, checked against its pin, and reaches the runner at a fixed number; a
 //! swap between the pin and the launch refuses the call.
+//!
+//! Linux only: bwrap and its descriptor binds exist nowhere else.
+#![cfg(target_os = "linux")]
 
 use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;

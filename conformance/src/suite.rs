@@ -1,0 +1,268 @@
+//! The suite compiled into the crate, so an installed `certify` needs no clone: every file of
+//! the workspace's `scenarios/` ([`SCENARIOS`]) and `fixtures/expectations/` ([`EXPECTATIONS`]),
+//! embedded by `build.rs`. [`Materialised`] writes them into a private directory for the loader;
+//! [`hash_dir`] names a scenario set (the report carries it, and `certify merge` refuses reports
+//! of different sets).
+
+use std::io::Write as _;
+use std::path::{Component, Path, PathBuf};
+
+include!(concat!(env!("OUT_DIR"), "/suite_files.rs"));
+
+/// Why the embedded suite could not be written out.
+#[derive(Debug, thiserror::Error)]
+pub enum SuiteError {
+    /// No private directory could be made.
+    #[error("cannot make a private directory for the embedded suite: {0}")]
+    PrivateDir(String),
+    /// A file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// A private directory this process owns (mode 0700), removed on drop, outside every temp root
+/// a confined call may write (`/tmp`, `/var/tmp`, `/dev/shm`, `$TMPDIR`): under
+/// `$XDG_CACHE_HOME` or `~/.cache`. What certify puts there (the suite, the launcher it runs) is
+/// therefore out of reach of a payload given `workspace-write`.
+pub fn private_dir(tag: &str) -> Result<tempfile::TempDir, SuiteError> {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .ok_or_else(|| SuiteError::PrivateDir("neither XDG_CACHE_HOME nor HOME is set".into()))?;
+    let base = base.join("sandbox-certify");
+    std::fs::create_dir_all(&base)
+        .map_err(|e| SuiteError::PrivateDir(format!("{}: {e}", base.display())))?;
+    let canonical = base
+        .canonicalize()
+        .map_err(|e| SuiteError::PrivateDir(format!("{}: {e}", base.display())))?;
+    let mut temp_roots: Vec<PathBuf> = ["/tmp", "/var/tmp", "/dev/shm"]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+    temp_roots.extend(std::env::var_os("TMPDIR").map(PathBuf::from));
+    if let Some(root) = temp_roots
+        .iter()
+        .filter_map(|r| r.canonicalize().ok())
+        .find(|r| canonical.starts_with(r))
+    {
+        return Err(SuiteError::PrivateDir(format!(
+            "{} is under {}, which a confined call may write; set XDG_CACHE_HOME elsewhere",
+            canonical.display(),
+            root.display()
+        )));
+    }
+    tempfile::Builder::new()
+        .prefix(&format!("{tag}-"))
+        .tempdir_in(&canonical)
+        .map_err(|e| SuiteError::PrivateDir(format!("{}: {e}", canonical.display())))
+}
+
+/// The embedded suite written out: `scenarios/` and `expectations/` in a private directory,
+/// removed when this is dropped.
+pub struct Materialised {
+    dir: tempfile::TempDir,
+}
+
+impl Materialised {
+    /// Writes [`SCENARIOS`] and [`EXPECTATIONS`] into a fresh [`private_dir`].
+    pub fn new() -> Result<Materialised, SuiteError> {
+        let dir = private_dir("suite")?;
+        for (sub, files) in [("scenarios", SCENARIOS), ("expectations", EXPECTATIONS)] {
+            write_all(&dir.path().join(sub), files)?;
+        }
+        Ok(Materialised { dir })
+    }
+
+    /// The scenario root.
+    pub fn scenarios(&self) -> PathBuf {
+        self.dir.path().join("scenarios")
+    }
+
+    /// The reference backends' expectation files.
+    pub fn expectations(&self) -> PathBuf {
+        self.dir.path().join("expectations")
+    }
+}
+
+fn write_all(root: &Path, files: &[(&str, &[u8])]) -> Result<(), SuiteError> {
+    for (rel, bytes) in files {
+        let rel = Path::new(rel);
+        // The table is the build's own listing; still, nothing is written outside `root`.
+        if !rel.components().all(|c| matches!(c, Component::Normal(_))) {
+            continue;
+        }
+        let path = root.join(rel);
+        let write = |path: &Path| -> std::io::Result<()> {
+            if let Some(parent) = path.parent() {
+                std::fs::create_dir_all(parent)?;
+            }
+            std::fs::File::create_new(path)?.write_all(bytes)
+        };
+        write(&path).map_err(|source| SuiteError::Write {
+            path: path.clone(),
+            source,
+        })?;
+    }
+    Ok(())
+}
+
+/// The embedded scenario set's hash ([`hash_dir`]'s, computed over [`SCENARIOS`]).
+pub fn embedded_hash() -> String {
+    hash_files(SCENARIOS.iter().map(|(p, b)| (p.to_string(), b.to_vec())))
+}
+
+/// The hash of the scenario set under `root`: SHA-256 over every file (sorted by relative path;
+/// each its path, a NUL, its length as 8 bytes big-endian, its bytes), as `sha256:<hex>`. The
+/// same set gives the same hash embedded or on disk.
+pub fn hash_dir(root: &Path) -> std::io::Result<String> {
+    let mut found = Vec::new();
+    collect(root, root, &mut found)?;
+    Ok(hash_files(found.into_iter()))
+}
+
+fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let meta = std::fs::metadata(&path)?;
+        if meta.is_dir() {
+            collect(root, &path, out)?;
+        } else if meta.is_file() {
+            let rel = path.strip_prefix(root).unwrap_or(&path);
+            out.push((rel.to_string_lossy().into_owned(), std::fs::read(&path)?));
+        }
+    }
+    Ok(())
+}
+
+fn hash_files(files: impl Iterator<Item = (String, Vec<u8>)>) -> String {
+    let mut files: Vec<(String, Vec<u8>)> = files.collect();
+    files.sort();
+    let mut data = Vec::new();
+    for (path, bytes) in &files {
+        data.extend_from_slice(path.as_bytes());
+        data.push(0);
+        data.extend_from_slice(&(bytes.len() as u64).to_be_bytes());
+        data.extend_from_slice(bytes);
+    }
+    let digest = sha256(&data);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}
+
+/// SHA-256 (FIPS 180-4); no dependency for the one hash the report carries.
+fn sha256(data: &[u8]) -> [u8; 32] {
+    const K: [u32; 64] = [
+        0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4,
+        0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe,
+        0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f,
+        0x4a7484aa, 0x5cb0a9dc, 0x76f988da, 0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7,
+        0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc,
+        0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+        0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070, 0x19a4c116,
+        0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+        0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7,
+        0xc67178f2,
+    ];
+    let mut h: [u32; 8] = [
+        0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab,
+        0x5be0cd19,
+    ];
+    let mut msg = data.to_vec();
+    let bits = (data.len() as u64).wrapping_mul(8);
+    msg.push(0x80);
+    while msg.len() % 64 != 56 {
+        msg.push(0);
+    }
+    msg.extend_from_slice(&bits.to_be_bytes());
+    for block in msg.chunks_exact(64) {
+        let mut w = [0u32; 64];
+        for (i, word) in block.chunks_exact(4).enumerate() {
+            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
+        }
+        for i in 16..64 {
+            let s0 = w[i - 15].rotate_right(7) ^ w[i - 15].rotate_right(18) ^ (w[i - 15] >> 3);
+            let s1 = w[i - 2].rotate_right(17) ^ w[i - 2].rotate_right(19) ^ (w[i - 2] >> 10);
+            w[i] = w[i - 16]
+                .wrapping_add(s0)
+                .wrapping_add(w[i - 7])
+                .wrapping_add(s1);
+        }
+        let [mut a, mut b, mut c, mut d, mut e, mut f, mut g, mut hh] = h;
+        for i in 0..64 {
+            let s1 = e.rotate_right(6) ^ e.rotate_right(11) ^ e.rotate_right(25);
+            let ch = (e & f) ^ (!e & g);
+            let t1 = hh
+                .wrapping_add(s1)
+                .wrapping_add(ch)
+                .wrapping_add(K[i])
+                .wrapping_add(w[i]);
+            let s0 = a.rotate_right(2) ^ a.rotate_right(13) ^ a.rotate_right(22);
+            let maj = (a & b) ^ (a & c) ^ (b & c);
+            let t2 = s0.wrapping_add(maj);
+            hh = g;
+            g = f;
+            f = e;
+            e = d.wrapping_add(t1);
+            d = c;
+            c = b;
+            b = a;
+            a = t1.wrapping_add(t2);
+        }
+        for (x, y) in h.iter_mut().zip([a, b, c, d, e, f, g, hh]) {
+            *x = x.wrapping_add(y);
+        }
+    }
+    let mut out = [0u8; 32];
+    for (i, word) in h.iter().enumerate() {
+        out[i * 4..i * 4 + 4].copy_from_slice(&word.to_be_bytes());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(d: [u8; 32]) -> String {
+        d.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
+    #[test]
+    fn sha256_matches_the_standard_vectors() {
+        assert_eq!(
+            hex(sha256(b"")),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+        assert_eq!(
+            hex(sha256(b"abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(
+            hex(sha256(
+                b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"
+            )),
+            "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"
+        );
+    }
+
+    #[test]
+    fn the_embedded_suite_is_the_workspace_s_and_hashes_the_same_on_disk() {
+        let on_disk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+        assert!(SCENARIOS.iter().any(|(p, _)| p.ends_with(".yaml")));
+        assert!(EXPECTATIONS.iter().any(|(p, _)| *p == "bwrap.yaml"));
+        let disk = hash_dir(&on_disk).expect("hash the workspace's scenarios");
+        assert_eq!(embedded_hash(), disk);
+        let out = Materialised::new().expect("materialise");
+        assert_eq!(hash_dir(&out.scenarios()).expect("hash"), disk);
+        let mut changed = out.scenarios();
+        changed.push("README.md");
+        std::fs::write(&changed, "changed").expect("change one file");
+        assert_ne!(hash_dir(&out.scenarios()).expect("hash"), disk);
+    }
+}

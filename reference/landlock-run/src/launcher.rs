@@ -1,0 +1,788 @@
+//! The launcher itself (Linux only): fork a monitor, restrict the payload's process with a
+//! Landlock ruleset, drop its capabilities and stray descriptors, then exec the payload. See the
+//! crate documentation for the command-line contract; [`crate::run`] is the entry point.
+
+use crate::{harden, monitor, protect};
+
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::fs::File;
+use std::io::Write;
+use std::os::fd::OwnedFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+use crate::{
+    DIAGNOSTIC_PREFIX, Enforcement, FAILURE_EXIT_CODE, FULL_ENFORCEMENT_ABI, PARTIAL_NOTICE,
+    ProbeReport, SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI, net, ungoverned_at,
+};
+use landlock::{
+    ABI, Access, AccessFs, LandlockStatus, PathBeneath, Ruleset, RulesetAttr, RulesetCreated,
+    RulesetCreatedAttr, RulesetError, RulesetStatus, Scope,
+};
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+
+/// A parsed command line.
+struct Launch {
+    abi_cap: Option<u32>,
+    status_fd: Option<i32>,
+    /// `--net restricted`: TCP bind and connect are denied (see `crate::net`).
+    net_restricted: bool,
+    /// `--ipc private`: the caller gave the launcher an IPC namespace of its own (bwrap's
+    /// `--unshare-ipc`), so SysV IPC and POSIX message queues are the sandbox's own.
+    ipc: harden::IpcGuard,
+    /// `--allow-unix-sockets`: the deployment allowed named unix sockets, so the guard lets the
+    /// payload make stream and seqpacket unix sockets (seccomp cannot tell one path from another:
+    /// the caller reports the class partial).
+    unix_sockets: harden::UnixSockets,
+    /// `--bench-unguarded`: skip the seccomp guard, for `sandbox-bench` to measure what it costs.
+    /// No profile of `sandbox_local` emits it (a test checks every dialect's argv), so no policy
+    /// reaches it; it only weakens the launch it is given to, and a payload that passes it to a
+    /// nested launcher stays under the outer launcher's filter (seccomp filters only stack).
+    unguarded: bool,
+    read_only: Vec<PathBuf>,
+    read_write: Vec<PathBuf>,
+    /// `--rw-identity DEV:INO` after a `--rw`: the device and inode that path must be.
+    read_write_ids: Vec<Option<(u64, u64)>>,
+    pinned: Vec<PathBuf>,
+    protected: Vec<PathBuf>,
+    payload: Vec<OsString>,
+}
+
+enum Mode {
+    Launch(Launch),
+    Probe {
+        abi_cap: Option<u32>,
+    },
+    ProbeChild {
+        abi_cap: Option<u32>,
+        target: PathBuf,
+    },
+}
+
+/// A launcher failure: printed with the prefix, reported on the status channel, exit 125. The
+/// variant says which part of the launch failed; the text is what the caller reads.
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    /// The command line is wrong.
+    #[error("{0}")]
+    Usage(String),
+    /// The status descriptor the caller passed cannot be used.
+    #[error("{0}")]
+    StatusFd(String),
+    /// A `--ro` or `--rw` path cannot be opened as given (missing, or not canonical).
+    #[error("{0}")]
+    Path(String),
+    /// Landlock could not be set up or is not enforced here.
+    #[error("{0}")]
+    Landlock(String),
+    /// The protected paths could not be bound read-only in a private mount namespace.
+    #[error("{0}")]
+    Protect(String),
+    /// The monitor or the payload's process could not be set up or hardened (fork, session,
+    /// capabilities, descriptors, the setuid guard).
+    #[error("{0}")]
+    Harden(String),
+}
+
+/// Parses the process's arguments and launches, probes or fails (exit [`FAILURE_EXIT_CODE`]).
+pub(crate) fn main() -> ExitCode {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let mode = match parse(args) {
+        Ok(mode) => mode,
+        Err(failure) => return fail(None, &failure.to_string()),
+    };
+    match mode {
+        Mode::Probe { abi_cap } => probe(abi_cap),
+        Mode::ProbeChild { abi_cap, target } => probe_child(abi_cap, &target),
+        Mode::Launch(launch) => {
+            let mut status = match launch.status_fd.map(open_status_fd).transpose() {
+                Ok(s) => s,
+                Err(failure) => return fail(None, &failure.to_string()),
+            };
+            match monitor::fork() {
+                Err(msg) => fail(status.as_mut(), &msg),
+                Ok(monitor::Side::Monitor(monitor)) => {
+                    // Only the payload's process writes records.
+                    drop(status);
+                    monitor.supervise()
+                }
+                Ok(monitor::Side::Payload(payload)) => match prepare(&launch, &payload) {
+                    Ok(()) => exec(&launch.payload, status.as_mut()),
+                    Err(failure) => fail(status.as_mut(), &failure.to_string()),
+                },
+            }
+        }
+    }
+}
+
+/// In the payload's process, in order: settle under the monitor, leave the caller's session (no
+/// controlling terminal, so no `TIOCSTI` keystroke injection into the caller's shell; the monitor,
+/// still in the caller's process group, is what stops the tree), restrict, drop capabilities,
+/// keep every descriptor above 2 from crossing the exec, refuse the setuid and setgid bits.
+fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
+    payload.settle().map_err(Failure::Harden)?;
+    nix::unistd::setsid()
+        .map_err(|e| Failure::Harden(format!("cannot start a new session for the payload: {e}")))?;
+    protect::apply(&launch.pinned, &launch.protected).map_err(Failure::Protect)?;
+    restrict(launch)?;
+    harden::drop_capabilities().map_err(Failure::Harden)?;
+    harden::cloexec_above_stderr().map_err(Failure::Harden)?;
+    // Last: the launcher itself needs none of what it refuses.
+    if launch.net_restricted && net::wants_net(launch.abi_cap) {
+        net::install_fastopen_guard().map_err(Failure::Harden)?;
+    }
+    if launch.unguarded {
+        return Ok(());
+    }
+    harden::install_setuid_guard(launch.ipc, launch.unix_sockets).map_err(Failure::Harden)
+}
+
+fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
+    let mut abi_cap = None;
+    let mut status_fd = None;
+    let mut net_restricted = false;
+    let mut ipc = harden::IpcGuard::HostNamespace;
+    let mut unix_sockets = harden::UnixSockets::Refused;
+    let mut unguarded = false;
+    let mut read_only = Vec::new();
+    let mut read_write = Vec::new();
+    let mut read_write_ids = Vec::new();
+    let mut pinned = Vec::new();
+    let mut protected = Vec::new();
+    let mut probe = false;
+    let mut probe_child = None;
+    let mut it = args.into_iter();
+    let value = |flag: &str, v: Option<OsString>| {
+        v.ok_or_else(|| Failure::Usage(format!("{flag} needs a value")))
+    };
+    while let Some(arg) = it.next() {
+        match arg.to_str() {
+            Some("--") => {
+                let payload: Vec<OsString> = it.collect();
+                if payload.is_empty() {
+                    return Err(Failure::Usage("nothing to run after --".into()));
+                }
+                return Ok(Mode::Launch(Launch {
+                    abi_cap,
+                    status_fd,
+                    net_restricted,
+                    ipc,
+                    unix_sockets,
+                    unguarded,
+                    read_only,
+                    read_write,
+                    read_write_ids,
+                    pinned,
+                    protected,
+                    payload,
+                }));
+            }
+            Some("--ro") => read_only.push(PathBuf::from(value("--ro", it.next())?)),
+            Some("--rw") => {
+                read_write.push(PathBuf::from(value("--rw", it.next())?));
+                read_write_ids.push(None);
+            }
+            Some("--rw-identity") => {
+                let v = value("--rw-identity", it.next())?;
+                let id = v
+                    .to_str()
+                    .and_then(|s| s.split_once(':'))
+                    .and_then(|(d, i)| Some((d.parse::<u64>().ok()?, i.parse::<u64>().ok()?)));
+                match (id, read_write_ids.last_mut()) {
+                    (Some(id), Some(slot @ None)) => *slot = Some(id),
+                    (None, _) => {
+                        return Err(Failure::Usage(format!(
+                            "--rw-identity takes DEVICE:INODE, not {v:?}"
+                        )));
+                    }
+                    (_, _) => {
+                        return Err(Failure::Usage(
+                            "--rw-identity follows the --rw it is about, once".into(),
+                        ));
+                    }
+                }
+            }
+            Some("--pin") => pinned.push(PathBuf::from(value("--pin", it.next())?)),
+            Some("--protect") => protected.push(PathBuf::from(value("--protect", it.next())?)),
+            Some("--abi-cap") => {
+                let v = value("--abi-cap", it.next())?;
+                let n = v
+                    .to_str()
+                    .and_then(|s| s.parse::<u32>().ok())
+                    .filter(|n| (1..=7).contains(n))
+                    .ok_or_else(|| Failure::Usage(format!("--abi-cap takes 1..=7, not {v:?}")))?;
+                abi_cap = Some(n);
+            }
+            Some("--status-fd") => {
+                let v = value("--status-fd", it.next())?;
+                let n = v
+                    .to_str()
+                    .and_then(|s| s.parse::<i32>().ok())
+                    .filter(|n| *n > 2)
+                    .ok_or_else(|| {
+                        Failure::Usage(format!("--status-fd takes a descriptor above 2, not {v:?}"))
+                    })?;
+                status_fd = Some(n);
+            }
+            Some(net::NET_FLAG) => {
+                let v = value(net::NET_FLAG, it.next())?;
+                net_restricted = match v.to_str() {
+                    Some("restricted") => true,
+                    Some("enabled") => false,
+                    _ => {
+                        return Err(Failure::Usage(format!(
+                            "{} takes restricted or enabled, not {v:?}",
+                            net::NET_FLAG
+                        )));
+                    }
+                };
+            }
+            Some("--ipc") => {
+                let v = value("--ipc", it.next())?;
+                ipc = match v.to_str() {
+                    Some("private") => harden::IpcGuard::PrivateNamespace,
+                    Some("host") => harden::IpcGuard::HostNamespace,
+                    _ => {
+                        return Err(Failure::Usage(format!(
+                            "--ipc takes private or host, not {v:?}"
+                        )));
+                    }
+                };
+            }
+            Some("--allow-unix-sockets") => unix_sockets = harden::UnixSockets::StreamAllowed,
+            Some(crate::BENCH_UNGUARDED_FLAG) => unguarded = true,
+            Some("--probe") => probe = true,
+            Some("--probe-child") => {
+                probe_child = Some(PathBuf::from(value("--probe-child", it.next())?));
+            }
+            _ => return Err(Failure::Usage(format!("unknown argument {arg:?}"))),
+        }
+    }
+    match (probe, probe_child) {
+        (_, Some(target)) => Ok(Mode::ProbeChild { abi_cap, target }),
+        (true, None) => Ok(Mode::Probe { abi_cap }),
+        (false, None) => Err(Failure::Usage(
+            "usage: landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] [--allow-unix-sockets] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
+        )),
+    }
+}
+
+/// Takes ownership of the status descriptor our parent handed us and marks it close-on-exec so
+/// the payload never inherits it (it could otherwise forge records).
+fn open_status_fd(fd: i32) -> Result<File, Failure> {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: `fcntl(F_GETFD)` on a raw descriptor number only reads its flags (EBADF when it is
+    // not open); neither std nor nix can ask about a descriptor nothing owns yet. Asking the
+    // kernel directly keeps `/proc` off the launch path.
+    #[allow(unsafe_code)]
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(Failure::StatusFd(format!(
+            "--status-fd {fd} is not an open descriptor"
+        )));
+    }
+    // SAFETY: std has no safe way to adopt an inherited descriptor by number. The parent passed
+    // `fd` to this process for exactly this use, we checked it is open, and nothing else in this
+    // process refers to it, so taking sole ownership once is sound.
+    #[allow(unsafe_code)]
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    let flags = nix::fcntl::FdFlag::FD_CLOEXEC;
+    nix::fcntl::fcntl(&owned, nix::fcntl::FcntlArg::F_SETFD(flags)).map_err(|e| {
+        Failure::StatusFd(format!("cannot mark --status-fd {fd} close-on-exec: {e}"))
+    })?;
+    Ok(File::from(owned))
+}
+
+/// Writes one status record, `{"key":"value"}` and a newline, in a single `write(2)`.
+fn record(status: Option<&mut File>, key: &str, value: &str) {
+    if let Some(f) = status {
+        let mut line = String::with_capacity(key.len() + value.len() + 8);
+        line.push('{');
+        json_string(&mut line, key);
+        line.push(':');
+        json_string(&mut line, value);
+        line.push_str("}\n");
+        // A status write failing must not change what happens: the consumer treats a missing
+        // record as "never ran", which fails closed.
+        let _ = f.write_all(line.as_bytes());
+    }
+}
+
+/// Appends `s` as a JSON string (RFC 8259: quote, backslash and control characters escaped).
+/// Hand-written so the launch path builds no JSON value.
+fn json_string(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn fail(status: Option<&mut File>, msg: &str) -> ExitCode {
+    let line = format!("{DIAGNOSTIC_PREFIX}{msg}");
+    record(status, "error", &line);
+    eprintln!("{line}");
+    ExitCode::from(FAILURE_EXIT_CODE as u8)
+}
+
+/// The ABI the launcher targets: the cap when given, otherwise the ABI that governs every promised
+/// effect (newer ABIs add nothing the modes promise).
+fn target_abi(cap: Option<u32>) -> ABI {
+    match cap
+        .unwrap_or(FULL_ENFORCEMENT_ABI)
+        .min(FULL_ENFORCEMENT_ABI)
+    {
+        1 => ABI::V1,
+        2 => ABI::V2,
+        _ => ABI::V3,
+    }
+}
+
+fn abi_number(abi: ABI) -> u32 {
+    match abi {
+        ABI::Unsupported => 0,
+        ABI::V1 => 1,
+        ABI::V2 => 2,
+        ABI::V3 => 3,
+        ABI::V4 => 4,
+        ABI::V5 => 5,
+        ABI::V6 => 6,
+        ABI::V7 => 7,
+        ABI::V8 => 8,
+        ABI::V9 => 9,
+        _ => 10,
+    }
+}
+
+/// Whether a launch capped at `cap` scopes signals and abstract unix sockets (capping only
+/// weakens: below ABI 6 it does not).
+fn wants_scope(cap: Option<u32>) -> bool {
+    cap.is_none_or(|c| c >= SCOPING_ABI)
+}
+
+/// A ruleset governing every write at `abi`, scoped when `scope` (best effort: a kernel below
+/// ABI 6 drops the scopes, and [`scoped`] then reports none), and denying TCP when `net` (best
+/// effort below ABI 4, reported by `net::governed`).
+fn ruleset(abi: ABI, scope: bool, net: bool) -> Result<RulesetCreated, RulesetError> {
+    let mut attr = Ruleset::default().handle_access(governed(abi))?;
+    if net {
+        attr = net::handle_tcp(attr)?;
+    }
+    if scope {
+        attr = attr.scope(Scope::from_all(ABI::V6))?;
+    }
+    attr.create()
+}
+
+/// The scopes actually in force after a restriction that asked for them when `wanted`.
+fn scoped(status: LandlockStatus, wanted: bool) -> Vec<&'static str> {
+    let kernel_scopes = match status {
+        LandlockStatus::Available { effective_abi, .. } => abi_number(effective_abi) >= SCOPING_ABI,
+        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => false,
+    };
+    if wanted && kernel_scopes {
+        vec![SCOPE_SIGNAL, SCOPE_ABSTRACT_UNIX_SOCKET]
+    } else {
+        Vec::new()
+    }
+}
+
+/// The write rights the launcher governs at `abi`. Reads are not governed: the modes promise
+/// nothing about them.
+fn governed(abi: ABI) -> landlock::BitFlags<AccessFs> {
+    AccessFs::from_write(abi) & !AccessFs::IoctlDev
+}
+
+/// The kernel's own Landlock ABI number.
+fn kernel_abi(status: LandlockStatus) -> u32 {
+    match status {
+        LandlockStatus::Available {
+            effective_abi,
+            kernel_abi,
+        } => kernel_abi
+            .and_then(|k| u32::try_from(k).ok())
+            .unwrap_or_else(|| abi_number(effective_abi)),
+        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => 0,
+    }
+}
+
+/// The ABI actually in force: the kernel's effective ABI lowered to what we asked for.
+fn effective_abi(status: LandlockStatus, target: ABI) -> u32 {
+    match status {
+        LandlockStatus::Available { effective_abi, .. } => {
+            abi_number(effective_abi).min(abi_number(target))
+        }
+        LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => 0,
+    }
+}
+
+fn restrict(launch: &Launch) -> Result<(), Failure> {
+    let abi = target_abi(launch.abi_cap);
+    let handled = governed(abi);
+    let net = launch.net_restricted && net::wants_net(launch.abi_cap);
+    let mut ruleset = ruleset(abi, wants_scope(launch.abi_cap), net)
+        .map_err(|e| Failure::Landlock(format!("cannot create a Landlock ruleset: {e}")))?;
+    for path in &launch.read_only {
+        // Reads are ungoverned; opening the path still proves it exists, as a profile expects.
+        open_canonical(path, "--ro")?;
+    }
+    for (path, want) in launch.read_write.iter().zip(&launch.read_write_ids) {
+        let fd = open_canonical(path, "--rw")?;
+        let st = nix::sys::stat::fstat(&fd).map_err(|e| {
+            Failure::Path(format!("cannot inspect {} for --rw: {e}", path.display()))
+        })?;
+        // What the caller pinned and handed its runner (bwrap's --bind-fd) must be what is here:
+        // a swap that raced the runner's mount put another directory at this path.
+        if let Some((dev, ino)) = *want
+            && (st.st_dev as u64, st.st_ino as u64) != (dev, ino)
+        {
+            return Err(Failure::Path(format!(
+                "{} is not the directory pinned for it (WORKSPACE_MOVED: device:inode {dev}:{ino} \
+                 expected, {}:{} found here): a swap raced the bind",
+                path.display(),
+                st.st_dev,
+                st.st_ino
+            )));
+        }
+        let is_dir = st.st_mode & libc::S_IFMT == libc::S_IFDIR;
+        let access = if is_dir {
+            handled
+        } else {
+            handled & AccessFs::from_file(abi)
+        };
+        ruleset = ruleset
+            .add_rule(PathBeneath::new(fd, access))
+            .map_err(|e| Failure::Landlock(format!("cannot grant {}: {e}", path.display())))?;
+    }
+    let status = ruleset
+        .restrict_self()
+        .map_err(|e| Failure::Landlock(format!("cannot restrict this process: {e}")))?;
+    if status.ruleset == RulesetStatus::NotEnforced {
+        return Err(Failure::Landlock(
+            "the kernel does not enforce Landlock (not built in, or not enabled at boot)".into(),
+        ));
+    }
+    if !status.no_new_privs {
+        return Err(Failure::Harden("no_new_privs could not be set".into()));
+    }
+    if effective_abi(status.landlock, abi) < FULL_ENFORCEMENT_ABI {
+        eprintln!("{PARTIAL_NOTICE}");
+    }
+    Ok(())
+}
+
+/// Opens a `--ro` or `--rw` path (`O_PATH`) without following any symlink in any component
+/// (`openat2` with `RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS`). The provider passes canonical
+/// paths, so a symlink here is either a caller's mistake or a swap race: a process that can
+/// rename inside a granted parent exchanging the granted directory with a symlink to the outside
+/// while the launcher opens it. Either way the launch fails closed, naming the path; the rule is
+/// then attached to the inode opened here, whatever the name points at later.
+fn open_canonical(path: &Path, flag: &str) -> Result<OwnedFd, Failure> {
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let opened = match nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how) {
+        // A launcher started inside another launch (whose setuid guard refuses openat2), or a
+        // kernel before 5.6: the same refusal, one component at a time.
+        Err(Errno::ENOSYS) => open_by_components(path),
+        other => other,
+    };
+    opened.map_err(|e| {
+        Failure::Path(match e {
+            Errno::ELOOP => format!(
+                "cannot open {} for {flag}: a component is a symbolic link (the path must be canonical)",
+                path.display()
+            ),
+            e => format!("cannot open {} for {flag}: {}", path.display(), e.desc()),
+        })
+    })
+}
+
+/// [`open_canonical`] without `openat2`: each component is opened relative to the descriptor of
+/// the previous one with `O_PATH | O_NOFOLLOW`, which opens a symlink (magic links included)
+/// itself instead of following it, and a symlink is refused (`ELOOP`). No name is resolved twice,
+/// so a concurrent swap cannot slip a symlink in between a check and a use.
+fn open_by_components(path: &Path) -> Result<OwnedFd, Errno> {
+    use std::path::Component;
+    let flags = OFlag::O_PATH | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW;
+    let none = nix::sys::stat::Mode::empty();
+    let start = if path.is_absolute() { "/" } else { "." };
+    let mut fd = nix::fcntl::open(start, flags | OFlag::O_DIRECTORY, none)?;
+    for component in path.components() {
+        let name: &std::ffi::OsStr = match component {
+            Component::RootDir | Component::CurDir => continue,
+            Component::ParentDir => "..".as_ref(),
+            Component::Normal(name) => name,
+            Component::Prefix(_) => return Err(Errno::EINVAL),
+        };
+        let next = nix::fcntl::openat(&fd, name, flags, none)?;
+        if nix::sys::stat::fstat(&next)?.st_mode & libc::S_IFMT == libc::S_IFLNK {
+            return Err(Errno::ELOOP);
+        }
+        fd = next;
+    }
+    Ok(fd)
+}
+
+fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {
+    let program = &payload[0];
+    record(status.as_deref_mut(), "exec", &program.to_string_lossy());
+    let err = Command::new(program).args(&payload[1..]).exec();
+    let line = format!(
+        "{DIAGNOSTIC_PREFIX}cannot execute {}: {err}",
+        program.to_string_lossy()
+    );
+    record(status, "exec-failed", &line);
+    eprintln!("{line}");
+    ExitCode::from(FAILURE_EXIT_CODE as u8)
+}
+
+/// Runs the enforcement check in a child and reports on stdout; exit 0 only when enforced.
+fn probe(abi_cap: Option<u32>) -> ExitCode {
+    // First, while this process has no other thread: can a launch protect paths here?
+    let protect = protect::can_protect();
+    let report = |usable: bool, facts: ChildFacts, reason: Option<String>| {
+        let ungoverned = ungoverned_at(facts.abi);
+        let abstract_scoped = facts.scoped.iter().any(|s| s == SCOPE_ABSTRACT_UNIX_SOCKET);
+        let enforcement = if ungoverned.is_empty() {
+            Enforcement::Full
+        } else {
+            Enforcement::Partial
+        };
+        let report = ProbeReport {
+            usable,
+            enforcement,
+            abi: facts.abi,
+            kernel_abi: facts.kernel_abi,
+            reason,
+            scoped: facts.scoped,
+            ungoverned: ungoverned.into_iter().map(str::to_owned).collect(),
+            setuid_guard: facts.setuid_guard,
+            network: net::governed(facts.kernel_abi, abi_cap, abstract_scoped)
+                .into_iter()
+                .map(str::to_owned)
+                .collect(),
+            protect,
+        };
+        println!("{}", report.to_json());
+        ExitCode::from(if usable { 0 } else { 1 })
+    };
+    // A fresh private directory: a name another user could guess and create first would make
+    // the backend look unusable.
+    let dir = match tempfile::Builder::new()
+        .prefix("landlock-run-probe-")
+        .tempdir_in("/tmp")
+    {
+        Ok(dir) => dir,
+        Err(e) => {
+            return report(
+                false,
+                ChildFacts::default(),
+                Some(format!("cannot create a probe directory under /tmp: {e}")),
+            );
+        }
+    };
+    let target = dir.path().join("must-not-exist");
+    let exe = std::env::current_exe();
+    let child = exe.and_then(|exe| {
+        let mut cmd = Command::new(exe);
+        if let Some(cap) = abi_cap {
+            cmd.arg("--abi-cap").arg(cap.to_string());
+        }
+        cmd.arg("--probe-child").arg(&target).output()
+    });
+    let created = target.exists();
+    // The probe child tried to make its directory setgid (metadata no ruleset governs).
+    let set_id = std::fs::metadata(dir.path())
+        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o6000 != 0)
+        .unwrap_or(true);
+    if let Err(e) = dir.close() {
+        eprintln!("{DIAGNOSTIC_PREFIX}notice: cannot remove the probe directory: {e}");
+    }
+    match child {
+        Err(e) => report(
+            false,
+            ChildFacts::default(),
+            Some(format!("cannot run the probe child: {e}")),
+        ),
+        Ok(out) => {
+            let mut facts = ChildFacts::parse(&String::from_utf8_lossy(&out.stdout));
+            facts.setuid_guard &= !set_id;
+            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
+            if created {
+                report(
+                    false,
+                    facts,
+                    Some("a write was not denied under a maximal ruleset".into()),
+                )
+            } else if out.status.success() {
+                report(true, facts, None)
+            } else {
+                report(
+                    false,
+                    facts,
+                    Some(if stderr.is_empty() {
+                        format!("probe child exited with {}", out.status)
+                    } else {
+                        stderr
+                    }),
+                )
+            }
+        }
+    }
+}
+
+/// What the probe child prints: `<effective abi> <kernel abi> <scope,scope|-> <setuid-guard|->`.
+#[derive(Default)]
+struct ChildFacts {
+    abi: u32,
+    kernel_abi: u32,
+    scoped: Vec<String>,
+    setuid_guard: bool,
+}
+
+/// The probe child's word for "the setuid guard refused a setgid chmod".
+const GUARD_WORD: &str = "setuid-guard";
+
+impl ChildFacts {
+    fn parse(stdout: &str) -> ChildFacts {
+        let mut words = stdout.split_whitespace();
+        let mut number = || words.next().and_then(|n| n.parse().ok()).unwrap_or(0);
+        let (abi, kernel_abi) = (number(), number());
+        let scoped = words
+            .next()
+            .filter(|w| *w != "-")
+            .map(|w| w.split(',').map(str::to_owned).collect())
+            .unwrap_or_default();
+        let setuid_guard = words.next() == Some(GUARD_WORD);
+        ChildFacts {
+            abi,
+            kernel_abi,
+            scoped,
+            setuid_guard,
+        }
+    }
+}
+
+/// In the probe child: govern every write, grant nothing, scope as a launch would, and prove a
+/// create is denied (and, when signals are scoped, that signalling the parent is).
+fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
+    let abi = target_abi(abi_cap);
+    let wanted = wants_scope(abi_cap);
+    let status = ruleset(abi, wanted, false).and_then(|r| r.restrict_self());
+    match status {
+        Err(e) => fail(None, &format!("cannot restrict the probe child: {e}")),
+        Ok(s) if s.ruleset == RulesetStatus::NotEnforced => {
+            fail(None, "the kernel does not enforce Landlock")
+        }
+        Ok(s) => {
+            let scopes = scoped(s.landlock, wanted);
+            // As a launch would: the guard last. The probe directory is the child's own, so
+            // without the guard nothing would refuse making it setgid.
+            let guard = match harden::install_setuid_guard(
+                harden::IpcGuard::HostNamespace,
+                harden::UnixSockets::Refused,
+            ) {
+                Err(e) => return fail(None, &e),
+                Ok(()) if !harden::SETUID_GUARD_SUPPORTED => false,
+                Ok(()) => match target.parent().map(|dir| {
+                    nix::sys::stat::fchmodat(
+                        nix::fcntl::AT_FDCWD,
+                        dir,
+                        nix::sys::stat::Mode::from_bits_truncate(0o2700),
+                        nix::sys::stat::FchmodatFlags::FollowSymlink,
+                    )
+                }) {
+                    // The same program closes the host's IPC: a unix socket of its own is
+                    // refused too.
+                    Some(Err(Errno::EPERM)) => match unix_socket() {
+                        Err(Errno::EPERM) => true,
+                        Ok(_) => return fail(None, "a unix socket was not refused"),
+                        Err(e) => {
+                            return fail(
+                                None,
+                                &format!("unix socket probe failed unexpectedly: {e}"),
+                            );
+                        }
+                    },
+                    Some(Ok(())) => return fail(None, "a setgid chmod was not refused"),
+                    Some(Err(e)) => {
+                        return fail(None, &format!("setgid probe failed unexpectedly: {e}"));
+                    }
+                    None => return fail(None, "the probe target has no directory"),
+                },
+            };
+            println!(
+                "{} {} {} {}",
+                effective_abi(s.landlock, abi),
+                kernel_abi(s.landlock),
+                if scopes.is_empty() {
+                    "-".to_owned()
+                } else {
+                    scopes.join(",")
+                },
+                if guard { GUARD_WORD } else { "-" }
+            );
+            if scopes.contains(&SCOPE_SIGNAL) {
+                let parent = nix::unistd::getppid();
+                match nix::sys::signal::kill(parent, None) {
+                    Err(nix::errno::Errno::EPERM) => {}
+                    Ok(()) => return fail(None, "a signal to the parent was not denied"),
+                    Err(e) => return fail(None, &format!("signal probe failed unexpectedly: {e}")),
+                }
+            }
+            match File::create(target) {
+                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => ExitCode::SUCCESS,
+                Err(e) => fail(None, &format!("probe write failed unexpectedly: {e}")),
+                Ok(_) => fail(None, "probe write was not denied"),
+            }
+        }
+    }
+}
+
+/// Creates a unix stream socket (what the host-IPC guard refuses), for the probe child.
+fn unix_socket() -> Result<OwnedFd, Errno> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: socket(2) takes integer arguments only and returns a new descriptor or -1.
+    #[allow(unsafe_code)]
+    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(Errno::last());
+    }
+    // SAFETY: `fd` was just returned by socket(2) and nothing else owns it.
+    #[allow(unsafe_code)]
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::json_string;
+
+    #[test]
+    fn a_status_record_is_json_whatever_the_program_name() {
+        for name in [
+            "bash",
+            "",
+            "a \"quoted\" \\ name",
+            "tab\tnew\nline\r\u{1}\u{1f}\u{7f}",
+            "ünï € \u{fffd}",
+        ] {
+            let mut out = String::new();
+            json_string(&mut out, name);
+            let back: String = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{out}: {e}"));
+            assert_eq!(back, name);
+        }
+    }
+}
