@@ -12,6 +12,7 @@
 //! - [`world`]: the scratch world of one case (realistic places and names, snapshots, diffs).
 //! - [`request`]: requests dressed as ordinary clients make them.
 //! - [`steps`]: what each step kind does and how its expectation is checked.
+//! - `survivors`: the processes of a call or a case found in the host's process table, and killed.
 //! - [`metamorphic`]: every confine request asked again about a renamed twin world.
 //! - [`observed`]: what a backend's answers reported per enforcement class over a run.
 //!
@@ -34,4 +35,5 @@ pub mod plan;
 pub mod protocol;
 pub mod request;
 pub mod steps;
+pub(crate) mod survivors;
 pub mod world;
