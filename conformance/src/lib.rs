@@ -18,6 +18,7 @@
 //!
 //! Reporting:
 //! - [`harness`]: the `libtest-mimic` entry point used by `cargo test` and `cargo nextest`.
+//! - [`reaper`]: certify's supervisor, which kills whatever the run left behind.
 //! - [`certify`]: the certify run, its verdicts and its report (JSON, JUnit, Markdown).
 //! - [`merge`]: several hosts' reports joined into one matrix (`certify merge`).
 
@@ -33,6 +34,7 @@ pub mod model;
 pub mod observed;
 pub mod plan;
 pub mod protocol;
+pub mod reaper;
 pub mod request;
 pub mod steps;
 pub(crate) mod survivors;
