@@ -30,7 +30,9 @@ pub fn supervise(name: &str) -> Option<ExitCode> {
         return None;
     }
     if let Err(e) = nix::sys::prctl::set_child_subreaper(true) {
-        eprintln!("{name}: cannot become a subreaper ({e}): processes the run leaves may outlive it");
+        eprintln!(
+            "{name}: cannot become a subreaper ({e}): processes the run leaves may outlive it"
+        );
         return None;
     }
     let exe = match std::env::current_exe() {
@@ -111,7 +113,10 @@ fn wait_signal(set: &SigSet) -> Option<(Signal, bool)> {
         #[allow(unsafe_code)]
         let info = unsafe { info.assume_init() };
         let signal = Signal::try_from(n).ok()?;
-        return Some((signal, info.si_code == libc::SI_USER || info.si_code == libc::SI_QUEUE));
+        return Some((
+            signal,
+            info.si_code == libc::SI_USER || info.si_code == libc::SI_QUEUE,
+        ));
     }
 }
 
