@@ -13,11 +13,13 @@
 //! - [`world`]: the scratch world of one case (realistic places and names, snapshots, diffs).
 //! - [`request`]: requests dressed as ordinary clients make them.
 //! - [`steps`]: what each step kind does and how its expectation is checked.
+//! - `survivors`: the processes of a call or a case found in the host's process table, and killed.
 //! - [`metamorphic`]: every confine request asked again about a renamed twin world.
 //! - [`observed`]: what a backend's answers reported per enforcement class over a run.
 //!
 //! Reporting:
 //! - [`harness`]: the `libtest-mimic` entry point used by `cargo test` and `cargo nextest`.
+//! - [`reaper`]: certify's supervisor, which kills whatever the run left behind.
 //! - [`certify`]: the certify run, its verdicts and its report (JSON, JUnit, Markdown).
 //! - [`merge`]: several hosts' reports joined into one matrix (`certify merge`).
 
@@ -34,7 +36,9 @@ pub mod observed;
 pub mod plan;
 /// The external-backend protocol's wire types: the `sandbox-protocol` crate.
 pub use sandbox_protocol as protocol;
+pub mod reaper;
 pub mod request;
 pub mod steps;
 pub mod suite;
+pub(crate) mod survivors;
 pub mod world;

@@ -334,6 +334,10 @@ impl Step {
             }
             Step::Select(_) => &[Capability::LocalChain],
             Step::Tool(_) => &[Capability::Confine],
+            // The built agent over stdio confines with the backend under test when that is a
+            // reference local backend (the policy bridge: the platform chain): the scenario's
+            // `requires` and `backends` say which.
+            Step::Wire(w) if w.agent_process() => &[],
             Step::Wire(w) if w.run.is_some() || !w.runs.is_empty() => {
                 &[Capability::PolicyService, Capability::ScriptedCalls]
             }
@@ -761,9 +765,28 @@ pub struct WireStep {
     /// both are given).
     #[serde(default)]
     pub runs: Vec<String>,
+    /// Over stdio, `start`: a file in the session's workspace the running call creates once it is
+    /// set up (its process tree started); the step ends when it exists (bounded).
+    #[serde(default)]
+    pub ready: Option<String>,
     /// What must be true afterwards.
     #[serde(default)]
     pub expect: WireExpect,
+}
+
+impl WireStep {
+    /// True for a step that exists only against the built agent process over stdio: `start`,
+    /// `wait`, `cancel`, and a `new` that starts the process.
+    pub fn agent_process(&self) -> bool {
+        matches!(
+            self.action,
+            WireAction::Start | WireAction::Wait | WireAction::Cancel
+        ) || (self.action == WireAction::New
+            && self
+                .config
+                .as_ref()
+                .is_some_and(|c| c.transport == Some(Transport::Stdio)))
+    }
 }
 
 /// The deployment defaults of the agent process.
@@ -908,6 +931,12 @@ pub struct WireExpect {
     /// Over stdio: the answer arrived within this many milliseconds of the request.
     #[serde(default)]
     pub answered_within_ms: Option<u64>,
+    /// Over stdio, `wait`: when the answer arrives, no process started since the last `start`
+    /// (every process of the prompt's calls, runners included: the harness tags the agent's
+    /// environment, which its calls inherit) is alive in the host's process table. Those found
+    /// are killed.
+    #[serde(default)]
+    pub no_survivors: bool,
     /// Files in the session's workspace afterwards: relative path to content, or `<absent>`.
     #[serde(default)]
     pub files: std::collections::BTreeMap<String, String>,

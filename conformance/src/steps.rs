@@ -32,8 +32,28 @@ pub struct CaseFailure {
 }
 
 /// Runs every step of `case` against `backend`; the first unmet expectation is the error. `tool`
-/// steps of one case share one world, one session and one composition.
+/// steps of one case share one world, one session and one composition. Every confined launch of
+/// the case is tagged: a process of it still alive when the case ends is killed, so it leaks into
+/// no later case, and fails a case that passed (no process of a call outlives it).
 pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> {
+    let (result, left) = crate::survivors::in_case(|| run_steps(backend, case));
+    result?;
+    if left.is_empty() {
+        Ok(())
+    } else {
+        Err(CaseFailure {
+            step: case.case.steps.len(),
+            kind: "survivors",
+            message: format!(
+                "{} process(es) of the case's calls outlived them (killed now): {}",
+                left.len(),
+                crate::survivors::shown(&left)
+            ),
+        })
+    }
+}
+
+fn run_steps(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> {
     let mut rig: Option<tool::Rig> = None;
     let mut bridge: Option<wire::Rig> = None;
     for (index, step) in case.case.steps.iter().enumerate() {

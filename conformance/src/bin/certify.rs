@@ -171,6 +171,11 @@ fn main() -> ExitCode {
     if args.next().is_some_and(|a| a == "merge") {
         return merge_main(args);
     }
+    // Nothing the run starts outlives it: certify runs below a supervisor that reaps orphans and
+    // kills what is left when certify ends.
+    if let Some(status) = conformance::reaper::supervise("certify") {
+        return status;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     stop_on_signals(stop.clone());
     let cli = parse_cli();

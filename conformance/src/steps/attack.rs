@@ -18,6 +18,7 @@ use sandbox_local::launch::{self, Finished, LaunchOptions};
 
 use crate::backends::Backend;
 use crate::model::{AttackExpect, AttackOutcome, AttackStep, WorkspaceSpelling};
+use crate::survivors::{CallStart, SURVIVOR_GRACE, TAG_VAR, survivors};
 use crate::world::World;
 
 /// The longest `after_ms` a scenario may ask for.
@@ -25,14 +26,6 @@ const MAX_AFTER: Duration = Duration::from_millis(5000);
 
 /// The lowest descriptor number the held descriptor gets.
 const HELD_FD_MIN: i32 = 64;
-
-/// The environment variable that tags every process of one call, so survivors can be found. It is
-/// the one systemd gives every unit (32 hex digits), so a backend cannot tell a harness call
-/// from a service's.
-const TAG_VAR: &str = "INVOCATION_ID";
-
-/// How long processes of a finished call may take to disappear (killed, being reaped).
-const SURVIVOR_GRACE: Duration = Duration::from_millis(300);
 
 /// The call's timeout when the scenario names none.
 const DEFAULT_TIMEOUT: Duration = Duration::from_secs(20);
@@ -351,7 +344,7 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
     };
     drop(held);
     // No process of the call may outlive it: look for the call's tag right after it returned.
-    let survivors = survivors(&stage.tag, since);
+    let survivors = survivors(&stage.tag, since, SURVIVOR_GRACE);
     if let Some(pipe) = &pipe {
         pipe.wait(after);
     }
@@ -363,8 +356,9 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "processes of the call outlived it: {}",
-            survivors.join("; ")
+            "{} process(es) of the call outlived it (killed now): {}",
+            survivors.len(),
+            crate::survivors::shown(&survivors)
         ))
     }
 }
@@ -388,156 +382,6 @@ fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), String> {
     }
     ran.map(|_| ())
         .map_err(|e| format!("the person's git commit or git status outside failed: {e}"))
-}
-
-/// Processes whose environment carries `tag` that were alive right after the call returned and
-/// are still alive (not zombies) [`SURVIVOR_GRACE`] later. The grace covers a runner whose
-/// namespace is still being torn down by the kernel as it returns; the scenarios' survivors live
-/// for seconds, so they cannot end by themselves within it.
-fn survivors(tag: &str, since: CallStart) -> Vec<String> {
-    let needle = format!("{TAG_VAR}={tag}");
-    let mut left: Vec<Tagged> = tagged(&needle, since)
-        .into_iter()
-        .filter(|t| !t.zombie)
-        .collect();
-    let deadline = Instant::now() + SURVIVOR_GRACE;
-    while !left.is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        let now: Vec<String> = tagged(&needle, since)
-            .into_iter()
-            .filter(|t| !t.zombie)
-            .map(|t| t.pid)
-            .collect();
-        left.retain(|t| now.contains(&t.pid));
-    }
-    left.into_iter()
-        .map(|t| format!("pid {}: {}", t.pid, t.cmdline))
-        .collect()
-}
-
-/// A process of a call, found by its tag.
-struct Tagged {
-    pid: String,
-    cmdline: String,
-    /// It has exited and waits to be reaped: it can do nothing more.
-    zombie: bool,
-}
-
-/// True when `/proc/<pid>/status` says the process is a zombie (or dead).
-fn zombie(status: &str) -> bool {
-    status.lines().any(|line| {
-        let mut parts = line.split_whitespace();
-        parts.next() == Some("State:") && matches!(parts.next(), Some("Z" | "X"))
-    })
-}
-
-/// Where a call begins, to tell its processes from the host's: the last pid handed out and the
-/// clock ticks since boot a second ago. Every process the call starts gets a higher pid (pids
-/// are handed out in order; only a wrap-around at `pid_max`, seen as a lower last pid later,
-/// breaks that, and then start times decide) and starts after that tick.
-#[derive(Clone, Copy, Debug)]
-struct CallStart {
-    last_pid: Option<u64>,
-    ticks: Option<u64>,
-}
-
-impl CallStart {
-    fn now() -> CallStart {
-        CallStart {
-            last_pid: last_pid(),
-            ticks: ticks_since_boot(),
-        }
-    }
-}
-
-/// The last pid the kernel handed out in this pid namespace.
-fn last_pid() -> Option<u64> {
-    std::fs::read_to_string("/proc/sys/kernel/ns_last_pid")
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-/// Clock ticks since boot a second ago: every process a call starts starts after it.
-fn ticks_since_boot() -> Option<u64> {
-    let uptime = std::fs::read_to_string("/proc/uptime").ok()?;
-    let secs: f64 = uptime.split_whitespace().next()?.parse().ok()?;
-    let hz = nix::unistd::sysconf(nix::unistd::SysconfVar::CLK_TCK).ok()??;
-    let ticks = (secs - 1.0).max(0.0) * hz as f64;
-    Some(ticks as u64)
-}
-
-/// When a process started, in clock ticks since boot (`/proc/<pid>/stat`, field 22; the command
-/// name in field 2 may hold spaces and parentheses, so fields are counted from its last `)`).
-fn start_ticks(stat: &str) -> Option<u64> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
-}
-
-/// The pids a process of the call can have: those handed out since it began (`ns_last_pid` then
-/// and now; across a wrap-around at `pid_max`, both ends of the range), so the host's other
-/// processes, however many, are never read. When the kernel does not say, every pid in `/proc`.
-fn candidate_pids(since: CallStart) -> Vec<u64> {
-    const MOST: u64 = 1 << 16;
-    if let (Some(first), Some(now)) = (since.last_pid, last_pid()) {
-        if now >= first && now - first <= MOST {
-            return (first + 1..=now).collect();
-        }
-        let max: Option<u64> = std::fs::read_to_string("/proc/sys/kernel/pid_max")
-            .ok()
-            .and_then(|m| m.trim().parse().ok());
-        if let Some(max) = max.filter(|max| now < first && max - first + now <= MOST) {
-            return (first + 1..max).chain(1..=now).collect();
-        }
-    }
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-        .collect()
-}
-
-/// The processes whose environment holds `needle`, among those started since the call began
-/// (all, when that is unknown). A pid and a start time are the kernel's, so a process of the
-/// call cannot hide behind them, and the host's long-lived processes (hundreds on a busy
-/// machine) are passed over without reading anything of theirs.
-fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
-    let mut found = Vec::new();
-    for pid in candidate_pids(since) {
-        let path = Path::new("/proc").join(pid.to_string());
-        let pid = pid.to_string();
-        if let Some(since) = since.ticks {
-            let started = std::fs::read_to_string(path.join("stat"))
-                .ok()
-                .and_then(|stat| start_ticks(&stat));
-            if started.is_none_or(|t| t < since) {
-                continue;
-            }
-        }
-        let Ok(environ) = std::fs::read(path.join("environ")) else {
-            continue;
-        };
-        if environ
-            .split(|b| *b == 0)
-            .any(|var| var == needle.as_bytes())
-        {
-            let cmdline = std::fs::read(path.join("cmdline")).unwrap_or_default();
-            let shown: Vec<String> = cmdline
-                .split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
-            let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
-            found.push(Tagged {
-                pid: pid.to_owned(),
-                cmdline: shown.join(" "),
-                zombie: zombie(&status),
-            });
-        }
-    }
-    found
 }
 
 fn check(
@@ -726,58 +570,4 @@ fn tail(stderr: &[u8]) -> String {
     let text = String::from_utf8_lossy(stderr);
     let lines: Vec<&str> = text.lines().collect();
     lines[lines.len().saturating_sub(6)..].join(" | ")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_start_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
-        let stat = "1234 (a ) b) (c) S 1 2 3 0 -1 4194560 100 0 0 0 5 6 0 0 20 0 1 0 98765 1000";
-        assert_eq!(start_ticks(stat), Some(98765));
-        // This process started before now (less a second, give or take a tick).
-        let me = std::fs::read_to_string("/proc/self/stat").expect("stat");
-        let since = ticks_since_boot().expect("uptime");
-        assert!(start_ticks(&me).expect("start") <= since + 101);
-    }
-
-    #[test]
-    fn a_process_started_during_the_call_is_found_and_one_from_before_is_passed_over() {
-        let tag = format!("{TAG_VAR}=test-{}", std::process::id());
-        let before = std::process::Command::new("sleep")
-            .arg("5")
-            .env(TAG_VAR, format!("test-{}", std::process::id()))
-            .spawn()
-            .expect("sleep");
-        std::thread::sleep(Duration::from_millis(1200));
-        let since = CallStart::now();
-        let during = std::process::Command::new("sleep")
-            .arg("5")
-            .env(TAG_VAR, format!("test-{}", std::process::id()))
-            .spawn()
-            .expect("sleep");
-        // A spawn returns as the child execs, before the kernel has laid out its environment.
-        std::thread::sleep(Duration::from_millis(100));
-        let pids: Vec<String> = tagged(&tag, since).into_iter().map(|t| t.pid).collect();
-        let during_pid = during.id().to_string();
-        let unknown = CallStart {
-            last_pid: None,
-            ticks: None,
-        };
-        let all: Vec<String> = tagged(&tag, unknown).into_iter().map(|t| t.pid).collect();
-        // By start time alone (as after a wrap-around of the pids).
-        let by_time = CallStart {
-            last_pid: None,
-            ..since
-        };
-        let timed: Vec<String> = tagged(&tag, by_time).into_iter().map(|t| t.pid).collect();
-        for mut child in [before, during] {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        assert_eq!(all.len(), 2, "{all:?}");
-        assert_eq!(pids, vec![during_pid.clone()]);
-        assert_eq!(timed, vec![during_pid]);
-    }
 }

@@ -153,6 +153,7 @@ pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), String> 
     options.env = dressed.env;
     options.env_remove.push("TMPDIR".into());
     options.timeout = Some(Duration::from_secs(30));
+    crate::survivors::tag_launch(&mut options);
     let done = launch::run(&confined, &options);
     let mark: PathBuf = ws.join("ran");
     if std::fs::read_to_string(&mark).ok().as_deref() != Some("ran") {

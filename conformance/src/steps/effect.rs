@@ -432,6 +432,7 @@ fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         None => options.env_remove.push("TMPDIR".into()),
     }
     options.timeout = Some(Duration::from_secs(20));
+    crate::survivors::tag_launch(&mut options);
     let done = launch::run(&confined, &options);
 
     let observed = if step.shape == Shape::DevNull {

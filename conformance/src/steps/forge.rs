@@ -78,6 +78,7 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), String> {
         ];
         options.env_remove.push("TMPDIR".into());
         options.timeout = Some(Duration::from_secs(20));
+        crate::survivors::tag_launch(&mut options);
         let done = launch::run(&confined, &options);
         let ran = std::fs::read_to_string(&mark).ok().as_deref() == Some("ran");
         if !ran {

@@ -520,15 +520,60 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
     }
 }
 
-/// A tmux server of the harness's own, with one shell, killed on drop.
+/// A tmux server of the harness's own, with one shell, killed on drop. The server runs in the
+/// foreground (`-D`, not daemonized) as a child of the harness that gets SIGKILL when the thread
+/// that started it ends (`PR_SET_PDEATHSIG`), so a test process killed mid-case (a timeout, a
+/// Ctrl-C, nextest's terminate-after) leaves no tmux server behind; its shell ends with it (its
+/// terminal closes).
 struct Tmux {
     sock: PathBuf,
+    server: std::process::Child,
 }
+
+/// How long a fresh server may take to make its socket.
+const TMUX_START: Duration = Duration::from_secs(10);
 
 impl Tmux {
     fn start(sock: &Path) -> Result<Tmux, String> {
+        use std::os::unix::process::CommandExt;
         let tmux =
             which::which("tmux").map_err(|_| "tmux is not installed (not on PATH)".to_owned())?;
+        let mut command = std::process::Command::new(&tmux);
+        command
+            .arg("-S")
+            .arg(sock)
+            .args(["-f", "/dev/null", "-D"])
+            .env_remove("TMUX")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        // SAFETY: the closure runs in the child between fork and exec and only makes the
+        // prctl(2) system call (async-signal-safe, no allocation, no lock).
+        #[allow(unsafe_code)]
+        unsafe {
+            command.pre_exec(|| {
+                nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                    .map_err(std::io::Error::from)
+            });
+        }
+        let server = command
+            .spawn()
+            .map_err(|e| format!("cannot start tmux: {e}"))?;
+        // From here on, dropping the value kills the server whatever fails.
+        let tmux_server = Tmux {
+            sock: sock.to_owned(),
+            server,
+        };
+        let deadline = Instant::now() + TMUX_START;
+        while std::fs::symlink_metadata(sock).is_err() {
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "the tmux server made no socket at {} within {TMUX_START:?}",
+                    sock.display()
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let out = std::process::Command::new(&tmux)
             .arg("-S")
             .arg(sock)
@@ -548,15 +593,13 @@ impl Tmux {
             .map_err(|e| format!("cannot start tmux: {e}"))?;
         if !out.status.success() {
             return Err(format!(
-                "cannot start a tmux server: {}",
+                "cannot start a tmux session: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             ));
         }
         // Anyone may connect: only the sandbox may stand between the payload and the server.
         let _ = std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o777));
-        Ok(Tmux {
-            sock: sock.to_owned(),
-        })
+        Ok(tmux_server)
     }
 
     fn type_line(&self, line: &str) -> Result<(), String> {
@@ -586,6 +629,9 @@ impl Drop for Tmux {
             .arg("kill-server")
             .env_remove("TMUX")
             .output();
+        // The server is our child: killed (should kill-server have failed) and reaped.
+        let _ = self.server.kill();
+        let _ = self.server.wait();
     }
 }
 
@@ -650,6 +696,7 @@ pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), String> {
     options.env = dressed.env;
     options.env_remove.push("TMPDIR".into());
     options.timeout = Some(CALL_TIMEOUT);
+    crate::survivors::tag_launch(&mut options);
     let done = launch::run(&confined, &options);
     std::thread::sleep(GRACE);
     let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
@@ -692,4 +739,87 @@ pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The variable that makes [`tmux_helper_process`] start a server (the helper of
+    /// [`a_tmux_server_dies_with_the_test_process_killed_mid_case`]).
+    const HELPER: &str = "CONFORMANCE_TMUX_HELPER_SOCKET";
+
+    /// Not a test of its own: the process the test below starts and kills. It starts a server at
+    /// the socket it is given, prints the server's pid, and waits to be killed.
+    #[test]
+    #[ignore = "the helper process of a_tmux_server_dies_with_the_test_process_killed_mid_case"]
+    fn tmux_helper_process() {
+        let sock = std::env::var_os(HELPER).expect("run only by the tmux kill test");
+        let server = Tmux::start(Path::new(&sock)).expect("tmux");
+        println!("server-pid {}", server.server.id());
+        loop {
+            std::thread::park();
+        }
+    }
+
+    #[test]
+    fn a_tmux_server_dies_with_the_test_process_killed_mid_case() {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let sock = dir.path().join("default");
+        let mut helper = std::process::Command::new(std::env::current_exe().expect("exe"))
+            .args([
+                "--exact",
+                "steps::ipc::tests::tmux_helper_process",
+                "--ignored",
+                "--nocapture",
+                "--test-threads",
+                "1",
+            ])
+            .env(HELPER, &sock)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("helper");
+        let stdout = helper.stdout.take().expect("stdout");
+        let pid: i32 = std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            // (libtest prints the test's name on the same line first.)
+            .find_map(|l| {
+                l.split_once("server-pid ")
+                    .and_then(|(_, p)| p.trim().parse().ok())
+            })
+            .expect("the helper started no tmux server");
+        let alive = |pid: i32| {
+            std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|s| {
+                !s.lines()
+                    .any(|l| l.starts_with("State:") && (l.contains('Z') || l.contains('X')))
+            })
+        };
+        assert!(alive(pid), "the server is not running before the kill");
+        // The test process dies mid-case: no Drop runs.
+        helper.kill().expect("kill");
+        helper.wait().expect("wait");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let answers = std::process::Command::new("tmux")
+            .arg("-S")
+            .arg(&sock)
+            .arg("list-sessions")
+            .env_remove("TMUX")
+            .output()
+            .expect("tmux");
+        assert!(
+            !alive(pid),
+            "the tmux server (pid {pid}) outlived the killed test process"
+        );
+        assert!(
+            !answers.status.success(),
+            "a tmux server still answers at {}",
+            sock.display()
+        );
+    }
 }

@@ -325,6 +325,7 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
     options.env = dressed.env;
     options.env_remove.push("TMPDIR".into());
     options.timeout = Some(CALL_TIMEOUT);
+    crate::survivors::tag_launch(&mut options);
     let done = launch::run(&confined, &options);
     std::thread::sleep(GRACE);
     let records = listeners.finish();

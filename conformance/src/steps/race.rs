@@ -275,6 +275,7 @@ pub(super) fn bind_race(
                 let mut options = LaunchOptions::in_dir(&inner);
                 options.env_remove.push("TMPDIR".into());
                 options.timeout = Some(Duration::from_secs(20));
+                crate::survivors::tag_launch(&mut options);
                 let done = launch::run(&confined, &options);
                 let code = done.classification.code();
                 match done.exit_code() {
@@ -329,6 +330,7 @@ pub(super) fn bind_race(
         let mut options = LaunchOptions::in_dir(&inner);
         options.env_remove.push("TMPDIR".into());
         options.timeout = Some(Duration::from_secs(20));
+        crate::survivors::tag_launch(&mut options);
         let done = launch::run(&confined, &options);
         if !inner.join("control").exists() {
             return Err(format!(

@@ -34,6 +34,8 @@ pub(super) struct Rig {
     ids: HashMap<String, String>,
     /// The real agent binary, when the case runs over stdio.
     stdio: Option<stdio::StdioAgent>,
+    /// Where the last `start` began: the processes of its calls have later pids.
+    started: Option<crate::survivors::CallStart>,
 }
 
 fn start(
@@ -64,7 +66,7 @@ fn start(
 }
 
 impl Rig {
-    fn new(config: &WireConfig) -> Result<Rig, String> {
+    fn new(config: &WireConfig, backend: &Backend) -> Result<Rig, String> {
         // Outside /tmp: /tmp is writable in workspace-write anyway, so a workspace under it would
         // make "the workspace was honoured" and "/tmp is writable" look the same.
         let dir = tempfile::Builder::new()
@@ -79,7 +81,9 @@ impl Rig {
         let bridge = start(&sessions, &workspace, config)?;
         let stdio = match config.transport.unwrap_or(Transport::InProcess) {
             Transport::InProcess => None,
-            Transport::Stdio => Some(stdio::StdioAgent::start(&sessions, &workspace, config)?),
+            Transport::Stdio => Some(stdio::StdioAgent::start(
+                &sessions, &workspace, config, backend,
+            )?),
         };
         Ok(Rig {
             _dir: dir,
@@ -88,6 +92,7 @@ impl Rig {
             bridge,
             ids: HashMap::new(),
             stdio,
+            started: None,
         })
     }
 
@@ -162,18 +167,21 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
                 .as_ref()
                 .filter(|_| step.action == WireAction::New)
                 .unwrap_or(&WireConfig::default()),
+            backend,
         )?);
     }
     let Some(rig) = rig.as_mut() else {
         return Err("no bridge".into());
     };
     if rig.stdio.is_some() {
-        return run_stdio(step, rig);
+        return run_stdio(step, rig, backend);
     }
     if matches!(
         step.action,
         WireAction::Start | WireAction::Wait | WireAction::Cancel
-    ) {
+    ) || step.ready.is_some()
+        || step.expect.no_survivors
+    {
         return Err(format!(
             "{} exists over stdio only (config: {{ transport: stdio }})",
             step.action
@@ -405,8 +413,26 @@ fn is_knob_event(kind: &str) -> bool {
     matches!(kind, "sandbox/mode" | "approval/policy" | "sandbox/network")
 }
 
+/// How long a `start` waits for its `ready` file.
+const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Waits until `path` exists (the running call set itself up), bounded by [`READY_TIMEOUT`].
+fn wait_ready(path: &std::path::Path) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + READY_TIMEOUT;
+    while std::fs::symlink_metadata(path).is_err() {
+        if std::time::Instant::now() >= deadline {
+            return Err(format!(
+                "the running call never created {} (its ready file) within {READY_TIMEOUT:?}",
+                path.display()
+            ));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    Ok(())
+}
+
 /// One wire action against the real agent binary over stdio.
-fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
+fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), String> {
     let expect: &WireExpect = &step.expect;
     if expect.mode_now.is_some()
         || expect.network_now.is_some()
@@ -433,7 +459,7 @@ fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
             }
             let mut config = step.config.clone().unwrap_or_default();
             config.transport = Some(Transport::Stdio);
-            match stdio::StdioAgent::start(&rig.sessions, &rig.workspace, &config) {
+            match stdio::StdioAgent::start(&rig.sessions, &rig.workspace, &config, backend) {
                 Ok(agent) => rig.stdio = Some(agent),
                 Err(e) if expect.error.as_deref().is_some_and(|code| e.contains(code)) => {
                     return Ok(());
@@ -469,9 +495,13 @@ fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
                     Some(agent.wait_prompt()?)
                 }
                 WireAction::Start => {
+                    rig.started = Some(crate::survivors::CallStart::now());
                     agent.start_prompt(&id, &stdio::prompt_text(&commands))?;
                     if !commands.is_empty() {
                         agent.wait_until_running()?;
+                    }
+                    if let Some(ready) = &step.ready {
+                        wait_ready(&rig.workspace.join(ready))?;
                     }
                     None
                 }
@@ -482,6 +512,28 @@ fn run_stdio(step: &WireStep, rig: &mut Rig) -> Result<(), String> {
                 }
                 other => return Err(format!("wire action {other} is in-process only")),
             };
+        }
+    }
+    if expect.no_survivors {
+        if step.action != WireAction::Wait || exchange.is_none() {
+            return Err("no_survivors is checked when a prompt's answer arrives (wait)".into());
+        }
+        let since = rig
+            .started
+            .ok_or("no_survivors needs a start before the wait")?;
+        let agent = rig.stdio.as_ref().map(stdio::StdioAgent::pid);
+        let left = crate::survivors::survivors_except(
+            &crate::survivors::case_tag(),
+            since,
+            std::time::Duration::ZERO,
+            agent,
+        );
+        if !left.is_empty() {
+            return Err(format!(
+                "the agent answered while {} process(es) of its calls were alive (killed now): {}",
+                left.len(),
+                crate::survivors::shown(&left)
+            ));
         }
     }
     if let Some(x) = &exchange {

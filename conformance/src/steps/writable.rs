@@ -254,5 +254,6 @@ pub(super) fn run_in_world(
     let mut options = LaunchOptions::in_dir(&ws);
     options.env_remove.push("TMPDIR".into());
     options.timeout = Some(Duration::from_secs(30));
+    crate::survivors::tag_launch(&mut options);
     Ok(launch::run(&confined, &options))
 }

@@ -3,7 +3,7 @@
 //!
 //! `sandbox-agent --sessions DIR [--mode read-only] [--approval ask] [--workspace DIR]
 //! [--writable-root DIR]... [--protected-path PATH]... [--no-protected-paths]
-//! [--pre-tool-hook CMD] [--no-approval-service] [--unconfined-shell]`
+//! [--pre-tool-hook CMD] [--no-approval-service] [--unconfined-shell] [--backend B] [--abi-cap N]`
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,6 +69,20 @@ struct Cli {
     /// Compose over a shell that does not confine (refused: the presets' modes would mean nothing).
     #[arg(long)]
     unconfined_shell: bool,
+    /// Confine with this backend only (bwrap, landlock, seatbelt) instead of the platform chain:
+    /// when it is not usable here every confined call is SANDBOX_UNAVAILABLE, never unconfined.
+    #[arg(long)]
+    backend: Option<sandbox_local::Backend>,
+    /// Cap the Landlock ABI the launcher uses (it then reports partial below ABI 3).
+    #[arg(long)]
+    abi_cap: Option<u32>,
+}
+
+/// The provider's configuration: the platform chain, or one backend, with the ABI cap.
+fn local_config(backend: Option<sandbox_local::Backend>, abi_cap: Option<u32>) -> LocalConfig {
+    let mut config = backend.map(LocalConfig::only).unwrap_or_default();
+    config.landlock_abi_cap = abi_cap;
+    config
 }
 
 fn parse_protected(pattern: &str) -> Result<ProtectedPath, String> {
@@ -134,7 +148,7 @@ fn main() -> ExitCode {
     };
     let served = runtime.block_on(serve(AgentSetup {
         bridge,
-        provider: Arc::new(LocalProvider::new(LocalConfig::default())),
+        provider: Arc::new(LocalProvider::new(local_config(cli.backend, cli.abi_cap))),
         pre_tool_hook: cli.pre_tool_hook,
     }));
     // Turns still running when the editor leaves are not waited for.

@@ -1,8 +1,8 @@
 //! The built agent driven by the official ACP clients, pinned: the TypeScript SDK
 //! (`@agentclientprotocol/sdk` 2.4.0) and the Python SDK (`agent-client-protocol` 0.12.1), each
 //! through its own driver in `tests/clients/`: new, select, prompt, escalate (allow and reject),
-//! cancel (a `sleep 30` stops within 1 s, nothing of it remains), kill, load (history replayed,
-//! ids unique). Every agent message is validated by the driver against its SDK's schema; the wire
+//! cancel (a `sleep 30` stops, and nothing of it remains when the agent answers), kill, load
+//! (history replayed, ids unique). Every agent message is validated by the driver against its SDK's schema; the wire
 //! transcripts are the named snapshots `typescript_client_transcript` and
 //! `python_client_transcript`.
 //!

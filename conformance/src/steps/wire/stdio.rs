@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::backends::{Backend, Kind};
 use crate::model::WireConfig;
 
 /// How long any answer may take.
@@ -44,10 +45,14 @@ pub(crate) struct Exchange {
 
 impl StdioAgent {
     /// Starts the agent with `config`'s defaults, its sessions in `sessions`, and initializes it.
+    /// A reference local backend under test is the agent's only backend (`--backend`,
+    /// `--abi-cap`); any other (the policy bridge) leaves it the platform chain. Its environment
+    /// carries the case's tag, which every process of its calls inherits.
     pub(crate) fn start(
         sessions: &Path,
         workspace: &Path,
         config: &WireConfig,
+        backend: &Backend,
     ) -> Result<StdioAgent, String> {
         let binary = sandbox_local::probe::locate_sibling("sandbox-agent", "sandbox-agent")?;
         let mut command = Command::new(binary);
@@ -74,6 +79,25 @@ impl StdioAgent {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
+        match &backend.kind {
+            Kind::Local { config: local, .. } => {
+                if let [only] = local.chain.as_slice() {
+                    command.args(["--backend", only.name()]);
+                }
+                if let Some(cap) = local.landlock_abi_cap {
+                    command.args(["--abi-cap", &cap.to_string()]);
+                }
+            }
+            Kind::Policy => {}
+            _ => {
+                return Err(format!(
+                    "the agent process confines with a reference local backend or the platform \
+                     chain, not with {} (name it in the scenario's backends)",
+                    backend.name
+                ));
+            }
+        }
+        command.env(crate::survivors::TAG_VAR, crate::survivors::case_tag());
         if let Some(network) = config.network {
             command.args(["--network", network.as_str()]);
         }
@@ -243,6 +267,11 @@ impl StdioAgent {
     pub(crate) fn cancel(&mut self, session: &str) -> Result<(), String> {
         self.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel",
             "params": { "sessionId": session } }))
+    }
+
+    /// The agent's pid.
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     /// SIGKILL: whatever the process held in memory is lost.

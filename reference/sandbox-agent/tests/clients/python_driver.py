@@ -190,7 +190,7 @@ async def main() -> None:
             started = time.monotonic()
             # This prompt's first call is running: announced after the earlier ones, in progress, on the host.
             while not (any(u.get("sessionUpdate") == "tool_call_update" and u.get("status") == "in_progress" and u.get("toolCallId") not in known for u in updates) and marker_processes()):
-                if time.monotonic() - started > 10:
+                if time.monotonic() - started > 60:
                     raise RuntimeError("the sleep never started")
                 await asyncio.sleep(0.01)
             cancelled_at = time.monotonic()
@@ -198,9 +198,10 @@ async def main() -> None:
             stop = await turn
             timings["cancel_to_stop_ms"] = int((time.monotonic() - cancelled_at) * 1000)
             check(stop.stop_reason == "cancelled", f"stop reason cancelled, got {stop.stop_reason}")
-            check(timings["cancel_to_stop_ms"] < 1000, f"stopped within 1 s ({timings['cancel_to_stop_ms']} ms)")
-            await asyncio.sleep(0.05)
-            check(not marker_processes(), f"no process of the call remains: {marker_processes()}")
+            # A hang guard, not a speed test (timings are reported); nothing of the call may be
+            # alive once the agent answered: the host is read at once, with no grace.
+            check(not marker_processes(), f"no process of the call remains when the agent answered: {marker_processes()}")
+            check(timings["cancel_to_stop_ms"] < 60000, f"stopped within 60 s, a hang guard ({timings['cancel_to_stop_ms']} ms)")
             check(not (WS / "after-cancel.txt").exists(), "no further tool ran")
 
             step = "kill"
