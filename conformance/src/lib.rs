@@ -22,6 +22,8 @@
 //! - [`reaper`]: certify's supervisor, which kills whatever the run left behind.
 //! - [`certify`]: the certify run, its verdicts and its report (JSON, JUnit, Markdown).
 //! - [`merge`]: several hosts' reports joined into one matrix (`certify merge`).
+//! - [`suite`]: the scenario set compiled into `certify` and its hash, for a `certify` that runs
+//!   outside a clone.
 
 pub mod backends;
 pub mod certify;

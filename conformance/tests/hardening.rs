@@ -24,10 +24,13 @@ fn every_hardening_case_ends_with_a_world_diff() {
         assert!(scenario.id.starts_with("HD-"), "{}", scenario.id);
         for case in &scenario.cases {
             let steps = &case.case.steps;
-            // A `bind-race` step diffs its own world, as an `attack` step does.
-            let attack = steps
-                .iter()
-                .any(|s| matches!(s, Step::Attack(_) | Step::BindRace(_)));
+            // A `bind-race` step diffs its own world, as an `attack` step does; a wire step that
+            // expects no survivors checks the host's process table (HD-021's cancel).
+            let attack = steps.iter().any(|s| match s {
+                Step::Attack(_) | Step::BindRace(_) => true,
+                Step::Wire(w) => w.expect.no_survivors,
+                _ => false,
+            });
             let world_last = matches!(steps.last(), Some(Step::World(_)));
             assert!(
                 attack || world_last,
