@@ -494,7 +494,8 @@ fn run_trial(
     let name = trial.name.clone();
     std::thread::spawn(move || {
         let result = crate::world::with_case(seed, &name, || {
-            run_case(&worker_backends[backend], &case).map_err(|e| e.to_string())
+            run_case(&worker_backends[backend], &case)
+                .map_err(|e| crate::world::noted(e.to_string()))
         });
         let _ = tx.send(result);
     });

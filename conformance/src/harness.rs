@@ -387,7 +387,7 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
         } => {
             let seed = crate::world::run_seed()?;
             let result = crate::world::with_case(seed, &name_for_seed, || {
-                run_case(&backends[backend], &case)
+                run_case(&backends[backend], &case).map_err(|e| crate::world::noted(e.to_string()))
             })
             .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str()));
             if let Err(message) = &result

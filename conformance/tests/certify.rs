@@ -1353,3 +1353,55 @@ fn a_lone_certify_that_cannot_provide_the_launcher_runs_nothing_under_landlock()
             .is_ok_and(|mut d| d.next().is_some())
     );
 }
+
+#[test]
+fn a_workspace_passed_through_a_glob_is_not_certified_with_the_inside_and_host_paths_named() {
+    // The runner binds what a glob of the workspace's path matches first: only worlds with odd
+    // names (each has a decoy a glob of its workspace's name matches) show it, and every one
+    // that does names the workspace (inside) and the decoy where the write landed (host).
+    const DECOY: &str = "\n  decoy (a glob of the workspace's name matches it): ";
+    let (run, failed) = leaky("glob");
+    assert_eq!(run.code, Some(1), "glob: {}", run.matrix);
+    assert!(!failed.is_empty(), "glob: nothing failed");
+    let line = |m: &str, key: &str| {
+        m.split_once(key)
+            .map(|(_, rest)| rest.split('\n').next().unwrap_or_default().to_owned())
+    };
+    for (scenario, message) in &failed {
+        let (Some(ws), Some(decoy)) = (line(message, "\n  workspace: "), line(message, DECOY))
+        else {
+            panic!("glob: {scenario} failed in a world with ordinary names: {message}");
+        };
+        assert!(
+            message.contains(&ws) && message.contains(&format!("{decoy}/")),
+            "glob: {scenario} names the workspace {ws:?} and the decoy {decoy:?}: {message}"
+        );
+    }
+    assert!(
+        failed
+            .iter()
+            .any(|(_, m)| m.contains("the effect was asked on ")
+                && line(m, DECOY).is_some_and(|d| m.contains(&format!("\n  + {d}/"))
+                    || m.contains(&format!("\n  ~ {d}/"))
+                    || m.contains(&format!("\n  - {d}/")))),
+        "glob: a write inside the workspace shown where it landed on the host: {failed:?}"
+    );
+}
+
+#[test]
+fn a_backend_that_cannot_carry_a_name_refuses_and_those_cases_say_so() {
+    // The honest answer to the same limit: `unavailable` for a workspace named like a glob. Only
+    // the cases with odd names fail, each with the runner's words and what its names held.
+    let (run, failed) = leaky("glob-refused");
+    assert_eq!(run.code, Some(1), "glob-refused: {}", run.matrix);
+    assert!(!failed.is_empty(), "glob-refused: nothing failed");
+    for (scenario, message) in &failed {
+        assert!(
+            message.contains("confine refused: SANDBOX_UNAVAILABLE")
+                && message.contains("cannot carry a workspace named like a glob pattern")
+                && message.contains("this case's names hold the shell and glob characters")
+                && message.contains("--seed "),
+            "glob-refused: {scenario} says it was refused for its names: {message}"
+        );
+    }
+}

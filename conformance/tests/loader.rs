@@ -203,3 +203,41 @@ fn an_unknown_network_mode_is_a_load_error_with_its_place() {
         "{e}"
     );
 }
+
+#[test]
+fn every_world_path_in_a_shell_command_is_spelled_quoted() {
+    // World names hold quotes, `$`-free shell characters, backslashes and glob characters in a
+    // share of cases: a shell command that spells `%OUTSIDE%` raw (even inside quotes) breaks on
+    // them, so every one is `%sh(...)`.
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
+    let suite = load_suite(&root);
+    assert!(suite.errors.is_empty(), "{:#?}", suite.errors);
+    let mut commands = 0;
+    let mut raw = Vec::new();
+    for scenario in &suite.scenarios {
+        for case in &scenario.cases {
+            for step in &case.case.steps {
+                let conformance::model::Step::Tool(tool) = step else {
+                    continue;
+                };
+                let Some(command) = tool.args.get("command").and_then(|c| c.as_str()) else {
+                    continue;
+                };
+                commands += 1;
+                let found = conformance::world::raw_placeholders(command);
+                if !found.is_empty() {
+                    raw.push(format!(
+                        "{} {}: {command:?} {found:?}",
+                        scenario.id, case.name
+                    ));
+                }
+            }
+        }
+    }
+    assert!(commands > 50, "only {commands} shell commands found");
+    assert!(
+        raw.is_empty(),
+        "raw world paths in shell commands:\n{}",
+        raw.join("\n")
+    );
+}

@@ -114,9 +114,11 @@ impl Stage {
 
     /// `%WS%` and friends replaced by this world's paths.
     fn expand(&self, text: &str) -> String {
-        self.world
-            .expand(text, &self.spelled)
-            .replace("%ETC_PROBE%", &self.etc_probe.display().to_string())
+        self.world.expand_with(
+            text,
+            &self.spelled,
+            &[("ETC_PROBE", self.etc_probe.display().to_string())],
+        )
     }
 }
 

@@ -391,10 +391,17 @@ fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), String> {
             _ => crate::request::dress(&spelled_script(step.op, &place), Vec::new()),
         },
         PathRoute::Env => crate::request::dress(
-            // The drawn names are plain words, safe inside double quotes.
+            // A drawn name may hold quotes, `$` or a backslash (a case with odd names): it
+            // follows the variable as a word of its own.
             &script(step.op)
-                .replace("$W/src", &format!("$W/{}", file_name("src")))
-                .replace("$W/moved", &format!("$W/{}", file_name("moved"))),
+                .replace(
+                    r#""$W/src""#,
+                    &format!(r#""$W"/{}"#, shell_quote(OsStr::new(&file_name("src")))),
+                )
+                .replace(
+                    r#""$W/moved""#,
+                    &format!(r#""$W"/{}"#, shell_quote(OsStr::new(&file_name("moved")))),
+                ),
             vec![
                 ("T", place.target.clone().into_os_string()),
                 ("W", place.ws.clone().into_os_string()),
