@@ -26,7 +26,8 @@ pub enum SuiteError {
 }
 
 /// A private directory this process owns (mode 0700), removed on drop, outside every temp root
-/// a confined call may write (`/tmp`, `/var/tmp`, `/dev/shm`, `$TMPDIR`): under
+/// a confined call may write (`/tmp`, `/dev/shm`, `$TMPDIR`) and private to this user
+/// ([`sandbox::check_state_dir`]): under
 /// `$XDG_CACHE_HOME` or `~/.cache`. What certify puts there (the suite, the launcher it runs) is
 /// therefore out of reach of a payload given `workspace-write`.
 pub fn private_dir(tag: &str) -> Result<tempfile::TempDir, SuiteError> {
@@ -38,21 +39,24 @@ pub fn private_dir(tag: &str) -> Result<tempfile::TempDir, SuiteError> {
     let base = base.join("sandbox-certify");
     std::fs::create_dir_all(&base)
         .map_err(|e| SuiteError::PrivateDir(format!("{}: {e}", base.display())))?;
-    let canonical = base
-        .canonicalize()
-        .map_err(|e| SuiteError::PrivateDir(format!("{}: {e}", base.display())))?;
-    let mut temp_roots: Vec<PathBuf> = ["/tmp", "/var/tmp", "/dev/shm"]
-        .iter()
-        .map(PathBuf::from)
-        .collect();
-    temp_roots.extend(std::env::var_os("TMPDIR").map(PathBuf::from));
+    // Where state no payload may reach lives is decided in one place (`/tmp` and anything others
+    // may write are refused); `$TMPDIR` and `/dev/shm`, which a confined call may also get, too.
+    let refused = |why: String| {
+        SuiteError::PrivateDir(format!(
+            "{why}: a directory which a confined call may write cannot hold what certify runs; set XDG_CACHE_HOME elsewhere"
+        ))
+    };
+    let canonical = sandbox::check_state_dir("certify's private directory", &base, &[])
+        .map_err(|e| refused(e.to_string()))?;
+    let temp_roots = ["/dev/shm".into()]
+        .into_iter()
+        .chain(std::env::var_os("TMPDIR").map(PathBuf::from));
     if let Some(root) = temp_roots
-        .iter()
-        .filter_map(|r| r.canonicalize().ok())
+        .filter_map(|r: PathBuf| r.canonicalize().ok())
         .find(|r| canonical.starts_with(r))
     {
-        return Err(SuiteError::PrivateDir(format!(
-            "{} is under {}, which a confined call may write; set XDG_CACHE_HOME elsewhere",
+        return Err(refused(format!(
+            "{} is under {}",
             canonical.display(),
             root.display()
         )));

@@ -177,7 +177,14 @@ if (process.argv[2] === "child") {
         );
         if let Some(cargo) = &cargo {
             let _ = std::fs::remove_dir_all(ws.join("crate/target"));
+            // A CARGO_TARGET_DIR in the caller's environment (CI sets one) would send the build
+            // elsewhere: the build must land in the workspace.
             let argv: Vec<OsString> = vec![
+                "/usr/bin/env".into(),
+                "-u".into(),
+                "CARGO_TARGET_DIR".into(),
+                "-u".into(),
+                "CARGO_BUILD_TARGET_DIR".into(),
                 cargo.clone().into_os_string(),
                 "run".into(),
                 "-q".into(),
