@@ -189,8 +189,37 @@ pub fn run_guarded(
     done
 }
 
-/// Runs `launch` to completion and classifies it.
+/// How many times a launch is started when its runner failed only because a mount below `/`
+/// vanished while bwrap remounted the tree read-only (another process unmounting meanwhile).
+const VANISHED_MOUNT_TRIES: usize = 3;
+
+/// Runs `launch` to completion and classifies it. A launch whose runner failed before the
+/// payload ran (its status channel says so) only because a mount below `/` vanished meanwhile is
+/// started again, at most [`VANISHED_MOUNT_TRIES`] times in all: that failure says nothing about
+/// the sandbox, and nothing of the payload has run.
 pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
+    let mut tries = 0;
+    loop {
+        let done = run_once(launch, options);
+        tries += 1;
+        if tries >= VANISHED_MOUNT_TRIES || !never_ran_for_a_vanished_mount(&done) {
+            return done;
+        }
+    }
+}
+
+/// True when `done` is a runner failure before the payload ran (proved by the status channel),
+/// neither timed out nor cancelled, in bwrap's words for a mount that vanished under it.
+fn never_ran_for_a_vanished_mount(done: &Finished) -> bool {
+    matches!(done.status, Some(PayloadStatus::NeverRan { .. }))
+        && matches!(done.classification, Classification::RunnerFailure { .. })
+        && !done.timed_out
+        && !done.cancelled
+        && crate::probe::is_vanished_mount(&String::from_utf8_lossy(&done.stderr))
+}
+
+/// One launch of `launch`, run to completion and classified.
+fn run_once(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
     let finished = |outcome: ProcessOutcome,
                     status: Option<PayloadStatus>,
                     stdout: Vec<u8>,
@@ -1072,5 +1101,56 @@ fn spawn_failure(
                 .unwrap_or_else(|| "nothing".into())
         ),
         path: program,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sandbox::Evidence;
+
+    const VANISHED: &str = "bwrap: Can't bind mount /oldroot/ on /newroot/: Unable to apply mount flags: remount \"/newroot/var/tmp/w/dir\": No such file or directory";
+
+    fn failed(status: Option<PayloadStatus>, stderr: &str) -> Finished {
+        Finished {
+            outcome: ProcessOutcome::Exited {
+                code: 1,
+                stderr: stderr.into(),
+            },
+            status,
+            classification: Classification::RunnerFailure {
+                evidence: Evidence::StatusChannel,
+                detail: stderr.into(),
+            },
+            stdout: Vec::new(),
+            stderr: stderr.as_bytes().to_vec(),
+            dropped: Dropped::default(),
+            timed_out: false,
+            cancelled: false,
+            tree_reaped: true,
+        }
+    }
+
+    #[test]
+    fn only_a_launch_that_never_ran_for_a_vanished_mount_is_started_again() {
+        let never = || Some(PayloadStatus::NeverRan { detail: None });
+        assert!(never_ran_for_a_vanished_mount(&failed(never(), VANISHED)));
+        // The payload ran (or nothing proves it did not): never started twice.
+        let ran = Some(PayloadStatus::Ran { exit_code: Some(1) });
+        assert!(!never_ran_for_a_vanished_mount(&failed(ran, VANISHED)));
+        assert!(!never_ran_for_a_vanished_mount(&failed(None, VANISHED)));
+        // Another runner failure, or a call stopped by its caller.
+        assert!(!never_ran_for_a_vanished_mount(&failed(
+            never(),
+            "bwrap: No permissions to create new namespace"
+        )));
+        let mut timed_out = failed(never(), VANISHED);
+        timed_out.timed_out = true;
+        assert!(!never_ran_for_a_vanished_mount(&timed_out));
+        let mut denied = failed(never(), VANISHED);
+        denied.classification = Classification::Denied {
+            line: VANISHED.into(),
+        };
+        assert!(!never_ran_for_a_vanished_mount(&denied));
     }
 }

@@ -220,7 +220,7 @@ pub fn probe(backend: Backend, config: &LocalConfig) -> ProbeVerdict {
 }
 
 /// bwrap's words when a mount below `/` vanished while it remounted the tree read-only.
-fn is_vanished_mount(words: &str) -> bool {
+pub(crate) fn is_vanished_mount(words: &str) -> bool {
     words.contains("Unable to apply mount flags") && words.contains("No such file or directory")
 }
 
