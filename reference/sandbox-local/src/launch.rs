@@ -195,7 +195,7 @@ const VANISHED_MOUNT_TRIES: usize = 3;
 
 /// Runs `launch` to completion and classifies it. A launch whose runner failed before the
 /// payload ran (its status channel says so) only because a mount below `/` vanished meanwhile is
-/// started again, at most [`VANISHED_MOUNT_TRIES`] times in all: that failure says nothing about
+/// started again, at most three times in all: that failure says nothing about
 /// the sandbox, and nothing of the payload has run.
 pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
     let mut tries = 0;
