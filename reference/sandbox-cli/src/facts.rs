@@ -12,6 +12,12 @@
 //!
 //! Keys appear in the order of the fields below, optional keys only when present, exactly as
 //! the `json!` objects they replace printed them.
+//!
+//! The type lives here, beside the code that prints it: `sandbox` is the vocabulary every crate
+//! shares and carries no program's output format, and `sandbox-local` is the provider, which
+//! never prints. `conformance` already depends on everything this crate does, so reading it from
+//! here adds no dependency cycle (and the multi-call `certify` that acts as `sandboxctl` links
+//! this library anyway).
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +25,21 @@ use sandbox::{ClassEnforcements, Classification, NetworkMode, SandboxEnforcement
 use sandbox_local::launch::Dropped;
 
 /// What `sandboxctl run` prints on stdout: one of three shapes (module docs).
+///
+/// Read back as the conformance suite's selection steps do:
+///
+/// ```
+/// use sandbox_cli::RunFacts;
+///
+/// let stdout = r#"{"mode": "workspace-write", "error": "SANDBOX_UNAVAILABLE",
+///     "backend": "bwrap", "detail": "bwrap: setting up uid map: Permission denied",
+///     "runner_failed": true}"#;
+/// let facts: RunFacts = serde_json::from_str(stdout)?;
+/// assert!(matches!(facts, RunFacts::Unavailable(_)));
+/// assert_eq!(facts.error(), Some(sandbox::SANDBOX_UNAVAILABLE));
+/// assert_eq!((facts.backend(), facts.runner_failed()), (Some("bwrap"), Some(true)));
+/// # Ok::<(), serde_json::Error>(())
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum RunFacts {

@@ -155,6 +155,13 @@ fn print_json<T: Serialize + ?Sized>(value: &T) {
 /// confined command's own status, 2 for bad input or configuration (and clap's usage errors),
 /// [`UNAVAILABLE_EXIT`] when the sandbox could not confine the command. It prints to stdout and
 /// stderr and never exits the process itself.
+///
+/// What a multi-call binary does when it is called as `sandboxctl`:
+///
+/// ```
+/// let status = sandbox_cli::main_with_args(["sandboxctl", "--version"]);
+/// assert_eq!(status, std::process::ExitCode::SUCCESS);
+/// ```
 pub fn main_with_args<I, T>(args: I) -> ExitCode
 where
     I: IntoIterator<Item = T>,
