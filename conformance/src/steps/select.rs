@@ -5,7 +5,7 @@ use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
 
-use serde_json::Value;
+use sandbox_cli::{RunFacts, UNAVAILABLE_EXIT};
 
 use crate::model::{Host, SelectStep};
 use crate::world::World;
@@ -61,32 +61,31 @@ pub(super) fn run(step: &SelectStep) -> Result<(), String> {
         .output()
         .map_err(|e| format!("cannot run {:?}: {e}", argv[0]))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let facts: Value = serde_json::from_str(&stdout).map_err(|e| {
+    let facts: RunFacts = serde_json::from_str(&stdout).map_err(|e| {
         format!(
-            "sandboxctl printed no JSON facts ({e}); exit {:?}, stdout {stdout:?}, stderr {:?}",
+            "sandboxctl printed no run facts ({e}); exit {:?}, stdout {stdout:?}, stderr {:?}",
             out.status.code(),
             String::from_utf8_lossy(&out.stderr)
         )
     })?;
     let inside = std::fs::read_to_string(ws.join("canary")).ok();
     let escaped = outside.join("canary").exists();
-    let detail = facts
-        .get("detail")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned();
-    let describe = || format!("exit {:?}, facts {facts}", out.status.code());
+    let detail = facts.detail().unwrap_or_default();
+    let describe = || {
+        let json = serde_json::to_string(&facts).unwrap_or_else(|e| e.to_string());
+        format!("exit {:?}, facts {json}", out.status.code())
+    };
 
     if escaped {
         return Err(format!("the canary escaped the workspace: {}", describe()));
     }
     let expect = &step.expect;
     if expect.unavailable {
-        if facts.get("error").and_then(Value::as_str) != Some(sandbox::SANDBOX_UNAVAILABLE) {
+        if facts.error() != Some(sandbox::SANDBOX_UNAVAILABLE) {
             return Err(format!("expected SANDBOX_UNAVAILABLE: {}", describe()));
         }
-        if out.status.code() != Some(125) {
-            return Err(format!("expected exit 125: {}", describe()));
+        if out.status.code() != Some(i32::from(UNAVAILABLE_EXIT)) {
+            return Err(format!("expected exit {UNAVAILABLE_EXIT}: {}", describe()));
         }
         if inside.is_some() {
             return Err(format!(
@@ -96,12 +95,10 @@ pub(super) fn run(step: &SelectStep) -> Result<(), String> {
         }
     }
     if let Some(backend) = &expect.backend {
-        if facts.get("backend").and_then(Value::as_str) != Some(backend.as_str()) {
+        if facts.backend() != Some(backend.as_str()) {
             return Err(format!("expected backend {backend}: {}", describe()));
         }
-        if facts.get("runner_failed") != Some(&Value::Bool(false))
-            || inside.as_deref() != Some("ran")
-        {
+        if facts.runner_failed() != Some(false) || inside.as_deref() != Some("ran") {
             return Err(format!(
                 "the selected backend did not run the canary inside: {}",
                 describe()
@@ -109,7 +106,7 @@ pub(super) fn run(step: &SelectStep) -> Result<(), String> {
         }
     }
     if let Some(enforcement) = expect.enforcement
-        && facts.get("enforcement").and_then(Value::as_str) != Some(enforcement.as_str())
+        && facts.enforcement() != Some(enforcement)
     {
         return Err(format!(
             "expected enforcement {enforcement}: {}",

@@ -55,7 +55,7 @@ pub const DEFAULT_OUTPUT_CAP: usize = 4 * 1024 * 1024;
 pub const EVIDENCE_MAX: usize = 4096;
 
 /// How many bytes of each stream were read and not kept (beyond the output cap).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Dropped {
     /// Bytes of stdout not kept.
     pub stdout: u64,

@@ -1,0 +1,172 @@
+//! `sandbox-bench`: what confinement costs per command, as one table from one run.
+//!
+//! Every row runs `bash -c true` (workspace-write, a workspace under `/var/tmp`) and is compared
+//! with its named floor, measured in the same run:
+//!
+//! - `unconfined`: the payload spawned directly (the floor of the floors);
+//! - `trampoline`: a minimal static C Landlock trampoline built by this command with the system
+//!   `cc` (create a ruleset, grant the writable roots, `no_new_privs`, restrict, exec): the floor
+//!   of every Landlock row;
+//! - `landlock-run`: the launcher alone, on the argv the provider gives it; `landlock-run
+//!   unguarded` the same without its seccomp guard (`--bench-unguarded`, a flag no profile emits);
+//! - `bwrap plain` and `bwrap hardened`: bare bwrap on our profile without and with its isolation
+//!   flags (`bwrap hardened` is the floor of every bwrap row); `bwrap guarded` runs the payload
+//!   through the launcher as the bwrap backend does, `bwrap unguarded` the same launcher without
+//!   its seccomp guard;
+//! - `library bwrap` / `library landlock`: the provider's full path (confine, spawn with the
+//!   status channel, wait, classify), selection probed once beforehand;
+//! - `sandboxctl bwrap|landlock cold|warm`: the CLI, a new process per command, with an empty or a
+//!   filled probe cache;
+//! - `codex sandbox` and `srt`: the peers, when installed (else the row says why it is absent).
+//!
+//! Rows are interleaved (every round runs every row, in a new random order) so that machine noise
+//! hits them alike; each row reports mean, standard deviation and median, and its ratio to its
+//! floor as the mean and standard deviation of the per-round ratios, and the same against the
+//! `unconfined` row (so the guard's cost per backend reads off one column). Then the concurrency curve:
+//! throughput of 1, 4, 16 and 64 concurrent commands through the library, per backend, against
+//! the same payload unconfined through the same spawn path (`library none`, how
+//! `danger-full-access` runs), with a bare `std::process::Command` spawn beside it.
+//!
+//! `--quick` runs every row a couple of times (the test that keeps this command from rotting);
+//! the numbers it prints mean nothing.
+//!
+//! Modules, one job each:
+//!
+//! - `rows`: every row of the table and what it runs;
+//! - `runner`: how one command runs and what it cost (CPU clock, orphan reaping, subreaper);
+//! - `table`: a row's samples and the printed table;
+//! - `curve`: the concurrency curve;
+//! - `stats`: mean, deviation, median, a target's verdict, the round shuffle;
+//! - `trampoline`: the C floor of the Landlock rows, built with the system `cc`;
+//! - `host`: scratch places, the project's binaries, the host facts printed first.
+
+mod curve;
+mod host;
+mod rows;
+mod runner;
+mod stats;
+mod table;
+mod trampoline;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+use clap::Parser;
+
+use crate::curve::curve;
+use crate::host::{host_facts, load_average, scratch};
+use crate::rows::rows;
+use crate::runner::set_subreaper;
+use crate::stats::shuffle;
+use crate::table::print_table;
+
+/// The benchmark's command line.
+#[derive(Parser)]
+#[command(
+    name = "sandbox-bench",
+    about = "Measure what confinement costs per command: one interleaved table against named floors"
+)]
+pub(crate) struct Args {
+    /// Rounds; every round runs every row `--inner` times (peers once), in a new random order.
+    #[arg(long, default_value_t = 30)]
+    pub(crate) rounds: usize,
+    /// Runs of each fast row per round.
+    #[arg(long, default_value_t = 5)]
+    pub(crate) inner: usize,
+    /// Rounds of the concurrency curve.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) curve_rounds: usize,
+    /// Commands per concurrency batch, per worker (at least 16 per batch).
+    #[arg(long, default_value_t = 6)]
+    pub(crate) per_worker: usize,
+    /// A smoke run: two rounds, one run per row, one small batch per level.
+    #[arg(long)]
+    pub(crate) quick: bool,
+    /// Where the peers' executables are (`codex`, `srt`).
+    #[arg(long)]
+    pub(crate) peers: Option<PathBuf>,
+    /// The launcher (default: `landlock-run` next to this executable).
+    #[arg(long)]
+    pub(crate) launcher: Option<PathBuf>,
+    /// sandboxctl (default: next to this executable).
+    #[arg(long)]
+    pub(crate) sandboxctl: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    let mut args = Args::parse();
+    if args.quick {
+        args.rounds = 2;
+        args.inner = 1;
+    }
+    let s = match scratch() {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("sandbox-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut notes = Vec::new();
+    let mut rows = rows(&args, &s, &mut notes);
+    host_facts(&notes);
+    let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+    // A subreaper, so that a runner's orphans are reaped here and their CPU is counted.
+    let subreaper = set_subreaper(true);
+    // One untimed run of each: warms caches (the warm CLI rows fill their probe cache here) and
+    // turns a broken row into a reason before anything is timed.
+    for row in &mut rows {
+        if let Ok(runner) = &row.runner
+            && let Err(e) = runner.once()
+        {
+            // A peer that is installed but cannot run here (its own dependencies, this host)
+            // is skipped with its words; one of ours failing fails the benchmark.
+            row.runner = Err(if row.slow {
+                format!("installed but does not run here: {e}")
+            } else {
+                format!("FAILED: {e}")
+            });
+        }
+    }
+    let started = Instant::now();
+    for round in 0..args.rounds {
+        for i in 0..args.inner {
+            let mut order: Vec<usize> = (0..rows.len())
+                .filter(|&r| i == 0 || !rows[r].slow)
+                .collect();
+            shuffle(&mut order, &mut seed);
+            for r in order {
+                rows[r].run(round);
+            }
+        }
+    }
+    println!(
+        "{} rounds x {} runs per row (peers 1), interleaved, {:.1} s:\n",
+        args.rounds,
+        args.inner,
+        started.elapsed().as_secs_f64()
+    );
+    let mut misses = print_table(&rows, args.rounds);
+    if !subreaper {
+        println!("(not a subreaper: the CPU of a runner's orphans is not counted)");
+    }
+    set_subreaper(false);
+    misses.extend(curve(&args, &s, &mut seed));
+    println!("\nload average at the end: {}", load_average());
+    if misses.is_empty() {
+        println!("every target met");
+    } else {
+        for m in &misses {
+            println!("target missed: {m}");
+        }
+    }
+    let failed = rows
+        .iter()
+        .filter_map(|r| r.runner.as_ref().err())
+        .any(|e| e.starts_with("FAILED"));
+    if failed {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
