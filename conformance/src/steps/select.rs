@@ -2,27 +2,29 @@
 //! hostile for real, with a canary payload proving nothing ever runs unconfined.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::Command;
 
 use serde_json::Value;
 
 use crate::model::{Host, SelectStep};
+use crate::steps::StepError;
 use crate::world::World;
 
 /// Landlock refuses a 17th layer (`E2BIG`); 16 permissive layers exhaust it.
 const LANDLOCK_MAX_LAYERS: usize = 16;
 
-fn fakes_dir() -> PathBuf {
-    PathBuf::from(concat!(
+fn fakes_dir() -> std::path::PathBuf {
+    std::path::PathBuf::from(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../fixtures/fake-runners"
     ))
 }
 
-pub(super) fn run(step: &SelectStep) -> Result<(), String> {
-    let sandboxctl = sandbox_local::probe::locate_sibling("sandboxctl", "sandbox-cli")?;
-    let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+pub(super) fn run(step: &SelectStep) -> Result<(), StepError> {
+    let sandboxctl = sandbox_local::probe::locate_sibling("sandboxctl", "sandbox-cli")
+        .map_err(StepError::harness)?;
+    let world =
+        World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let ws = world.ws.clone();
     let outside = world.outside.clone();
 
@@ -31,7 +33,7 @@ pub(super) fn run(step: &SelectStep) -> Result<(), String> {
         argv.extend(["setpriv", "--bounding-set=-all", "--inh-caps=-all"].map(OsString::from));
     }
     if step.host == Host::LandlockExhausted {
-        let launcher = sandbox_local::probe::locate_launcher()?;
+        let launcher = sandbox_local::probe::locate_launcher().map_err(StepError::harness)?;
         for _ in 0..LANDLOCK_MAX_LAYERS {
             argv.extend([launcher.clone().into(), "--ro".into(), "/".into()]);
             argv.extend(["--rw".into(), "/".into(), "--".into()]);
@@ -59,14 +61,14 @@ pub(super) fn run(step: &SelectStep) -> Result<(), String> {
             world.dir.join("probe-cache"),
         )
         .output()
-        .map_err(|e| format!("cannot run {:?}: {e}", argv[0]))?;
+        .map_err(|e| StepError::Harness(format!("cannot run {:?}: {e}", argv[0])))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let facts: Value = serde_json::from_str(&stdout).map_err(|e| {
-        format!(
+        StepError::Unmet(format!(
             "sandboxctl printed no JSON facts ({e}); exit {:?}, stdout {stdout:?}, stderr {:?}",
             out.status.code(),
             String::from_utf8_lossy(&out.stderr)
-        )
+        ))
     })?;
     let inside = std::fs::read_to_string(ws.join("canary")).ok();
     let escaped = outside.join("canary").exists();
@@ -78,50 +80,62 @@ pub(super) fn run(step: &SelectStep) -> Result<(), String> {
     let describe = || format!("exit {:?}, facts {facts}", out.status.code());
 
     if escaped {
-        return Err(format!("the canary escaped the workspace: {}", describe()));
+        return Err(StepError::Unmet(format!(
+            "the canary escaped the workspace: {}",
+            describe()
+        )));
     }
     let expect = &step.expect;
     if expect.unavailable {
         if facts.get("error").and_then(Value::as_str) != Some(sandbox::SANDBOX_UNAVAILABLE) {
-            return Err(format!("expected SANDBOX_UNAVAILABLE: {}", describe()));
+            return Err(StepError::Unmet(format!(
+                "expected SANDBOX_UNAVAILABLE: {}",
+                describe()
+            )));
         }
         if out.status.code() != Some(125) {
-            return Err(format!("expected exit 125: {}", describe()));
+            return Err(StepError::Unmet(format!(
+                "expected exit 125: {}",
+                describe()
+            )));
         }
         if inside.is_some() {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the payload ran although the sandbox was unavailable: {}",
                 describe()
-            ));
+            )));
         }
     }
     if let Some(backend) = &expect.backend {
         if facts.get("backend").and_then(Value::as_str) != Some(backend.as_str()) {
-            return Err(format!("expected backend {backend}: {}", describe()));
+            return Err(StepError::Unmet(format!(
+                "expected backend {backend}: {}",
+                describe()
+            )));
         }
         if facts.get("runner_failed") != Some(&Value::Bool(false))
             || inside.as_deref() != Some("ran")
         {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the selected backend did not run the canary inside: {}",
                 describe()
-            ));
+            )));
         }
     }
     if let Some(enforcement) = expect.enforcement
         && facts.get("enforcement").and_then(Value::as_str) != Some(enforcement.as_str())
     {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "expected enforcement {enforcement}: {}",
             describe()
-        ));
+        )));
     }
     for needle in &expect.detail_contains {
         if !detail.contains(needle.as_str()) {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the runner's words lack {needle:?}: {}",
                 describe()
-            ));
+            )));
         }
     }
     Ok(())
