@@ -13,11 +13,16 @@ use crate::world::World;
 /// Landlock refuses a 17th layer (`E2BIG`); 16 permissive layers exhaust it.
 const LANDLOCK_MAX_LAYERS: usize = 16;
 
-fn fakes_dir() -> std::path::PathBuf {
-    std::path::PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/fake-runners"
-    ))
+/// The fake runners a step's `@fakes/<name>` arguments name, written out from the suite
+/// compiled into the crate (an installed `certify` has no clone to find them in), or `None`
+/// when the step names none.
+fn fakes(step: &SelectStep) -> Result<Option<crate::suite::FakeRunners>, StepError> {
+    if !step.args.iter().any(|a| a.starts_with("@fakes/")) {
+        return Ok(None);
+    }
+    crate::suite::FakeRunners::new()
+        .map(Some)
+        .map_err(|e| StepError::Harness(format!("cannot write the fake runners out: {e}")))
 }
 
 pub(super) fn run(step: &SelectStep) -> Result<(), StepError> {
@@ -27,6 +32,7 @@ pub(super) fn run(step: &SelectStep) -> Result<(), StepError> {
         World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let ws = world.ws.clone();
     let outside = world.outside.clone();
+    let fakes = fakes(step)?;
 
     let mut argv: Vec<OsString> = Vec::new();
     if step.host != Host::Normal {
@@ -43,9 +49,9 @@ pub(super) fn run(step: &SelectStep) -> Result<(), StepError> {
     argv.extend(["run", "--mode", "workspace-write", "--workspace"].map(OsString::from));
     argv.push(ws.clone().into());
     for arg in &step.args {
-        argv.push(match arg.strip_prefix("@fakes/") {
-            Some(fake) => fakes_dir().join(fake).into(),
-            None => arg.into(),
+        argv.push(match (arg.strip_prefix("@fakes/"), &fakes) {
+            (Some(fake), Some(fakes)) => fakes.dir().join(fake).into(),
+            _ => arg.into(),
         });
     }
     argv.extend(["--", "bash", "-c"].map(OsString::from));
