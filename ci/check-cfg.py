@@ -42,6 +42,20 @@ LINUX_ONLY = [
     r"\bSYS_landlock_\w+",
     r"(?<![\w:])landlock::",
     r"(?<![\w:])seccompiler::",
+    # What the conformance suite's Linux-only steps and supervisor use: std's Linux extensions
+    # (abstract unix sockets), the atomic exchange, POSIX message queues, keyrings, prctl's
+    # child subreaper and parent-death signal, sigwaitinfo, namespaces.
+    r"\bos::linux::",
+    r"\bSocketAddrExt\b",
+    r"\b(?:from|as)_abstract_name\b",
+    r"\brenameat2\b",
+    r"\bRENAME_EXCHANGE\b",
+    r"\bmq_(?:open|unlink|getattr|setattr|send|receive|attr)\b",
+    r"\bSYS_(?:keyctl|add_key|request_key)\b",
+    r"\bprctl::",
+    r"\bsigwaitinfo\b",
+    r"\bCLONE_NEW\w+",
+    r"\bunshare\s*\(",
 ]
 PATTERN = re.compile("|".join(f"(?:{p})" for p in LINUX_ONLY))
 LINUX = re.compile(r'target_os\s*=\s*"linux"')

@@ -8,7 +8,7 @@
 #    Test targets are left out: a dev-dependency's C build script (criterion's alloca) needs a
 #    macOS C compiler, which Linux does not have.
 # CI_MACOS_CHECK_CRATES overrides the crates of step 3 (default: every crate but conformance,
-# whose steps are not yet gated; see docs/macos.md).
+# whose world.rs still unmounts with `umount2` ungated; see docs/macos.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -347,11 +347,16 @@ fn runner_version(argv: &[std::ffi::OsString]) -> String {
     said.unwrap_or_else(|| format!("unknown ({} --version said nothing)", shown()))
 }
 
+/// What this host lacks that a trial or a backend needs: the reason, as the listing shows it.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotHere(pub String);
+
 /// Whether this host has `fact`: `Ok` with what it has, or `Err` with why the cases that need
 /// it are not planned here. Decided once per process.
-pub fn host_has(fact: crate::model::HostFact) -> Result<String, String> {
+pub fn host_has(fact: crate::model::HostFact) -> Result<String, NotHere> {
     use crate::model::HostFact;
-    static BWRAP: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
+    static BWRAP: std::sync::OnceLock<Result<String, NotHere>> = std::sync::OnceLock::new();
     let bwrap = BWRAP.get_or_init(|| {
         let verdict = probe(LocalBackend::Bwrap, &LocalConfig::only(LocalBackend::Bwrap));
         match verdict.result {
@@ -359,28 +364,36 @@ pub fn host_has(fact: crate::model::HostFact) -> Result<String, String> {
                 "this host has a bwrap that confines ({})",
                 facts.version.unwrap_or_else(|| "version unknown".into())
             )),
-            Err(e) => Err(format!("this host has no bwrap that confines: {e}")),
+            Err(e) => Err(NotHere(format!(
+                "this host has no bwrap that confines: {e}"
+            ))),
         }
     });
     match (fact, bwrap) {
         (HostFact::Bwrap, Ok(has)) => Ok(has.clone()),
-        (HostFact::Bwrap, Err(lacks)) => Err(format!("needs bwrap, and {lacks}")),
-        (HostFact::NoBwrap, Err(lacks)) => Ok(lacks.clone()),
-        (HostFact::NoBwrap, Ok(has)) => Err(format!("is for a host without bwrap, and {has}")),
+        (HostFact::Bwrap, Err(lacks)) => Err(NotHere(format!("needs bwrap, and {lacks}"))),
+        (HostFact::NoBwrap, Err(lacks)) => Ok(lacks.0.clone()),
+        (HostFact::NoBwrap, Ok(has)) => {
+            Err(NotHere(format!("is for a host without bwrap, and {has}")))
+        }
     }
 }
 
 /// True when this process can simulate hostile hosts for the local chain: it runs as root (so
 /// dropping capabilities takes bwrap's namespaces away), `setpriv` exists, and the launcher is
 /// there to use up Landlock's layers.
-fn can_simulate_hosts() -> Result<(), String> {
+fn can_simulate_hosts() -> Result<(), NotHere> {
     if !nix_is_root() {
-        return Err("simulating a capability-dropped host needs root".into());
+        return Err(NotHere(
+            "simulating a capability-dropped host needs root".into(),
+        ));
     }
     which::which("setpriv").map_err(|_| {
-        "simulating a capability-dropped host needs setpriv (util-linux)".to_owned()
+        NotHere("simulating a capability-dropped host needs setpriv (util-linux)".to_owned())
     })?;
-    sandbox_local::probe::locate_launcher().map(|_| ())
+    sandbox_local::probe::locate_launcher()
+        .map(|_| ())
+        .map_err(|e| NotHere(e.to_string()))
 }
 
 fn nix_is_root() -> bool {
@@ -514,7 +527,7 @@ fn local_chain() -> Backend {
                     BTreeSet::from([Capability::LocalChain, Capability::HostSimulation]),
                     None,
                 ),
-                Err(reason) => (BTreeSet::from([Capability::LocalChain]), Some(reason)),
+                Err(NotHere(reason)) => (BTreeSet::from([Capability::LocalChain]), Some(reason)),
             },
         };
     Backend {

@@ -99,6 +99,12 @@ impl Expected {
     }
 }
 
+/// An entry of an expectation file that cannot hold (names no scenario, excuses a `must`,
+/// lacks its reason or its observation): the file is then invalid as a whole.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadEntry(pub String);
+
 /// How one case ended, judged against its expectation: the one rule the harness and `certify`
 /// share.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,9 +125,13 @@ pub enum Judgement {
 }
 
 impl Judgement {
-    /// Judges a case's result against its expectation.
-    pub fn of(result: Result<(), String>, expected: Option<&Expected>) -> Judgement {
-        match (result, expected) {
+    /// Judges a case's result against its expectation (its failure as the case's message shows
+    /// it: whatever error type the caller holds, the pin reads the text).
+    pub fn of<E: std::fmt::Display>(
+        result: Result<(), E>,
+        expected: Option<&Expected>,
+    ) -> Judgement {
+        match (result.map_err(|e| e.to_string()), expected) {
             (Ok(()), None) => Judgement::Pass,
             (Err(message), None) => Judgement::Fail(message),
             (Ok(()), Some(e)) => Judgement::Xpass(format!(
@@ -166,7 +176,7 @@ impl ExpectationFile {
     }
 
     /// Checks every entry names a known, non-`must` scenario.
-    pub fn check(&self, scenarios: &[Scenario]) -> Result<(), String> {
+    pub fn check(&self, scenarios: &[Scenario]) -> Result<(), BadEntry> {
         let defects = self.known_defects.iter().map(|e| (e, true));
         for (e, defect) in self
             .expected_failures
@@ -176,42 +186,45 @@ impl ExpectationFile {
         {
             match scenarios.iter().find(|s| s.id == e.scenario) {
                 None => {
-                    return Err(format!(
+                    return Err(BadEntry(format!(
                         "expected failure names scenario {:?}, which does not exist",
                         e.scenario
-                    ));
+                    )));
                 }
                 Some(s)
                     if e.gap
                         .is_some_and(|class| !s.governs.iter().any(|g| g.class == class)) =>
                 {
-                    return Err(format!(
+                    return Err(BadEntry(format!(
                         "expected failure of {} names the gap {}, but the scenario does not rest on that class (no `governs: {}` rule)",
                         e.scenario,
                         e.gap.map_or("", |c| c.as_str()),
                         e.gap.map_or("", |c| c.as_str()),
-                    ));
+                    )));
                 }
                 Some(_) if e.gap_names.is_some() && e.gap.is_none() => {
-                    return Err(format!(
+                    return Err(BadEntry(format!(
                         "expected failure of {} has gap_names but no gap: name the class",
                         e.scenario
-                    ));
+                    )));
                 }
                 Some(s) if s.level == Level::Must && !defect && e.gap.is_none() => {
-                    return Err(format!(
+                    return Err(BadEntry(format!(
                         "scenario {} is a must: it can never be expected to fail (unless it is an honestly reported gap of a class the scenario governs: `gap:`)",
                         e.scenario
-                    ));
+                    )));
                 }
                 Some(_) if e.reason.trim().is_empty() => {
-                    return Err(format!("expected failure of {} needs a reason", e.scenario));
+                    return Err(BadEntry(format!(
+                        "expected failure of {} needs a reason",
+                        e.scenario
+                    )));
                 }
                 Some(_) if e.observed.trim().is_empty() => {
-                    return Err(format!(
+                    return Err(BadEntry(format!(
                         "expected failure of {} needs the observation it pins (observed:)",
                         e.scenario
-                    ));
+                    )));
                 }
                 Some(_) => {}
             }
@@ -312,26 +325,26 @@ mod tests {
 
     #[test]
     fn a_known_failure_is_excused_only_when_it_shows_its_observation() {
-        let landed = Err("expected Denied; got ... host Some(Effected) ...".to_owned());
+        let landed: Result<(), &str> = Err("expected Denied; got ... host Some(Effected) ...");
         assert_eq!(
-            Judgement::of(landed.clone(), Some(&expected("host Some(Effected)"))),
+            Judgement::of(landed, Some(&expected("host Some(Effected)"))),
             Judgement::Xfail {
                 reason: "why".into(),
                 message: "expected Denied; got ... host Some(Effected) ...".into()
             }
         );
-        let broke = Err("the sandbox did not run the command: ...".to_owned());
+        let broke: Result<(), &str> = Err("the sandbox did not run the command: ...");
         assert!(matches!(
             Judgement::of(broke, Some(&expected("host Some(Effected)"))),
             Judgement::Fail(m) if m.contains("failed otherwise") && m.contains("did not run")
         ));
         assert!(matches!(
-            Judgement::of(Ok(()), Some(&expected("x"))),
+            Judgement::of(Ok::<(), &str>(()), Some(&expected("x"))),
             Judgement::Xpass(_)
         ));
-        assert_eq!(Judgement::of(Ok(()), None), Judgement::Pass);
+        assert_eq!(Judgement::of(Ok::<(), &str>(()), None), Judgement::Pass);
         assert_eq!(
-            Judgement::of(Err("m".into()), None),
+            Judgement::of(Err::<(), _>("m"), None),
             Judgement::Fail("m".into())
         );
     }

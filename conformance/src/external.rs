@@ -31,6 +31,12 @@ pub enum ProtocolFailure {
     Timeout(String),
 }
 
+/// What a backend sent that cannot be used as it is (a dialect, declared differences): the
+/// reason, carried into a [`ProtocolFailure::Error`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+struct Unusable(String);
+
 /// Why a `confined` answer cannot be used as it is: every rule and signature a backend sends is
 /// validated like an operator's, since a signature that matches every line (`""`) would turn
 /// every result into a runner failure or a denial.
@@ -38,23 +44,23 @@ fn check_dialect(
     denial_signatures: &[String],
     runner_failure_rules: &[sandbox::RunnerFailureRule],
     status_channel: Option<&sandbox::StatusChannel>,
-) -> Result<(), String> {
+) -> Result<(), Unusable> {
     for (i, sig) in denial_signatures.iter().enumerate() {
         if sig.trim().is_empty() || sig.contains(['\n', '\r']) {
-            return Err(format!(
+            return Err(Unusable(format!(
                 "denial signature #{i} {sig:?} is empty or spans lines: it would match every line"
-            ));
+            )));
         }
     }
     for (i, rule) in runner_failure_rules.iter().enumerate() {
         rule.validate()
-            .map_err(|e| format!("runner-failure rule #{i} is invalid: {e}"))?;
+            .map_err(|e| Unusable(format!("runner-failure rule #{i} is invalid: {e}")))?;
     }
     if let Some(channel) = status_channel.filter(|c| c.fd <= 2) {
-        return Err(format!(
+        return Err(Unusable(format!(
             "status channel fd {} would replace stdin, stdout or stderr",
             channel.fd
-        ));
+        )));
     }
     Ok(())
 }
@@ -164,7 +170,8 @@ impl External {
                         "declared differences need protocol 2; the backend answered 1".into(),
                     ));
                 }
-                check_differences(&differences).map_err(ProtocolFailure::Error)?;
+                check_differences(&differences)
+                    .map_err(|e| ProtocolFailure::Error(e.to_string()))?;
                 let capabilities = capabilities.into_iter().map(Capability::from).collect();
                 (
                     implementation,
@@ -240,14 +247,14 @@ fn hello(protocol: u32) -> Request {
 
 /// Why declared differences cannot be verified as they are: an extra writable path must be
 /// absolute and a protected one relative, inside the workspace.
-fn check_differences(differences: &Differences) -> Result<(), String> {
+fn check_differences(differences: &Differences) -> Result<(), Unusable> {
     use std::path::Component;
     for extra in &differences.extra_writable {
         if !extra.path.is_absolute() {
-            return Err(format!(
+            return Err(Unusable(format!(
                 "declared extra writable path {} is not absolute",
                 extra.path.display()
-            ));
+            )));
         }
     }
     for protected in &differences.protected {
@@ -257,10 +264,10 @@ fn check_differences(differences: &Differences) -> Result<(), String> {
                 .components()
                 .all(|c| matches!(c, Component::Normal(_)));
         if !inside {
-            return Err(format!(
+            return Err(Unusable(format!(
                 "declared protected path {:?} is not a plain path inside the workspace",
                 protected.path
-            ));
+            )));
         }
     }
     Ok(())

@@ -153,7 +153,12 @@ fn targeted(name: &str, required: &[String]) -> Option<Vec<HarnessTrial>> {
             file.expected_failures.retain(|e| e.scenario == id);
             file
         });
-    let planned = plan(&single, std::slice::from_ref(&backend), &[Ok(expected)], "");
+    let planned = plan(
+        &single,
+        std::slice::from_ref(&backend),
+        &[Ok::<_, TrialError>(expected)],
+        "",
+    );
     let backends = Arc::new(vec![backend]);
     let mut matching: Vec<HarnessTrial> = planned
         .into_iter()
@@ -161,6 +166,28 @@ fn targeted(name: &str, required: &[String]) -> Option<Vec<HarnessTrial>> {
         .map(|t| harness_trial(t, &backends, required))
         .collect();
     (matching.len() == 1).then(|| vec![matching.remove(0)])
+}
+
+/// Why a trial fails under the harness: the outcomes a run tells apart. Each shows the message
+/// the trial has always failed with.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TrialError {
+    /// The suite itself is broken: a scenario file that does not load, no scenario at all, a
+    /// broken expectation file.
+    #[error("{0}")]
+    Suite(String),
+    /// A required backend cannot run here, or its guard does not hold.
+    #[error("{0}")]
+    Required(String),
+    /// Skipped when listed, and run anyway: the reason.
+    #[error("{0}")]
+    Skipped(String),
+    /// The case failed and nothing excused it (or its excuse is stale).
+    #[error("{0}")]
+    Case(String),
+    /// The backend answered a request and its renamed twin differently: never excused.
+    #[error("{0}")]
+    Inconsistent(String),
 }
 
 /// A trial as the harness builds it, before it is handed to libtest-mimic.
@@ -172,14 +199,14 @@ pub struct HarnessTrial {
     /// Why it was skipped when listed.
     pub skip_reason: Option<String>,
     /// Runs the trial.
-    pub run: Box<dyn FnOnce() -> Result<(), String> + Send>,
+    pub run: Box<dyn FnOnce() -> Result<(), TrialError> + Send>,
 }
 
 impl HarnessTrial {
     fn new(
         name: String,
         ignored: bool,
-        run: impl FnOnce() -> Result<(), String> + Send + 'static,
+        run: impl FnOnce() -> Result<(), TrialError> + Send + 'static,
     ) -> Self {
         HarnessTrial {
             name,
@@ -192,8 +219,10 @@ impl HarnessTrial {
     /// The libtest-mimic trial.
     pub fn into_libtest(self) -> libtest_mimic::Trial {
         let run = self.run;
-        libtest_mimic::Trial::test(self.name, move || run().map_err(Failed::from))
-            .with_ignored_flag(self.ignored)
+        libtest_mimic::Trial::test(self.name, move || {
+            run().map_err(|e| Failed::from(e.to_string()))
+        })
+        .with_ignored_flag(self.ignored)
     }
 }
 
@@ -208,14 +237,15 @@ pub fn trials(
     let expected: Vec<_> = backends
         .iter()
         .map(|b| {
-            let file = crate::expectations::load(expectations, &b.name).map_err(|e| e.to_string())?;
+            let file = crate::expectations::load(expectations, &b.name)
+                .map_err(|e| TrialError::Suite(e.to_string()))?;
             // The test harness passes an XFAIL: a must case excused as a known defect would pass
             // here while certify never certifies it. Known defects are for third-party peers.
             match file {
-                Some(f) if !f.known_defects.is_empty() => Err(format!(
+                Some(f) if !f.known_defects.is_empty() => Err(TrialError::Suite(format!(
                     "{}: known_defects are for third-party peers certify judges, not for a backend the tests require",
                     b.name
-                )),
+                ))),
                 other => Ok(other),
             }
         })
@@ -224,9 +254,9 @@ pub fn trials(
     let mut out = Vec::with_capacity(planned.len() + required.len());
     for name in required {
         let verdict = match backends.iter().position(|b| &b.name == name) {
-            None => Err(format!(
+            None => Err(TrialError::Required(format!(
                 "CONFORMANCE_REQUIRE names {name:?}, which is not a backend of this run"
-            )),
+            ))),
             Some(index) => guard(&backends[index], index, &expected[index], &planned),
         };
         out.push(HarnessTrial::new(
@@ -246,7 +276,7 @@ pub fn trials(
         out.push(HarnessTrial::new(
             format!("suite::confines::{}", b.name),
             false,
-            move || Err(why),
+            move || Err(TrialError::Required(why)),
         ));
     }
     let backends = Arc::new(backends);
@@ -288,11 +318,12 @@ pub fn trials(
 fn guard(
     backend: &Backend,
     index: usize,
-    expected: &Result<Option<crate::expectations::ExpectationFile>, String>,
+    expected: &Result<Option<crate::expectations::ExpectationFile>, TrialError>,
     planned: &[Trial],
-) -> Result<(), String> {
+) -> Result<(), TrialError> {
+    let fail = |message: String| Err(TrialError::Required(message));
     if let Some(reason) = &backend.unusable {
-        return Err(format!(
+        return fail(format!(
             "required backend {} is not usable on this host: {reason}",
             backend.name
         ));
@@ -312,10 +343,10 @@ fn guard(
         }
     }
     if cases == 0 {
-        return Err(format!("no scenario case is planned for {}", backend.name));
+        return fail(format!("no scenario case is planned for {}", backend.name));
     }
     if let Some(first) = must_skipped.first() {
-        return Err(format!(
+        return fail(format!(
             "{} must case(s) of {} would be skipped, for example {first}",
             must_skipped.len(),
             backend.name
@@ -328,7 +359,7 @@ fn guard(
         committed.sort();
         let actual: Vec<_> = backend.capabilities.iter().copied().collect();
         if committed != actual {
-            return Err(format!(
+            return fail(format!(
                 "{}: capabilities here {actual:?}, committed {committed:?}",
                 backend.name
             ));
@@ -337,7 +368,7 @@ fn guard(
     if let Some(max) = file.and_then(|f| f.max_skipped)
         && skipped > max
     {
-        return Err(format!(
+        return fail(format!(
             "{}: {skipped} cases skipped, committed baseline {max}",
             backend.name
         ));
@@ -358,12 +389,18 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
         // trial is listed as ignored and fails with its reason if someone runs it anyway.
         return if required_here {
             HarnessTrial::new(name, false, move || {
-                Err(format!("required backend cannot run this trial: {reason}"))
+                Err(TrialError::Required(format!(
+                    "required backend cannot run this trial: {reason}"
+                )))
             })
         } else {
             let mut trial = HarnessTrial::new(name, true, {
                 let reason = reason.clone();
-                move || Err(format!("skipped when listed: {reason}"))
+                move || {
+                    Err(TrialError::Skipped(format!(
+                        "skipped when listed: {reason}"
+                    )))
+                }
             });
             trial.skip_reason = Some(reason);
             trial
@@ -372,12 +409,14 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
     let backends = Arc::clone(backends);
     let name_for_seed = name.clone();
     HarnessTrial::new(name, false, move || match kind {
-        TrialKind::LoadError(e) => Err(e.to_string()),
-        TrialKind::NoScenarios(root) => Err(format!(
+        TrialKind::LoadError(e) => Err(TrialError::Suite(e.to_string())),
+        TrialKind::NoScenarios(root) => Err(TrialError::Suite(format!(
             "no scenario files found under {root}; an empty suite certifies nothing"
-        )),
-        TrialKind::BadExpectations(problem) => Err(problem),
-        TrialKind::NotPlanned(why) => Err(format!("not planned on this host: {why}")),
+        ))),
+        TrialKind::BadExpectations(problem) => Err(TrialError::Suite(problem)),
+        TrialKind::NotPlanned(why) => Err(TrialError::Suite(format!(
+            "not planned on this host: {why}"
+        ))),
         TrialKind::Case {
             backend,
             scenario_id,
@@ -385,17 +424,26 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
             case,
             expected_failure,
         } => {
-            let seed = crate::world::run_seed()?;
+            let seed = crate::world::run_seed().map_err(|e| TrialError::Suite(e.to_string()))?;
+            // The failure, as the case's message shows it (with this case's odd names noted),
+            // and whether it is the metamorphic check's.
             let result = crate::world::with_case(seed, &name_for_seed, || {
-                run_case(&backends[backend], &case).map_err(|e| crate::world::noted(e.to_string()))
+                run_case(&backends[backend], &case).map_err(|failure| {
+                    let shown = crate::world::noted(failure.to_string());
+                    (failure.is_inconsistent(), shown)
+                })
             })
-            .map_err(|e| format!("[{scenario_id}, {}] {e}", level.as_str()));
-            if let Err(message) = &result
-                && crate::metamorphic::is_inconsistent(message)
-            {
+            .map_err(|(inconsistent, e)| {
+                (
+                    inconsistent,
+                    format!("[{scenario_id}, {}] {e}", level.as_str()),
+                )
+            });
+            if let Err((true, message)) = &result {
                 // Never excused by an expectation file.
-                return Err(message.clone());
+                return Err(TrialError::Inconsistent(message.clone()));
             }
+            let result = result.map_err(|(_, message)| message);
             // A `gap:` entry holds only where the backend reported that gap.
             let expected_failure = expected_failure
                 .filter(|e| e.applies(|class| backends[backend].reported(class, None)));
@@ -403,8 +451,10 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
                 Judgement::Pass => Ok(()),
                 // XFAIL: the known, reasoned failure happened, showing what it pins.
                 Judgement::Xfail { .. } => Ok(()),
-                Judgement::Fail(message) => Err(message),
-                Judgement::Xpass(message) => Err(format!("[{scenario_id}] XPASS: {message}")),
+                Judgement::Fail(message) => Err(TrialError::Case(message)),
+                Judgement::Xpass(message) => Err(TrialError::Case(format!(
+                    "[{scenario_id}] XPASS: {message}"
+                ))),
             }
         }
     })

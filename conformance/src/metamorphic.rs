@@ -13,13 +13,16 @@ use sandbox::{
     ConfinedArgv, ExtraRoot, PinnedDir, ProviderPolicy, SandboxProvider, SandboxUnavailable,
 };
 
+use crate::steps::StepError;
 use crate::world::World;
 
 /// The word that starts the message of a case whose backend answered a renamed request
 /// differently (the certify report's status `INCONSISTENT`).
 pub const INCONSISTENT: &str = "INCONSISTENT";
 
-/// True when a case's failure message is an inconsistency (a step failed with [`INCONSISTENT`]).
+/// True when a case's failure message, already formatted, is an inconsistency (a step failed
+/// with [`StepError::Inconsistent`]). Only for a caller that kept nothing but the text: the
+/// harness reads [`crate::steps::CaseFailure::is_inconsistent`] instead.
 pub fn is_inconsistent(message: &str) -> bool {
     message.contains(&format!("): {INCONSISTENT}: "))
 }
@@ -48,9 +51,9 @@ impl Twin {
         inner: Arc<dyn SandboxProvider>,
         world: &World,
         strict: bool,
-    ) -> Result<Arc<Twin>, String> {
-        let twin =
-            World::twin_of(world).map_err(|e| format!("cannot build the twin world: {e}"))?;
+    ) -> Result<Arc<Twin>, StepError> {
+        let twin = World::twin_of(world)
+            .map_err(|e| StepError::Harness(format!("cannot build the twin world: {e}")))?;
         Ok(Arc::new(Twin {
             inner,
             renaming: world.renaming(&twin),
@@ -62,16 +65,19 @@ impl Twin {
         }))
     }
 
-    /// `Err` with every inconsistency found so far, starting with [`INCONSISTENT`].
-    pub fn verdict(&self) -> Result<(), String> {
+    /// `Err` with every inconsistency found so far ([`StepError::Inconsistent`]), or with why
+    /// the twin could not be made.
+    pub fn verdict(&self) -> Result<(), StepError> {
         if let Some(trouble) = self.trouble.lock().ok().and_then(|t| t.clone()) {
-            return Err(format!("cannot build the twin world: {trouble}"));
+            return Err(StepError::Harness(format!(
+                "cannot build the twin world: {trouble}"
+            )));
         }
         let findings = self.findings.lock().map(|f| f.clone()).unwrap_or_default();
         if findings.is_empty() {
             Ok(())
         } else {
-            Err(format!("{INCONSISTENT}: {}", findings.join("; ")))
+            Err(StepError::Inconsistent(findings))
         }
     }
 

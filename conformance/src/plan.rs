@@ -48,19 +48,20 @@ pub enum TrialKind {
     NotPlanned(String),
 }
 
-/// Plans the trials for `suite` against `backends`, each with its expectation file (if any).
-pub fn plan(
+/// Plans the trials for `suite` against `backends`, each with its expectation file (if any, or
+/// why it could not be read).
+pub fn plan<E: std::fmt::Display>(
     suite: &Suite,
     backends: &[Backend],
-    expectations: &[Result<Option<ExpectationFile>, String>],
+    expectations: &[Result<Option<ExpectationFile>, E>],
     root_shown: &str,
 ) -> Vec<Trial> {
     let mut trials = Vec::new();
     let mut valid: Vec<Option<&ExpectationFile>> = Vec::with_capacity(backends.len());
     for (backend, expected) in backends.iter().zip(expectations) {
         let problem = match expected {
-            Err(e) => Some(e.clone()),
-            Ok(Some(file)) => file.check(&suite.scenarios).err(),
+            Err(e) => Some(e.to_string()),
+            Ok(Some(file)) => file.check(&suite.scenarios).err().map(|e| e.to_string()),
             Ok(None) => None,
         };
         // A broken expectation file excuses nothing: its entries are not applied at all.
@@ -131,9 +132,11 @@ pub fn plan(
                     "{}::{}::{}::{}",
                     scenario.family, backend.name, scenario.slug, case.name
                 );
-                if let Some(fact) = case.case.when_host
-                    && let Err(why) = crate::backends::host_has(fact)
-                {
+                let not_here = match case.case.when_host.map(crate::backends::host_has) {
+                    Some(Err(why)) => Some(why.0),
+                    _ => crate::steps::unavailable_here(&case.case.steps).map(|e| e.to_string()),
+                };
+                if let Some(why) = not_here {
                     trials.push(Trial {
                         name,
                         family: scenario.family.clone(),

@@ -8,23 +8,45 @@
 //! Survivors of a case are found (by their tag) and failed at the end of that case
 //! (`steps::run_case`); the supervisor catches what left no tag (a payload that dropped it from
 //! its environment) and whatever a case still running when certify stopped had started.
+//!
+//! A child subreaper is Linux's (`prctl`); elsewhere certify runs unsupervised and says so.
 
 use std::process::ExitCode;
+#[cfg(target_os = "linux")]
 use std::time::{Duration, Instant};
 
+#[cfg(target_os = "linux")]
 use nix::sys::signal::{SigSet, Signal, kill};
+#[cfg(target_os = "linux")]
 use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
+#[cfg(target_os = "linux")]
 use nix::unistd::Pid;
 
 /// Set in the supervised certify's environment.
 const SUPERVISED: &str = "CONFORMANCE_CERTIFY_SUPERVISED";
 
 /// How long killing what the run left may take.
+#[cfg(target_os = "linux")]
 const KILL_BOUND: Duration = Duration::from_secs(10);
 
 /// Makes this process certify's supervisor: `None` in the supervised certify itself (go on and
 /// certify), or when this host cannot supervise (said on stderr, certify then runs unsupervised);
 /// `Some(status)` in the supervisor, once certify and everything below it are gone.
+#[cfg(not(target_os = "linux"))]
+pub fn supervise(name: &str) -> Option<ExitCode> {
+    if std::env::var_os(SUPERVISED).is_none() {
+        eprintln!(
+            "{name}: no child subreaper on {} (it is Linux's): processes the run leaves may outlive it",
+            std::env::consts::OS
+        );
+    }
+    None
+}
+
+/// Makes this process certify's supervisor: `None` in the supervised certify itself (go on and
+/// certify), or when this host cannot supervise (said on stderr, certify then runs unsupervised);
+/// `Some(status)` in the supervisor, once certify and everything below it are gone.
+#[cfg(target_os = "linux")]
 pub fn supervise(name: &str) -> Option<ExitCode> {
     if std::env::var_os(SUPERVISED).is_some() {
         return None;
@@ -95,6 +117,7 @@ pub fn supervise(name: &str) -> Option<ExitCode> {
 
 /// Waits for one of `set`: the signal, and whether a process sent it (`kill`, `sigqueue`) rather
 /// than the kernel (the terminal's Ctrl-C). `None` when waiting failed.
+#[cfg(target_os = "linux")]
 fn wait_signal(set: &SigSet) -> Option<(Signal, bool)> {
     loop {
         let mut info = std::mem::MaybeUninit::<libc::siginfo_t>::zeroed();
@@ -123,6 +146,7 @@ fn wait_signal(set: &SigSet) -> Option<(Signal, bool)> {
 /// Kills every process below this one (its children; theirs are reparented here as they die),
 /// round after round, reaping them, until none is left or [`KILL_BOUND`]. Returns how many were
 /// killed.
+#[cfg(target_os = "linux")]
 fn kill_descendants() -> usize {
     let me = std::process::id() as i32;
     let deadline = Instant::now() + KILL_BOUND;
@@ -155,6 +179,7 @@ fn kill_descendants() -> usize {
 }
 
 /// The live (not yet reaped) children of `parent`, from `/proc/<pid>/stat`.
+#[cfg(target_os = "linux")]
 fn children_of(parent: i32) -> Vec<i32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();

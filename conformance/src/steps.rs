@@ -5,7 +5,9 @@ mod classify;
 mod declared;
 mod effect;
 mod forge;
+#[cfg(target_os = "linux")]
 mod ipc;
+#[cfg(target_os = "linux")]
 mod net;
 mod race;
 mod select;
@@ -16,19 +18,73 @@ mod writable;
 
 use crate::backends::Backend;
 use crate::load::ExpandedCase;
+use crate::metamorphic::INCONSISTENT;
 use crate::model::Step;
+
+/// How a step failed: the outcomes the report tells apart. Each shows the text the case's
+/// failure message has always carried (the report and expectation files' `observed` pins read
+/// it).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum StepError {
+    /// The step ran and its expectation was not met: what was expected and what the world or the
+    /// backend showed instead.
+    #[error("{0}")]
+    Unmet(String),
+    /// The backend answered a request and its renamed twin differently (the metamorphic check):
+    /// the report's status `INCONSISTENT`, never excused by an expectation file.
+    #[error("{INCONSISTENT}: {}", .0.join("; "))]
+    Inconsistent(Vec<String>),
+    /// The harness could not set the step up or observe it (a world, a listener, a helper
+    /// process): nothing was asked of the backend yet, or its answer could not be read.
+    #[error("{0}")]
+    Harness(String),
+    /// The step needs a facility this platform lacks (a Linux-only kernel API); the backends of
+    /// that platform do not plan it.
+    #[error("the {step} step needs Linux ({needs}); this host runs {os}", os = std::env::consts::OS)]
+    Unavailable {
+        /// The step's kind.
+        step: &'static str,
+        /// What it uses that only Linux has.
+        needs: &'static str,
+    },
+}
+
+impl StepError {
+    /// An unmet expectation.
+    pub fn unmet(message: impl Into<String>) -> Self {
+        StepError::Unmet(message.into())
+    }
+
+    /// The harness's own trouble, from any error of the world, the loader or the host (whether
+    /// it is a `String` or a typed error).
+    pub fn harness(error: impl std::fmt::Display) -> Self {
+        StepError::Harness(error.to_string())
+    }
+
+    /// Whether this is the metamorphic check's [`StepError::Inconsistent`].
+    pub fn is_inconsistent(&self) -> bool {
+        matches!(self, StepError::Inconsistent(_))
+    }
+}
 
 /// The first step of a case whose expectation was not met: which step, of what kind, and what
 /// the world showed instead.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("step {step} ({kind}): {message}")]
+#[error("step {step} ({kind}): {error}")]
 pub struct CaseFailure {
     /// The step's position in the case, from 1.
     pub step: usize,
     /// The step's kind (`effect`, `attack`, `tool`, ...).
     pub kind: &'static str,
-    /// What was expected and what was observed.
-    pub message: String,
+    /// How it failed.
+    pub error: StepError,
+}
+
+impl CaseFailure {
+    /// Whether the case failed the metamorphic check (the report's `INCONSISTENT`).
+    pub fn is_inconsistent(&self) -> bool {
+        self.error.is_inconsistent()
+    }
 }
 
 /// Runs every step of `case` against `backend`; the first unmet expectation is the error. `tool`
@@ -44,11 +100,11 @@ pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailur
         Err(CaseFailure {
             step: case.case.steps.len(),
             kind: "survivors",
-            message: format!(
+            error: StepError::Unmet(format!(
                 "{} process(es) of the case's calls outlived them (killed now): {}",
                 left.len(),
                 crate::survivors::shown(&left)
-            ),
+            )),
         })
     }
 }
@@ -64,20 +120,36 @@ fn run_steps(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> 
             Step::Tool(s) => tool::run(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::Wire(s) => wire::run(backend, s, &mut bridge),
             Step::Attack(s) => attack::run(backend, s),
+            Step::FenceRace(_) | Step::BindRace(_) if !cfg!(target_os = "linux") => {
+                Err(linux_needs(step).unwrap_or(StepError::Unavailable {
+                    step: step_kind(step),
+                    needs: "Linux",
+                }))
+            }
             Step::FenceRace(s) => race::fence_race(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::BindRace(s) => race::bind_race(backend, s),
             Step::World(s) => race::world(backend, case.case.setup.as_ref(), s, &mut rig),
+            #[cfg(target_os = "linux")]
             Step::Net(s) => net::run(backend, s),
+            #[cfg(target_os = "linux")]
             Step::HostIpc(s) => ipc::run(backend, s),
+            // Not planned off Linux (see [`unavailable_here`]); refused if run anyway.
+            #[cfg(not(target_os = "linux"))]
+            Step::Net(_) | Step::HostIpc(_) => {
+                Err(linux_needs(step).unwrap_or(StepError::Unavailable {
+                    step: step_kind(step),
+                    needs: "Linux",
+                }))
+            }
             Step::Forge(s) => forge::run(backend, s),
             Step::Declared(s) => declared::run(backend, s),
             Step::Writable(s) => writable::run(backend, s),
             Step::Walk(s) => walk::run(backend, s),
         };
-        result.map_err(|message| CaseFailure {
+        result.map_err(|error| CaseFailure {
             step: index + 1,
             kind: step_kind(step),
-            message,
+            error,
         })?;
     }
     // A tool case without a `world` step of its own still diffs its world at the end: only the
@@ -101,10 +173,10 @@ fn run_steps(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> 
             return Err(CaseFailure {
                 step: case.case.steps.len(),
                 kind: "world",
-                message: format!(
+                error: StepError::Unmet(format!(
                     "the world changed where the case's expectations name nothing:\n  {}",
                     diff.join("\n  ")
-                ),
+                )),
             });
         }
     }
@@ -116,7 +188,7 @@ pub const ABSENT: &str = "<absent>";
 
 /// Checks one `files:` expectation: the file holds exactly `want`, or (for [`ABSENT`]) no entry
 /// exists at all (not even a dangling symlink). The error says what is there instead.
-fn check_file(path: &std::path::Path, want: &str) -> Result<(), String> {
+fn check_file(path: &std::path::Path, want: &str) -> Result<(), StepError> {
     let got = std::fs::read_to_string(path).ok();
     let ok = match want {
         ABSENT => std::fs::symlink_metadata(path).is_err(),
@@ -125,11 +197,35 @@ fn check_file(path: &std::path::Path, want: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!(
+        Err(StepError::Unmet(format!(
             "{} should be {want:?} but holds {got:?}",
             path.display()
-        ))
+        )))
     }
+}
+
+/// What a Linux-only step uses that only Linux has, as the error it fails with elsewhere; `None`
+/// for a step that runs on every platform.
+fn linux_needs(step: &Step) -> Option<StepError> {
+    let needs = match step {
+        Step::HostIpc(_) => "abstract unix sockets, SysV and POSIX message queues, keyrings",
+        Step::Net(_) => "an abstract unix socket among its listeners",
+        Step::FenceRace(_) | Step::BindRace(_) => "renameat2(RENAME_EXCHANGE)",
+        _ => return None,
+    };
+    Some(StepError::Unavailable {
+        step: step_kind(step),
+        needs,
+    })
+}
+
+/// Why a case with these steps cannot run on this platform (its first Linux-only step, off
+/// Linux), or `None`: such a case is not planned here, with this reason.
+pub fn unavailable_here(steps: &[Step]) -> Option<StepError> {
+    if cfg!(target_os = "linux") {
+        return None;
+    }
+    steps.iter().find_map(linux_needs)
 }
 
 fn step_kind(step: &Step) -> &'static str {

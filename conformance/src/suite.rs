@@ -1,6 +1,8 @@
 //! The suite compiled into the crate, so an installed `certify` needs no clone: every file of
-//! the workspace's `scenarios/` ([`SCENARIOS`]) and `fixtures/expectations/` ([`EXPECTATIONS`]),
-//! embedded by `build.rs`. [`Materialised`] writes them into a private directory for the loader;
+//! the workspace's `scenarios/` ([`SCENARIOS`]), `fixtures/expectations/` ([`EXPECTATIONS`]) and
+//! `fixtures/fake-runners/` ([`FAKE_RUNNERS`], with their modes), embedded by `build.rs`.
+//! [`Materialised`] writes the first two into a private directory for the loader, [`FakeRunners`]
+//! the fakes the selection steps point the local chain at;
 //! [`hash_dir`] names a scenario set (the report carries it, and `certify merge` refuses reports
 //! of different sets).
 
@@ -91,6 +93,32 @@ impl Materialised {
     /// The reference backends' expectation files.
     pub fn expectations(&self) -> PathBuf {
         self.dir.path().join("expectations")
+    }
+}
+
+/// The embedded fake runners ([`FAKE_RUNNERS`]) written out with their modes into a fresh
+/// [`private_dir`], removed when this is dropped: what a `select` step's `@fakes/<name>` names.
+pub struct FakeRunners {
+    dir: tempfile::TempDir,
+}
+
+impl FakeRunners {
+    /// Writes every fake runner, each with the mode it has in the workspace.
+    pub fn new() -> Result<FakeRunners, SuiteError> {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = private_dir("fakes")?;
+        for (rel, mode, bytes) in FAKE_RUNNERS {
+            write_all(dir.path(), &[(rel, bytes)])?;
+            let path = dir.path().join(rel);
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(*mode))
+                .map_err(|source| SuiteError::Write { path, source })?;
+        }
+        Ok(FakeRunners { dir })
+    }
+
+    /// The directory holding them.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
     }
 }
 
@@ -196,6 +224,17 @@ mod tests {
         let on_disk = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios");
         assert!(SCENARIOS.iter().any(|(p, _)| p.ends_with(".yaml")));
         assert!(EXPECTATIONS.iter().any(|(p, _)| *p == "bwrap.yaml"));
+        let fakes = FakeRunners::new().expect("write the fake runners");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = |name: &str| {
+            std::fs::metadata(fakes.dir().join(name))
+                .expect("a fake")
+                .permissions()
+                .mode()
+                & 0o777
+        };
+        assert_eq!(mode("bwrap-refuses"), 0o755);
+        assert_eq!(mode("runner-not-executable") & 0o111, 0);
         let disk = hash_dir(&on_disk).expect("hash the workspace's scenarios");
         assert_eq!(embedded_hash(), disk);
         let out = Materialised::new().expect("materialise");

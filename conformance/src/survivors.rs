@@ -336,6 +336,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(target_os = "linux")]
     fn a_thread_of_a_tagged_process_is_not_a_process_of_its_own() {
         let me = std::process::id().to_string();
         let (tx, rx) = std::sync::mpsc::channel();

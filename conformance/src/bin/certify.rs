@@ -85,6 +85,20 @@ struct Cli {
 
 type Planned = Vec<(Backend, Result<Option<ExpectationFile>, String>)>;
 
+/// Why certify cannot start the run it was asked for (exit 2, the message on stderr).
+#[derive(Debug, thiserror::Error)]
+enum CliError {
+    /// The command line asks for something that cannot run.
+    #[error("{0}")]
+    Usage(String),
+    /// The suite cannot be found or written out.
+    #[error("{0}")]
+    Suite(String),
+    /// The launcher cannot be provided.
+    #[error("{0}")]
+    Launcher(String),
+}
+
 /// Turns the first SIGINT, SIGTERM or SIGHUP into `stop` (the run winds down and cleans up);
 /// a second one removes the worlds done so far and exits at once. The signals are blocked here,
 /// before any thread starts, so every thread inherits the mask and one waits for them (a child
@@ -316,13 +330,13 @@ fn parse_cli() -> Cli {
 
 /// A `--family` that names no family of the scenario root is a usage error: the run would
 /// certify nothing, yet look like a run.
-fn check_families(asked: &[String], scenarios: &std::path::Path) -> Result<(), String> {
+fn check_families(asked: &[String], scenarios: &std::path::Path) -> Result<(), CliError> {
     let known = certify::families(scenarios);
     let unknown: Vec<&String> = asked.iter().filter(|f| !known.contains(f)).collect();
     if unknown.is_empty() {
         return Ok(());
     }
-    Err(format!(
+    Err(CliError::Usage(format!(
         "no family {} in {}; its families are: {}",
         unknown
             .iter()
@@ -335,24 +349,26 @@ fn check_families(asked: &[String], scenarios: &std::path::Path) -> Result<(), S
         } else {
             known.join(", ")
         }
-    ))
+    )))
 }
 
 /// The backends of this run, and the reference backends left out because they cannot run here.
 fn select_backends(
     cli: &Cli,
     expectations: &std::path::Path,
-) -> Result<(Planned, Vec<(String, String)>), String> {
+) -> Result<(Planned, Vec<(String, String)>), CliError> {
     let dir = expectations.to_path_buf();
     if let Some(runner) = &cli.runner_command {
         if !cli.command.is_empty() || !cli.backends.is_empty() {
-            return Err("--runner-command certifies that runner alone".into());
+            return Err(CliError::Usage(
+                "--runner-command certifies that runner alone".into(),
+            ));
         }
         let runner = sandbox_local::OperatorRunner::new(
             vec![runner.clone().into()],
             &cli.runner_failure_signatures,
         )
-        .map_err(|e| format!("--runner-command: {e}"))?;
+        .map_err(|e| CliError::Usage(format!("--runner-command: {e}")))?;
         let expected = match &cli.expectations {
             None => Ok(None),
             Some(path) => {
@@ -365,11 +381,15 @@ fn select_backends(
         ));
     }
     if !cli.runner_failure_signatures.is_empty() {
-        return Err("--runner-failure-signature needs --runner-command".into());
+        return Err(CliError::Usage(
+            "--runner-failure-signature needs --runner-command".into(),
+        ));
     }
     if !cli.command.is_empty() {
         if !cli.backends.is_empty() {
-            return Err("give either --backend or an external command, not both".into());
+            return Err(CliError::Usage(
+                "give either --backend or an external command, not both".into(),
+            ));
         }
         let timeout = Duration::from_secs(cli.protocol_timeout);
         let backend = match External::start(&cli.command, timeout) {
@@ -380,9 +400,9 @@ fn select_backends(
                         c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '_'
                     })
                 {
-                    return Err(format!(
+                    return Err(CliError::Usage(format!(
                         "the backend calls itself {name:?}; names are lowercase letters, digits, '-' and '_'"
-                    ));
+                    )));
                 }
                 Backend::from_external(external)
             }
@@ -411,10 +431,10 @@ fn select_backends(
     let mut excluded = Vec::new();
     for name in names {
         let backend = reference_backend(&name).ok_or_else(|| {
-            format!(
+            CliError::Usage(format!(
                 "unknown backend {name:?}; reference backends are {}",
                 REFERENCE_BACKENDS.join(", ")
-            )
+            ))
         })?;
         if !explicit
             && !required.contains(&name)
@@ -492,7 +512,7 @@ impl SuiteDirs {
     /// expectations from `CONFORMANCE_EXPECTATIONS`, else the embedded ones. When the embedded
     /// suite cannot be written out (no writable cache directory), the build's workspace copy is
     /// used if it still exists, and said.
-    fn of(cli: &Cli) -> Result<SuiteDirs, String> {
+    fn of(cli: &Cli) -> Result<SuiteDirs, CliError> {
         let env = |name: &str| {
             std::env::var_os(name)
                 .filter(|v| !v.is_empty())
@@ -520,10 +540,10 @@ impl SuiteDirs {
                 let built = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
                 let (s, x) = (built.join("scenarios"), built.join("fixtures/expectations"));
                 if !(s.is_dir() && x.is_dir()) {
-                    return Err(format!(
+                    return Err(CliError::Suite(format!(
                         "{e}; and the build's suite ({}) is gone",
                         s.display()
-                    ));
+                    )));
                 }
                 eprintln!(
                     "certify: {e}; using the build's suite under {}",
@@ -549,9 +569,10 @@ fn provide_launcher() -> Option<tempfile::TempDir> {
     if sandbox_local::probe::locate_launcher().is_ok() {
         return None;
     }
-    let link = || -> Result<tempfile::TempDir, String> {
-        let exe = std::env::current_exe().map_err(|e| format!("cannot locate certify: {e}"))?;
-        let dir = suite::private_dir("bin").map_err(|e| e.to_string())?;
+    let link = || -> Result<tempfile::TempDir, CliError> {
+        let exe = std::env::current_exe()
+            .map_err(|e| CliError::Launcher(format!("cannot locate certify: {e}")))?;
+        let dir = suite::private_dir("bin").map_err(|e| CliError::Launcher(e.to_string()))?;
         let target = dir.path().join(LAUNCHER);
         if std::fs::hard_link(&exe, &target).is_err() {
             use std::os::unix::fs::PermissionsExt;
@@ -560,7 +581,11 @@ fn provide_launcher() -> Option<tempfile::TempDir> {
                     std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755))
                 })
                 .map_err(|e| {
-                    format!("cannot copy {} to {}: {e}", exe.display(), target.display())
+                    CliError::Launcher(format!(
+                        "cannot copy {} to {}: {e}",
+                        exe.display(),
+                        target.display()
+                    ))
                 })?;
         }
         Ok(dir)

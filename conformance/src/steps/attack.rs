@@ -18,6 +18,7 @@ use sandbox_local::launch::{self, Finished, LaunchOptions};
 
 use crate::backends::Backend;
 use crate::model::{AttackExpect, AttackOutcome, AttackStep, WorkspaceSpelling};
+use crate::steps::StepError;
 use crate::survivors::{CallStart, SURVIVOR_GRACE, TAG_VAR, survivors};
 use crate::world::World;
 
@@ -59,8 +60,9 @@ struct Stage {
 }
 
 impl Stage {
-    fn new(step: &AttackStep) -> Result<Stage, String> {
-        let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+    fn new(step: &AttackStep) -> Result<Stage, StepError> {
+        let world =
+            World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
         let spelled = world.workspace(step.workspace);
         let cwd = match step.workspace {
             WorkspaceSpelling::Missing | WorkspaceSpelling::File => world.ws.clone(),
@@ -69,7 +71,7 @@ impl Stage {
         let temp_dir = step.temp_dir.map(|t| world.temp_dir(t));
         let held_file = world.outside.join("held");
         std::fs::write(&held_file, "held")
-            .map_err(|e| format!("cannot make the held file: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot make the held file: {e}")))?;
         // Names an ordinary system could have: a backup of a file /etc has, a state file.
         // Never a name the host already has (it is removed afterwards).
         let etc_probe = std::iter::repeat_with(|| {
@@ -81,24 +83,26 @@ impl Stage {
         })
         .take(16)
         .find(|p| std::fs::symlink_metadata(p).is_err())
-        .ok_or("16 drawn /etc probe names all exist")?;
+        .ok_or_else(|| StepError::harness("16 drawn /etc probe names all exist"))?;
         let canary = world
             .tmp
             .join(crate::world::draw_one(&[".state", "last-run", ".done"]));
         let tag = crate::world::draw_hex(32);
         if step.repo {
-            world.init_repo(&world.ws)?;
+            world.init_repo(&world.ws).map_err(StepError::harness)?;
             if step.linked {
-                world.link_repo(&world.ws)?;
+                world.link_repo(&world.ws).map_err(StepError::harness)?;
             }
             if let Some(setup) = &step.setup {
-                world.host_bash(&world.ws, setup)?;
+                world
+                    .host_bash(&world.ws, setup)
+                    .map_err(StepError::harness)?;
             }
         }
         if step.extra_root {
             world
                 .extra_root()
-                .map_err(|e| format!("cannot make the extra root: {e}"))?;
+                .map_err(|e| StepError::Harness(format!("cannot make the extra root: {e}")))?;
         }
         Ok(Stage {
             world,
@@ -137,15 +141,15 @@ struct Held(OwnedFd);
 impl Held {
     /// Opens `path` for append at a descriptor number of at least [`HELD_FD_MIN`], so it cannot
     /// be confused with a descriptor the launch maps (the status channel is 3).
-    fn open(path: &Path) -> Result<Held, String> {
+    fn open(path: &Path) -> Result<Held, StepError> {
         use nix::fcntl::{FcntlArg, fcntl};
         use std::os::fd::FromRawFd;
         let file = std::fs::OpenOptions::new()
             .append(true)
             .open(path)
-            .map_err(|e| format!("cannot open the held file: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot open the held file: {e}")))?;
         let high = fcntl(&file, FcntlArg::F_DUPFD_CLOEXEC(HELD_FD_MIN))
-            .map_err(|e| format!("cannot move the held descriptor up: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot move the held descriptor up: {e}")))?;
         // SAFETY: `high` was just returned by F_DUPFD_CLOEXEC: a fresh descriptor nothing else
         // in this process refers to, so taking sole ownership of it is sound.
         #[allow(unsafe_code)]
@@ -155,7 +159,7 @@ impl Held {
 
     /// Clears or sets close-on-exec. The harness is multi-threaded: while it is cleared, any
     /// process this harness spawns may inherit it (the reference spawn path closes it).
-    fn inheritable(&self, yes: bool) -> Result<(), String> {
+    fn inheritable(&self, yes: bool) -> Result<(), StepError> {
         use nix::fcntl::{FcntlArg, FdFlag, fcntl};
         let flags = if yes {
             FdFlag::empty()
@@ -164,7 +168,11 @@ impl Held {
         };
         fcntl(&self.0, FcntlArg::F_SETFD(flags))
             .map(|_| ())
-            .map_err(|e| format!("cannot change close-on-exec of the held descriptor: {e}"))
+            .map_err(|e| {
+                StepError::Harness(format!(
+                    "cannot change close-on-exec of the held descriptor: {e}"
+                ))
+            })
     }
 }
 
@@ -181,10 +189,12 @@ struct Release {
 }
 
 impl Release {
-    fn open(path: &Path) -> Result<Release, String> {
+    fn open(path: &Path) -> Result<Release, StepError> {
         use nix::fcntl::{OFlag, open};
         use nix::sys::stat::Mode;
-        let fail = |what: &str, e: nix::Error| format!("cannot {what} the release pipe: {e}");
+        let fail = |what: &str, e: nix::Error| {
+            StepError::Harness(format!("cannot {what} the release pipe: {e}"))
+        };
         nix::unistd::mkfifo(path, Mode::from_bits_truncate(0o644)).map_err(|e| fail("make", e))?;
         let flags = OFlag::O_NONBLOCK | OFlag::O_CLOEXEC;
         // A write end opens without blocking only while a reader exists: hold one meanwhile.
@@ -249,18 +259,20 @@ enum Came {
     ),
 }
 
-pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
-    let provider = backend
-        .provider
-        .as_ref()
-        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError> {
+    let provider = backend.provider.as_ref().ok_or_else(|| {
+        StepError::Harness(format!(
+            "backend {} cannot confine on this host",
+            backend.name
+        ))
+    })?;
     let after = step.after_ms.map(Duration::from_millis).unwrap_or_default();
     if after > MAX_AFTER {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "after_ms {} exceeds the bound of {} ms",
             after.as_millis(),
             MAX_AFTER.as_millis()
-        ));
+        )));
     }
     let since = CallStart::now();
     let stage = Stage::new(step)?;
@@ -357,18 +369,18 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), String> {
     if survivors.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        Err(StepError::Unmet(format!(
             "{} process(es) of the call outlived it (killed now): {}",
             survivors.len(),
             crate::survivors::shown(&survivors)
-        ))
+        )))
     }
 }
 
 /// The person's next `git commit` and `git status`, run by the harness outside the sandbox in
 /// `host.dir` of the workspace: both must succeed (the repository still works) and the marker a
 /// planted hook or fsmonitor would create must be absent.
-fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), String> {
+fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), StepError> {
     let dir = stage.world.ws.join(&host.dir);
     let marker = PathBuf::from(stage.expand(&host.marker));
     let ran = stage.world.host_bash(
@@ -377,13 +389,16 @@ fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), String> {
     );
     if std::fs::symlink_metadata(&marker).is_ok() {
         let said = std::fs::read_to_string(&marker).unwrap_or_default();
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the person's git commit and git status outside ran the payload's code: {} holds {said:?}",
             marker.display()
-        ));
+        )));
     }
-    ran.map(|_| ())
-        .map_err(|e| format!("the person's git commit or git status outside failed: {e}"))
+    ran.map(|_| ()).map_err(|e| {
+        StepError::Harness(format!(
+            "the person's git commit or git status outside failed: {e}"
+        ))
+    })
 }
 
 fn check(
@@ -392,7 +407,7 @@ fn check(
     stage: &Stage,
     before: &crate::world::Snapshot,
     came: &Came,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let describe = || match came {
         Came::Refused(why) => format!("{}: confine refused: {why}", backend.name),
         Came::Launched(done, took, classes) => format!(
@@ -415,7 +430,7 @@ fn check(
             },
         ),
     };
-    let fail = |what: String| Err(format!("{what}; {}", describe()));
+    let fail = |what: String| Err(StepError::Unmet(format!("{what}; {}", describe())));
     let expect: &AttackExpect = &step.expect;
     let canary = std::fs::symlink_metadata(&stage.canary).is_ok();
     // How it ended.
@@ -520,7 +535,7 @@ fn check(
         if let Err(e) = super::check_file(Path::new(&stage.expand(path)), want)
             && !admitted
         {
-            return fail(e);
+            return fail(e.to_string());
         }
     }
     if std::fs::read_to_string(&stage.held_file).ok().as_deref() != Some("held") {

@@ -10,11 +10,12 @@ use sandbox::{
 
 use crate::backends::Backend;
 use crate::model::{Attribution, ClassifyStep, Workdir};
+use crate::steps::StepError;
 
 /// The runner path the synthetic launch uses as `argv[0]`.
 const RUNNER: &str = "/usr/libexec/sandbox-runner";
 
-pub(super) fn run(backend: &Backend, step: &ClassifyStep) -> Result<(), String> {
+pub(super) fn run(backend: &Backend, step: &ClassifyStep) -> Result<(), StepError> {
     let dialect = match (&step.dialect, &backend.dialect) {
         (Some(inline), _) => sandbox_local::dialect::Dialect {
             denial_signatures: inline.denial_signatures.clone(),
@@ -22,10 +23,10 @@ pub(super) fn run(backend: &Backend, step: &ClassifyStep) -> Result<(), String> 
         },
         (None, Some(own)) => own.clone(),
         (None, None) => {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "backend {} has no dialect of its own; the step must give `dialect`",
                 backend.name
-            ));
+            )));
         }
     };
     let launch = ConfinedArgv {
@@ -50,7 +51,7 @@ pub(super) fn run(backend: &Backend, step: &ClassifyStep) -> Result<(), String> 
     check(step, &got)
 }
 
-fn outcome_of(step: &ClassifyStep) -> Result<ProcessOutcome, String> {
+fn outcome_of(step: &ClassifyStep) -> Result<ProcessOutcome, StepError> {
     let o = &step.outcome;
     let stderr = o.stderr.clone().into_bytes();
     match (o.exit, o.signal, &o.spawn_error) {
@@ -70,28 +71,30 @@ fn outcome_of(step: &ClassifyStep) -> Result<ProcessOutcome, String> {
                 o.stderr.clone()
             },
         })),
-        _ => Err("outcome needs exactly one of `exit`, `signal`, `spawn-error`".to_owned()),
+        _ => Err(StepError::unmet(
+            "outcome needs exactly one of `exit`, `signal`, `spawn-error`",
+        )),
     }
 }
 
-fn check(step: &ClassifyStep, got: &Classification) -> Result<(), String> {
+fn check(step: &ClassifyStep, got: &Classification) -> Result<(), StepError> {
     let want = &step.expect;
     let describe = || serde_json::to_string(got).unwrap_or_else(|_| format!("{got:?}"));
     if got.code() != want.class.code() {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "expected class {}, classifier said {}",
             want.class.code(),
             describe()
-        ));
+        )));
     }
     if let Some(evidence) = want.evidence {
         match got {
             Classification::RunnerFailure { evidence: e, .. } if *e == evidence => {}
             _ => {
-                return Err(format!(
+                return Err(StepError::Unmet(format!(
                     "expected evidence {evidence:?}, classifier said {}",
                     describe()
-                ));
+                )));
             }
         }
     }
@@ -103,10 +106,10 @@ fn check(step: &ClassifyStep, got: &Classification) -> Result<(), String> {
             Classification::Ordinary => None,
         };
         if actual != Some(detail) {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "expected detail {detail:?}, classifier said {}",
                 describe()
-            ));
+            )));
         }
     }
     Ok(())

@@ -12,6 +12,7 @@ use sandbox_local::launch::{self, LaunchOptions};
 use crate::backends::Backend;
 use crate::model::{DeclaredStep, ProtectedBefore};
 use crate::protocol::{DeclaredProtectedPath, ProtectedKind};
+use crate::steps::StepError;
 use crate::world::World;
 
 /// What a protected file holds before the payload runs.
@@ -52,9 +53,10 @@ fn prepare(
     rel: &Path,
     kind: ProtectedKind,
     before: ProtectedBefore,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let path = ws.join(rel);
-    let fail = |e: std::io::Error| format!("cannot prepare {}: {e}", path.display());
+    let fail =
+        |e: std::io::Error| StepError::Harness(format!("cannot prepare {}: {e}", path.display()));
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(fail)?;
     }
@@ -111,22 +113,25 @@ fn check(path: &Path, kind: ProtectedKind, before: ProtectedBefore) -> Option<St
     }
 }
 
-pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), String> {
-    let provider = backend
-        .provider
-        .as_ref()
-        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), StepError> {
+    let provider = backend.provider.as_ref().ok_or_else(|| {
+        StepError::Harness(format!(
+            "backend {} cannot confine on this host",
+            backend.name
+        ))
+    })?;
     let declared: Vec<DeclaredProtectedPath> = backend
         .external()
         .map(|e| e.differences.protected.clone())
         .unwrap_or_default();
     if declared.is_empty() {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "backend {} declared no protected path",
             backend.name
-        ));
+        )));
     }
-    let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+    let world =
+        World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let ws = world.ws.clone();
     let mut script = String::new();
     let mut env: Vec<(OsString, OsString)> = vec![("W".into(), ws.clone().into_os_string())];
@@ -148,7 +153,7 @@ pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), String> 
     let argv = dressed.argv;
     let confined = provider
         .confine(&argv, &policy)
-        .map_err(|e| format!("confine refused: {e}"))?;
+        .map_err(|e| StepError::Harness(format!("confine refused: {e}")))?;
     let mut options = LaunchOptions::in_dir(&ws);
     options.env = dressed.env;
     options.env_remove.push("TMPDIR".into());
@@ -157,12 +162,12 @@ pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), String> 
     let done = launch::run(&confined, &options);
     let mark: PathBuf = ws.join("ran");
     if std::fs::read_to_string(&mark).ok().as_deref() != Some("ran") {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the payload did not run to its end (no mark): exit {:?}, {}, stderr {:?}",
             done.exit_code(),
             serde_json::to_string(&done.classification).unwrap_or_default(),
             String::from_utf8_lossy(&done.stderr).trim()
-        ));
+        )));
     }
     let broken: Vec<String> = declared
         .iter()
@@ -171,9 +176,9 @@ pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), String> 
     if broken.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        Err(StepError::Unmet(format!(
             "declared protected, but written under workspace-write: {}",
             broken.join("; ")
-        ))
+        )))
     }
 }

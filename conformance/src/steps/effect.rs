@@ -11,6 +11,7 @@ use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
 use crate::model::{Effect, EffectStep, ExpectedEffect, PathRoute, Shape};
+use crate::steps::StepError;
 use crate::world::{SENTINEL, World, file_name, name, shell_quote};
 
 /// Where one effect lands.
@@ -102,7 +103,7 @@ fn direct(op: Effect, place: &Place) -> Option<Vec<OsString>> {
     Some(argv.into_iter().map(OsStr::to_os_string).collect())
 }
 
-fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
+fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, StepError> {
     let file = file_for(op);
     let plain = |root: PathBuf, ws: PathBuf, spelled: PathBuf, real: PathBuf, suffix: &OsStr| {
         let n = name(file, suffix);
@@ -123,7 +124,9 @@ fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, String> {
         if ops.contains(&op) {
             Ok(())
         } else {
-            Err(format!("shape {shape:?} does not apply to effect {op:?}"))
+            Err(StepError::Unmet(format!(
+                "shape {shape:?} does not apply to effect {op:?}"
+            )))
         }
     };
     Ok(match shape {
@@ -366,18 +369,20 @@ fn state(op: Effect, p: &Place) -> State {
     }
 }
 
-pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), String> {
+pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), StepError> {
     // The files the effect works on get names drawn for the case (`notes.txt`, `lib`, ...).
     crate::world::with_file_names(|| run_named(backend, step))
 }
 
-fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), String> {
-    let provider = backend
-        .provider
-        .as_ref()
-        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
-    let world =
-        World::for_effect(step.shape).map_err(|e| format!("cannot build the world: {e}"))?;
+fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), StepError> {
+    let provider = backend.provider.as_ref().ok_or_else(|| {
+        StepError::Harness(format!(
+            "backend {} cannot confine on this host",
+            backend.name
+        ))
+    })?;
+    let world = World::for_effect(step.shape)
+        .map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let place = place(&world, step.shape, step.op)?;
     let policy = ProviderPolicy::new(step.mode, place.root.clone())
         .with_temp_dir(place.temp_dir.clone())
@@ -419,16 +424,16 @@ fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), String> {
             let diff = before.diff(&world.snapshot(), &[]);
             return match state(step.op, &place) {
                 State::Unchanged if diff.is_empty() => Ok(()),
-                State::Unchanged => Err(format!(
+                State::Unchanged => Err(StepError::Unmet(format!(
                     "confine refused ({e}) but the world changed:\n  {}",
                     diff.join("\n  ")
-                )),
-                other => Err(format!(
+                ))),
+                other => Err(StepError::Unmet(format!(
                     "confine refused ({e}) but the host shows {other:?}"
-                )),
+                ))),
             };
         }
-        Err(e) => return Err(format!("confine refused: {e}")),
+        Err(e) => return Err(StepError::Unmet(format!("confine refused: {e}"))),
     };
     let mut options = LaunchOptions::in_dir(&place.cwd);
     options.env = dressed.env;
@@ -462,10 +467,10 @@ fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), String> {
     };
     let sentinel = read(&world.outside.join("sentinel"));
     if sentinel.as_deref() != Some(SENTINEL) {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the sentinel outside the workspace changed (now {sentinel:?}): {}",
             describe()
-        ));
+        )));
     }
     if let Classification::RunnerFailure { .. } | Classification::StartFailed { .. } =
         done.classification
@@ -473,10 +478,10 @@ fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), String> {
         if step.expect == ExpectedEffect::Refused && observed == Some(State::Unchanged) {
             return Ok(());
         }
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the sandbox did not run the command: {}",
             describe()
-        ));
+        )));
     }
     let denied = matches!(done.classification, Classification::Denied { .. });
     let ok = match step.expect {
@@ -515,17 +520,17 @@ fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), String> {
     if ok && diff.is_empty() {
         Ok(())
     } else if ok {
-        Err(format!(
+        Err(StepError::Unmet(format!(
             "{}; {}",
             stray.trim_start_matches("; "),
             describe()
-        ))
+        )))
     } else {
-        Err(format!(
+        Err(StepError::Unmet(format!(
             "expected {:?}; got {}{stray}",
             step.expect,
             describe()
-        ))
+        )))
     }
 }
 

@@ -8,6 +8,7 @@ use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
 use crate::model::ForgeStep;
+use crate::steps::StepError;
 use crate::world::World;
 
 /// What the payload prints after the signature, so the line is the payload's own.
@@ -38,12 +39,15 @@ fn forgeries(rules: &[RunnerFailureRule]) -> Vec<(String, i32)> {
     out
 }
 
-pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), String> {
-    let provider = backend
-        .provider
-        .as_ref()
-        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
-    let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), StepError> {
+    let provider = backend.provider.as_ref().ok_or_else(|| {
+        StepError::Harness(format!(
+            "backend {} cannot confine on this host",
+            backend.name
+        ))
+    })?;
+    let world =
+        World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let ws = world.ws.clone();
     let policy = ProviderPolicy::new(step.mode, ws.clone())
         .with_temp_dir(None)
@@ -57,7 +61,7 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), String> {
     // The signatures are the ones the backend declares for this very launch.
     let first = provider
         .confine(&argv, &policy)
-        .map_err(|e| format!("confine refused: {e}"))?;
+        .map_err(|e| StepError::Harness(format!("confine refused: {e}")))?;
     let mut tries = forgeries(&first.runner_failure_rules);
     // A backend without rules cannot be fooled through them; its payload must still read as an
     // ordinary result that ran.
@@ -68,7 +72,7 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), String> {
     for (i, (sig, code)) in tries.iter().enumerate() {
         let confined = provider
             .confine(&argv, &policy)
-            .map_err(|e| format!("confine refused: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("confine refused: {e}")))?;
         let mark = ws.join(format!("forged-{i}"));
         let mut options = LaunchOptions::in_dir(&ws);
         options.env = vec![
@@ -82,18 +86,18 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), String> {
         let done = launch::run(&confined, &options);
         let ran = std::fs::read_to_string(&mark).ok().as_deref() == Some("ran");
         if !ran {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the payload forging {sig:?} with exit {code} did not run (no mark): exit {:?}, {}, stderr {:?}",
                 done.exit_code(),
                 serde_json::to_string(&done.classification).unwrap_or_default(),
                 String::from_utf8_lossy(&done.stderr).trim()
-            ));
+            )));
         }
         if done.exit_code() != Some(*code) {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the payload exited {code} but the launch exited {:?}",
                 done.exit_code()
-            ));
+            )));
         }
         if done.classification != Classification::Ordinary {
             fooled.push(format!(
@@ -105,7 +109,7 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), String> {
     if fooled.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        Err(StepError::Unmet(format!(
             "a payload that ran and printed a declared runner-failure signature was not an ordinary result ({} of {}; status channel: {}): {}",
             fooled.len(),
             tries.len(),
@@ -115,6 +119,6 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), String> {
                 "none"
             },
             fooled.join("; ")
-        ))
+        )))
     }
 }

@@ -29,6 +29,7 @@ use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
 use crate::model::{HostIpcStep, IpcTarget, WorkspaceSpelling};
+use crate::steps::StepError;
 use crate::world::World;
 
 /// The call's timeout.
@@ -120,10 +121,10 @@ struct Listener {
 }
 
 impl Listener {
-    fn start(listener: UnixListener) -> Result<Listener, String> {
-        listener
-            .set_nonblocking(true)
-            .map_err(|e| format!("cannot make the listener non-blocking: {e}"))?;
+    fn start(listener: UnixListener) -> Result<Listener, StepError> {
+        listener.set_nonblocking(true).map_err(|e| {
+            StepError::Harness(format!("cannot make the listener non-blocking: {e}"))
+        })?;
         let stop = Arc::new(AtomicBool::new(false));
         let record = Record::default();
         let handle = {
@@ -169,20 +170,21 @@ impl Listener {
 
 /// A host directory outside every writable root, readable and searchable by everyone (only the
 /// sandbox may stand between the payload and what is in it).
-fn open_dir(parent: &str, prefix: &str) -> Result<tempfile::TempDir, String> {
+fn open_dir(parent: &str, prefix: &str) -> Result<tempfile::TempDir, StepError> {
     let dir = tempfile::Builder::new()
         .prefix(prefix)
         .tempdir_in(parent)
-        .map_err(|e| format!("cannot make a directory under {parent}: {e}"))?;
+        .map_err(|e| StepError::Harness(format!("cannot make a directory under {parent}: {e}")))?;
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-        .map_err(|e| format!("cannot open up {}: {e}", dir.path().display()))?;
+        .map_err(|e| StepError::Harness(format!("cannot open up {}: {e}", dir.path().display())))?;
     Ok(dir)
 }
 
-fn bind_open(path: &Path) -> Result<UnixListener, String> {
-    let l = UnixListener::bind(path).map_err(|e| format!("cannot bind {}: {e}", path.display()))?;
+fn bind_open(path: &Path) -> Result<UnixListener, StepError> {
+    let l = UnixListener::bind(path)
+        .map_err(|e| StepError::Harness(format!("cannot bind {}: {e}", path.display())))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o777))
-        .map_err(|e| format!("cannot open up {}: {e}", path.display()))?;
+        .map_err(|e| StepError::Harness(format!("cannot open up {}: {e}", path.display())))?;
     Ok(l)
 }
 
@@ -191,7 +193,7 @@ fn errno() -> std::io::Error {
 }
 
 /// Reads the host after the call: `Some(effect)` when the route acted for the payload.
-type Check = Box<dyn FnOnce(&str) -> Result<Option<String>, String>>;
+type Check = Box<dyn FnOnce(&str) -> Result<Option<String>, StepError>>;
 
 /// A route set up on the host: what the payload is told, and how the host is checked afterwards.
 struct Route {
@@ -243,7 +245,7 @@ impl Drop for UserKey {
 }
 
 #[allow(unsafe_code)]
-fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
+fn setup(target: IpcTarget, msg: &str) -> Result<Route, StepError> {
     let unique = format!("{}-{}", std::process::id(), crate::world::draw_hex(8));
     match target {
         IpcTarget::NamedTmp | IpcTarget::NamedRuntime => {
@@ -268,9 +270,9 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
         IpcTarget::Abstract => {
             let name = format!("session-{unique}");
             let addr = SocketAddr::from_abstract_name(name.as_bytes())
-                .map_err(|e| format!("cannot name the abstract socket: {e}"))?;
+                .map_err(|e| StepError::Harness(format!("cannot name the abstract socket: {e}")))?;
             let l = UnixListener::bind_addr(&addr)
-                .map_err(|e| format!("cannot bind the abstract socket: {e}"))?;
+                .map_err(|e| StepError::Harness(format!("cannot bind the abstract socket: {e}")))?;
             let listener = Listener::start(l)?;
             Ok(Route {
                 client: PERL_ABSTRACT,
@@ -283,15 +285,17 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
             let dir = open_dir("/var/tmp", "fifo-")?;
             let path = dir.path().join("commands");
             nix::unistd::mkfifo(&path, nix::sys::stat::Mode::from_bits_truncate(0o666))
-                .map_err(|e| format!("cannot make the FIFO: {e}"))?;
+                .map_err(|e| StepError::Harness(format!("cannot make the FIFO: {e}")))?;
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666))
-                .map_err(|e| format!("cannot open up the FIFO: {e}"))?;
+                .map_err(|e| StepError::Harness(format!("cannot open up the FIFO: {e}")))?;
             // A reader outside, open before the payload starts (so a writer's open succeeds).
             let reader = std::fs::OpenOptions::new()
                 .read(true)
                 .custom_flags_nonblock()
                 .open(&path)
-                .map_err(|e| format!("cannot open the FIFO for reading: {e}"))?;
+                .map_err(|e| {
+                    StepError::Harness(format!("cannot open the FIFO for reading: {e}"))
+                })?;
             Ok(Route {
                 client: SH_FIFO,
                 vars: vec![("FIFO", path.into_os_string())],
@@ -322,7 +326,10 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
             // SAFETY: msgget takes integers only.
             let id = unsafe { libc::msgget(key, libc::IPC_CREAT | libc::IPC_EXCL | 0o666) };
             if id < 0 {
-                return Err(format!("cannot create a SysV message queue: {}", errno()));
+                return Err(StepError::Harness(format!(
+                    "cannot create a SysV message queue: {}",
+                    errno()
+                )));
             }
             let queue = MsgQueue(id);
             Ok(Route {
@@ -337,7 +344,10 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
                     let mut ds: libc::msqid_ds = unsafe { std::mem::zeroed() };
                     // SAFETY: IPC_STAT writes one msqid_ds into `ds`, valid for the call.
                     if unsafe { libc::msgctl(queue.0, libc::IPC_STAT, &mut ds) } < 0 {
-                        return Err(format!("cannot read the message queue: {}", errno()));
+                        return Err(StepError::Harness(format!(
+                            "cannot read the message queue: {}",
+                            errno()
+                        )));
                     }
                     Ok((ds.msg_qnum > 0).then(|| {
                         format!("the host's message queue holds {} message(s)", ds.msg_qnum)
@@ -350,7 +360,10 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
             // SAFETY: shmget takes integers only.
             let id = unsafe { libc::shmget(libc::IPC_PRIVATE, 4096, libc::IPC_CREAT | 0o666) };
             if id < 0 {
-                return Err(format!("cannot create a SysV segment: {}", errno()));
+                return Err(StepError::Harness(format!(
+                    "cannot create a SysV segment: {}",
+                    errno()
+                )));
             }
             let segment = ShmSegment(id);
             let len = msg.len();
@@ -363,7 +376,10 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
                     // below before anything else happens, and read within its 4096 bytes.
                     let at = unsafe { libc::shmat(segment.0, std::ptr::null(), libc::SHM_RDONLY) };
                     if at as isize == -1 {
-                        return Err(format!("cannot attach the segment: {}", errno()));
+                        return Err(StepError::Harness(format!(
+                            "cannot attach the segment: {}",
+                            errno()
+                        )));
                     }
                     let bytes =
                         unsafe { std::slice::from_raw_parts(at as *const u8, len.min(4096)) }
@@ -382,7 +398,7 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
         }
         IpcTarget::PosixMq => {
             let name = CString::new(format!("/q-{unique}"))
-                .map_err(|e| format!("cannot name the queue: {e}"))?;
+                .map_err(|e| StepError::Harness(format!("cannot name the queue: {e}")))?;
             // SAFETY: mq_open with O_CREAT reads the name and a NULL attribute pointer (defaults).
             let fd = unsafe {
                 libc::mq_open(
@@ -393,13 +409,16 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
                 )
             };
             if fd < 0 {
-                return Err(format!("cannot create a POSIX message queue: {}", errno()));
+                return Err(StepError::Harness(format!(
+                    "cannot create a POSIX message queue: {}",
+                    errno()
+                )));
             }
             // SAFETY: on Linux a message queue descriptor is a file descriptor nothing else owns.
             let owned = unsafe { OwnedFd::from_raw_fd(fd) };
             // The umask may have narrowed the mode; anyone may write, only the sandbox refuses.
             nix::sys::stat::fchmod(&owned, nix::sys::stat::Mode::from_bits_truncate(0o666))
-                .map_err(|e| format!("cannot open up the queue: {e}"))?;
+                .map_err(|e| StepError::Harness(format!("cannot open up the queue: {e}")))?;
             let queue = PosixQueue(name.clone(), owned);
             Ok(Route {
                 client: PY_MQ,
@@ -409,7 +428,10 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
                     let mut attr: libc::mq_attr = unsafe { std::mem::zeroed() };
                     // SAFETY: mq_getattr writes one mq_attr into `attr`.
                     if unsafe { libc::mq_getattr(queue.1.as_raw_fd(), &mut attr) } < 0 {
-                        return Err(format!("cannot read the queue: {}", errno()));
+                        return Err(StepError::Harness(format!(
+                            "cannot read the queue: {}",
+                            errno()
+                        )));
                     }
                     Ok((attr.mq_curmsgs > 0).then(|| {
                         format!(
@@ -424,7 +446,7 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
         IpcTarget::Keyring => {
             const KEY_SPEC_USER_KEYRING: libc::c_long = -4;
             let desc = CString::new(format!("session-token-{unique}"))
-                .map_err(|e| format!("cannot name the key: {e}"))?;
+                .map_err(|e| StepError::Harness(format!("cannot name the key: {e}")))?;
             let original = format!("original-{}", crate::world::draw_hex(8));
             // SAFETY: add_key reads the type and description strings and `original`'s bytes.
             let id = unsafe {
@@ -438,7 +460,10 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
                 )
             };
             if id < 0 {
-                return Err(format!("cannot add a key to the user keyring: {}", errno()));
+                return Err(StepError::Harness(format!(
+                    "cannot add a key to the user keyring: {}",
+                    errno()
+                )));
             }
             let key = UserKey(id);
             // Possessor and owner may do everything: the harness reads it back by id whether or
@@ -447,7 +472,10 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
             const KEYCTL_SETPERM: libc::c_long = 5;
             // SAFETY: keyctl(KEYCTL_SETPERM, id, perm) takes integers only.
             if unsafe { libc::syscall(libc::SYS_keyctl, KEYCTL_SETPERM, id, 0x3f3f_0000_i64) } < 0 {
-                return Err(format!("cannot open up the key: {}", errno()));
+                return Err(StepError::Harness(format!(
+                    "cannot open up the key: {}",
+                    errno()
+                )));
             }
             Ok(Route {
                 client: PY_KEY,
@@ -500,7 +528,9 @@ fn setup(target: IpcTarget, msg: &str) -> Result<Route, String> {
                     let deadline = Instant::now() + TMUX_WAIT;
                     while !sentinel.exists() {
                         if Instant::now() > deadline {
-                            return Err("the harness's own tmux keystrokes never ran".into());
+                            return Err(StepError::unmet(
+                                "the harness's own tmux keystrokes never ran",
+                            ));
                         }
                         std::thread::sleep(Duration::from_millis(10));
                     }
@@ -534,10 +564,10 @@ struct Tmux {
 const TMUX_START: Duration = Duration::from_secs(10);
 
 impl Tmux {
-    fn start(sock: &Path) -> Result<Tmux, String> {
+    fn start(sock: &Path) -> Result<Tmux, StepError> {
         use std::os::unix::process::CommandExt;
-        let tmux =
-            which::which("tmux").map_err(|_| "tmux is not installed (not on PATH)".to_owned())?;
+        let tmux = which::which("tmux")
+            .map_err(|_| StepError::harness("tmux is not installed (not on PATH)"))?;
         let mut command = std::process::Command::new(&tmux);
         command
             .arg("-S")
@@ -558,7 +588,7 @@ impl Tmux {
         }
         let server = command
             .spawn()
-            .map_err(|e| format!("cannot start tmux: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot start tmux: {e}")))?;
         // From here on, dropping the value kills the server whatever fails.
         let tmux_server = Tmux {
             sock: sock.to_owned(),
@@ -567,10 +597,10 @@ impl Tmux {
         let deadline = Instant::now() + TMUX_START;
         while std::fs::symlink_metadata(sock).is_err() {
             if Instant::now() > deadline {
-                return Err(format!(
+                return Err(StepError::Unmet(format!(
                     "the tmux server made no socket at {} within {TMUX_START:?}",
                     sock.display()
-                ));
+                )));
             }
             std::thread::sleep(Duration::from_millis(5));
         }
@@ -590,33 +620,33 @@ impl Tmux {
             ])
             .env_remove("TMUX")
             .output()
-            .map_err(|e| format!("cannot start tmux: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot start tmux: {e}")))?;
         if !out.status.success() {
-            return Err(format!(
+            return Err(StepError::Harness(format!(
                 "cannot start a tmux session: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
-            ));
+            )));
         }
         // Anyone may connect: only the sandbox may stand between the payload and the server.
         let _ = std::fs::set_permissions(sock, std::fs::Permissions::from_mode(0o777));
         Ok(tmux_server)
     }
 
-    fn type_line(&self, line: &str) -> Result<(), String> {
+    fn type_line(&self, line: &str) -> Result<(), StepError> {
         let out = std::process::Command::new("tmux")
             .arg("-S")
             .arg(&self.sock)
             .args(["send-keys", line, "Enter"])
             .env_remove("TMUX")
             .output()
-            .map_err(|e| format!("cannot run tmux: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot run tmux: {e}")))?;
         if out.status.success() {
             Ok(())
         } else {
-            Err(format!(
+            Err(StepError::Unmet(format!(
                 "tmux send-keys failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
-            ))
+            )))
         }
     }
 }
@@ -657,12 +687,15 @@ impl NonBlockingOpen for std::fs::OpenOptions {
     }
 }
 
-pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), String> {
-    let provider = backend
-        .provider
-        .as_ref()
-        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
-    let world = World::small().map_err(|e| format!("cannot build the world: {e}"))?;
+pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), StepError> {
+    let provider = backend.provider.as_ref().ok_or_else(|| {
+        StepError::Harness(format!(
+            "backend {} cannot confine on this host",
+            backend.name
+        ))
+    })?;
+    let world =
+        World::small().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let workspace = world.workspace(WorkspaceSpelling::Ws);
     let before = world.snapshot();
     let msg = format!("touch-{}", crate::world::draw_hex(12));
@@ -681,7 +714,7 @@ pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), String> {
         .with_network(step.network);
     let confined = provider
         .confine(&dressed.argv, &policy)
-        .map_err(|e| format!("confine refused: {e}"))?;
+        .map_err(|e| StepError::Harness(format!("confine refused: {e}")))?;
     let report = confined.class_report(EnforcementClass::HostIpc);
     let reported = if report.ungoverned.is_empty() {
         format!("reports host-ipc {}", report.enforcement)
@@ -703,22 +736,24 @@ pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), String> {
     let stderr = String::from_utf8_lossy(&done.stderr).into_owned();
     let effect = (route.check)(&msg)?;
     if let Classification::RunnerFailure { detail, .. } = &done.classification {
-        return Err(format!("the runner failed: {detail}"));
+        return Err(StepError::Unmet(format!("the runner failed: {detail}")));
     }
     if done.timed_out {
-        return Err(format!("the call timed out; stdout {stdout:?}"));
+        return Err(StepError::Unmet(format!(
+            "the call timed out; stdout {stdout:?}"
+        )));
     }
     if !stdout.starts_with(&started) {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the payload never ran (stdout {stdout:?}, stderr {stderr:?})"
-        ));
+        )));
     }
     let changed = before.diff(&world.snapshot(), &[]);
     if !changed.is_empty() {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the payload changed the world: {}",
             changed.join("; ")
-        ));
+        )));
     }
     if let Some(effect) = effect {
         let liar = if report.enforcement == ClassEnforcement::Full {
@@ -726,17 +761,17 @@ pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), String> {
         } else {
             ""
         };
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "a host IPC route outside the sandbox acted for the payload under {} with network {}: \
              {effect}; the launch {reported}{liar}",
             step.mode, step.network
-        ));
+        )));
     }
     if !stdout.contains("refused") {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the host saw nothing, but the payload did not report a refused attempt (stdout \
              {stdout:?}, stderr {stderr:?})"
-        ));
+        )));
     }
     Ok(())
 }

@@ -26,6 +26,7 @@ use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
 use crate::model::{NetStep, NetTarget, WorkspaceSpelling};
+use crate::steps::StepError;
 use crate::world::World;
 
 /// The call's timeout.
@@ -128,19 +129,20 @@ struct Listeners {
 }
 
 impl Listeners {
-    fn start() -> Result<Listeners, String> {
+    fn start() -> Result<Listeners, StepError> {
         static N: AtomicU32 = AtomicU32::new(0);
         let stop = Arc::new(AtomicBool::new(false));
         let mut threads = Vec::new();
 
         let tcp = std::net::TcpListener::bind("127.0.0.1:0")
-            .map_err(|e| format!("cannot listen on loopback TCP: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot listen on loopback TCP: {e}")))?;
         let port = tcp
             .local_addr()
-            .map_err(|e| format!("cannot read the TCP port: {e}"))?
+            .map_err(|e| StepError::Harness(format!("cannot read the TCP port: {e}")))?
             .port();
-        tcp.set_nonblocking(true)
-            .map_err(|e| format!("cannot make the TCP listener non-blocking: {e}"))?;
+        tcp.set_nonblocking(true).map_err(|e| {
+            StepError::Harness(format!("cannot make the TCP listener non-blocking: {e}"))
+        })?;
         let record = Record::default();
         threads.push(Listening {
             target: NetTarget::Tcp,
@@ -157,13 +159,13 @@ impl Listeners {
         });
 
         let udp = std::net::UdpSocket::bind("127.0.0.1:0")
-            .map_err(|e| format!("cannot bind loopback UDP: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot bind loopback UDP: {e}")))?;
         let udp_port = udp
             .local_addr()
-            .map_err(|e| format!("cannot read the UDP port: {e}"))?
+            .map_err(|e| StepError::Harness(format!("cannot read the UDP port: {e}")))?
             .port();
         udp.set_read_timeout(Some(Duration::from_millis(5)))
-            .map_err(|e| format!("cannot time the UDP socket: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot time the UDP socket: {e}")))?;
         let record = Record::default();
         threads.push(Listening {
             target: NetTarget::Udp,
@@ -187,15 +189,20 @@ impl Listeners {
         let dir = tempfile::Builder::new()
             .prefix(&format!("app-{}-", crate::world::draw_hex(6)))
             .tempdir_in("/var/tmp")
-            .map_err(|e| format!("cannot make the socket directory under /var/tmp: {e}"))?;
+            .map_err(|e| {
+                StepError::Harness(format!(
+                    "cannot make the socket directory under /var/tmp: {e}"
+                ))
+            })?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755))
-            .map_err(|e| format!("cannot open up the socket directory: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot open up the socket directory: {e}")))?;
         let unix_path = dir.path().join("listener.sock");
         let unix = UnixListener::bind(&unix_path)
-            .map_err(|e| format!("cannot bind {}: {e}", unix_path.display()))?;
+            .map_err(|e| StepError::Harness(format!("cannot bind {}: {e}", unix_path.display())))?;
         // Only the network knob may stand between the payload and the socket, not its mode.
-        std::fs::set_permissions(&unix_path, std::fs::Permissions::from_mode(0o777))
-            .map_err(|e| format!("cannot open up {}: {e}", unix_path.display()))?;
+        std::fs::set_permissions(&unix_path, std::fs::Permissions::from_mode(0o777)).map_err(
+            |e| StepError::Harness(format!("cannot open up {}: {e}", unix_path.display())),
+        )?;
         // Drawn like every other name the backend sees: no fixed marker to key on.
         let abstract_name = format!(
             "session-{}-{}-{}-{}",
@@ -208,16 +215,16 @@ impl Listeners {
                 .unwrap_or_default()
         );
         let addr = SocketAddr::from_abstract_name(abstract_name.as_bytes())
-            .map_err(|e| format!("cannot name the abstract socket: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot name the abstract socket: {e}")))?;
         let abstract_listener = UnixListener::bind_addr(&addr)
-            .map_err(|e| format!("cannot bind the abstract socket: {e}"))?;
+            .map_err(|e| StepError::Harness(format!("cannot bind the abstract socket: {e}")))?;
         for (target, listener) in [
             (NetTarget::Unix, unix),
             (NetTarget::Abstract, abstract_listener),
         ] {
-            listener
-                .set_nonblocking(true)
-                .map_err(|e| format!("cannot make the unix listener non-blocking: {e}"))?;
+            listener.set_nonblocking(true).map_err(|e| {
+                StepError::Harness(format!("cannot make the unix listener non-blocking: {e}"))
+            })?;
             let record = Record::default();
             threads.push(Listening {
                 target,
@@ -267,14 +274,17 @@ fn name(target: NetTarget) -> &'static str {
     }
 }
 
-pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
-    let provider = backend
-        .provider
-        .as_ref()
-        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), StepError> {
+    let provider = backend.provider.as_ref().ok_or_else(|| {
+        StepError::Harness(format!(
+            "backend {} cannot confine on this host",
+            backend.name
+        ))
+    })?;
     // The payload is only ever pointed at its workspace: a small world is enough to see it
     // write nothing.
-    let world = World::small().map_err(|e| format!("cannot build the world: {e}"))?;
+    let world =
+        World::small().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let workspace = world.workspace(WorkspaceSpelling::Ws);
     let before = world.snapshot();
     let listeners = Listeners::start()?;
@@ -306,10 +316,10 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
         .with_temp_dir(None)
         .with_network(step.network);
     let confined = provider.confine(&argv, &policy).map_err(|e| {
-        format!(
+        StepError::Unmet(format!(
             "confine refused under network {}: {e} (the knob must not make the backend unavailable)",
             step.network
-        )
+        ))
     })?;
     let report = confined.class_report(EnforcementClass::Network);
     let reported = if report.ungoverned.is_empty() {
@@ -332,25 +342,27 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
     let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
     let stderr = String::from_utf8_lossy(&done.stderr).into_owned();
     if let Classification::RunnerFailure { detail, .. } = &done.classification {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the runner failed under network {}: {detail}",
             step.network
-        ));
+        )));
     }
     if done.timed_out {
-        return Err(format!("the call timed out; stdout {stdout:?}"));
+        return Err(StepError::Unmet(format!(
+            "the call timed out; stdout {stdout:?}"
+        )));
     }
     if !stdout.starts_with(&started) {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the payload never ran (stdout {stdout:?}, stderr {stderr:?})"
-        ));
+        )));
     }
     let changed = before.diff(&world.snapshot(), &[]);
     if !changed.is_empty() {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the payload changed the world: {}",
             changed.join("; ")
-        ));
+        )));
     }
     let seen = |t: NetTarget| {
         records
@@ -375,14 +387,14 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
         if seen(step.target).iter().any(|b| *b == want.as_bytes()) {
             return Ok(());
         }
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the {} listener recorded nothing from the payload under network {} ({reported}); \
              the payload said {:?}, stderr {:?}",
             name(step.target),
             step.network,
             stdout.trim(),
             stderr.trim()
-        ));
+        )));
     }
     if summary.is_empty() {
         // A payload that never tried (a typo, a missing tool) must not pass for a refusal. A UDP
@@ -391,10 +403,10 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
         let tried = stdout.contains("refused")
             || (step.target == NetTarget::Udp && stdout.lines().any(|l| l == "sent"));
         if !tried {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "no listener was reached, but the payload did not report a refused attempt \
                  (stdout {stdout:?}, stderr {stderr:?})"
-            ));
+            )));
         }
         return Ok(());
     }
@@ -403,10 +415,10 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), String> {
     } else {
         ""
     };
-    Err(format!(
+    Err(StepError::Unmet(format!(
         "a listener outside the sandbox recorded a connection under network {}: {}; the launch \
          {reported}{liar}",
         step.network,
         summary.join("; ")
-    ))
+    )))
 }

@@ -18,6 +18,7 @@ use serde_json::json;
 use super::tool::{Rig, rig};
 use crate::backends::Backend;
 use crate::model::{FenceRaceStep, ToolSetup, WorldStep};
+use crate::steps::StepError;
 
 /// The most write calls one step may make.
 const MAX_ITERATIONS: u32 = 2000;
@@ -37,21 +38,22 @@ pub(super) fn fence_race(
     setup: Option<&ToolSetup>,
     step: &FenceRaceStep,
     slot: &mut Option<Rig>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     if !(1..=MAX_ITERATIONS).contains(&step.iterations) {
-        return Err(format!(
+        return Err(StepError::Harness(format!(
             "iterations must be 1..={MAX_ITERATIONS}, not {}",
             step.iterations
-        ));
+        )));
     }
     let rig = rig(backend, setup, slot)?;
     let outside = rig.world().outside.clone();
     let swap = PathBuf::from(rig.expanded(&step.swap));
     let partner = swap_partner(&swap);
     let target = rig.expanded(&step.path);
-    std::fs::create_dir_all(&swap).map_err(|e| format!("cannot make {}: {e}", swap.display()))?;
+    std::fs::create_dir_all(&swap)
+        .map_err(|e| StepError::Harness(format!("cannot make {}: {e}", swap.display())))?;
     std::os::unix::fs::symlink(&outside, &partner)
-        .map_err(|e| format!("cannot make {}: {e}", partner.display()))?;
+        .map_err(|e| StepError::Harness(format!("cannot make {}: {e}", partner.display())))?;
     let outside_before = entries(&outside)?;
 
     let stop = Arc::new(AtomicBool::new(false));
@@ -63,17 +65,10 @@ pub(super) fn fence_race(
             swap.clone(),
             partner.clone(),
         );
-        std::thread::spawn(move || -> Result<(), String> {
+        std::thread::spawn(move || -> Result<(), StepError> {
             let started = Instant::now();
             while !stop.load(Ordering::Relaxed) && started.elapsed() < SWAP_DEADLINE {
-                nix::fcntl::renameat2(
-                    nix::fcntl::AT_FDCWD,
-                    swap.as_path(),
-                    nix::fcntl::AT_FDCWD,
-                    partner.as_path(),
-                    nix::fcntl::RenameFlags::RENAME_EXCHANGE,
-                )
-                .map_err(|e| format!("renameat2 exchange failed: {e}"))?;
+                exchange(&swap, &partner)?;
                 swaps.fetch_add(1, Ordering::Relaxed);
             }
             Ok(())
@@ -92,16 +87,10 @@ pub(super) fn fence_race(
     stop.store(true, Ordering::Relaxed);
     let swapped = swapper
         .join()
-        .map_err(|_| "the swapping thread panicked".to_owned())?;
+        .map_err(|_| StepError::harness("the swapping thread panicked"))?;
     // Put things back where the tool expects them, whichever way the last exchange left them.
     if std::fs::read_link(&swap).is_ok_and(|target| target == outside) {
-        let _ = nix::fcntl::renameat2(
-            nix::fcntl::AT_FDCWD,
-            swap.as_path(),
-            nix::fcntl::AT_FDCWD,
-            partner.as_path(),
-            nix::fcntl::RenameFlags::RENAME_EXCHANGE,
-        );
+        let _ = exchange(&swap, &partner);
     }
     let summary = format!(
         "{} writes in {} ms against {} swaps, codes {codes:?}",
@@ -109,30 +98,30 @@ pub(super) fn fence_race(
         took.as_millis(),
         swaps.load(Ordering::Relaxed)
     );
-    swapped.map_err(|e| format!("{e}; {summary}"))?;
+    swapped.map_err(|e| StepError::Harness(format!("{e}; {summary}")))?;
     let outside_after = entries(&outside)?;
     let new: Vec<&String> = outside_after.difference(&outside_before).collect();
     if !new.is_empty() {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the race carried writes outside: new entries {new:?} in {}; {summary}",
             outside.display()
-        ));
+        )));
     }
     if !step.expect.codes.is_empty()
         && let Some(code) = codes.keys().find(|c| !step.expect.codes.contains(c))
     {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "a write returned {code}, expected one of {:?}; {summary}",
             step.expect.codes
-        ));
+        )));
     }
     Ok(())
 }
 
 /// The names in a directory.
-fn entries(dir: &Path) -> Result<std::collections::BTreeSet<String>, String> {
+fn entries(dir: &Path) -> Result<std::collections::BTreeSet<String>, StepError> {
     Ok(std::fs::read_dir(dir)
-        .map_err(|e| format!("cannot list {}: {e}", dir.display()))?
+        .map_err(|e| StepError::Harness(format!("cannot list {}: {e}", dir.display())))?
         .filter_map(|e| e.ok())
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect())
@@ -143,7 +132,7 @@ pub(super) fn world(
     setup: Option<&ToolSetup>,
     step: &WorldStep,
     slot: &mut Option<Rig>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let rig = rig(backend, setup, slot)?;
     let may_change: Vec<PathBuf> = step
         .may_change
@@ -154,10 +143,10 @@ pub(super) fn world(
     if diff.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        Err(StepError::Unmet(format!(
             "the world changed outside what the case allows:\n  {}",
             diff.join("\n  ")
-        ))
+        )))
     }
 }
 
@@ -169,14 +158,15 @@ const MAX_BIND_RACE_CALLS: u32 = 200;
 const BIND_RACE_SPREAD_US: u64 = 6000;
 
 /// Everything beneath `dir`, as paths relative to it.
-fn tree(dir: &Path) -> Result<std::collections::BTreeSet<PathBuf>, String> {
+fn tree(dir: &Path) -> Result<std::collections::BTreeSet<PathBuf>, StepError> {
     let mut out = std::collections::BTreeSet::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {
-        for entry in
-            std::fs::read_dir(&d).map_err(|e| format!("cannot list {}: {e}", d.display()))?
+        for entry in std::fs::read_dir(&d)
+            .map_err(|e| StepError::Harness(format!("cannot list {}: {e}", d.display())))?
         {
-            let entry = entry.map_err(|e| format!("cannot list {}: {e}", d.display()))?;
+            let entry = entry
+                .map_err(|e| StepError::Harness(format!("cannot list {}: {e}", d.display())))?;
             let path = entry.path();
             if entry.file_type().is_ok_and(|t| t.is_dir()) {
                 pending.push(path.clone());
@@ -187,7 +177,9 @@ fn tree(dir: &Path) -> Result<std::collections::BTreeSet<PathBuf>, String> {
     Ok(out)
 }
 
-fn exchange(a: &Path, b: &Path) -> Result<(), String> {
+/// Exchanges `a` and `b` atomically: `renameat2(RENAME_EXCHANGE)`.
+#[cfg(target_os = "linux")]
+fn exchange(a: &Path, b: &Path) -> Result<(), StepError> {
     nix::fcntl::renameat2(
         nix::fcntl::AT_FDCWD,
         a,
@@ -195,7 +187,16 @@ fn exchange(a: &Path, b: &Path) -> Result<(), String> {
         b,
         nix::fcntl::RenameFlags::RENAME_EXCHANGE,
     )
-    .map_err(|e| format!("renameat2 exchange failed: {e}"))
+    .map_err(|e| StepError::Harness(format!("renameat2 exchange failed: {e}")))
+}
+
+/// No atomic exchange off Linux (the race steps are not planned there).
+#[cfg(not(target_os = "linux"))]
+fn exchange(_a: &Path, _b: &Path) -> Result<(), StepError> {
+    Err(StepError::Unavailable {
+        step: "race",
+        needs: "renameat2(RENAME_EXCHANGE)",
+    })
 }
 
 /// The `bind-race` step (see [`crate::model::BindRaceStep`]): one exchange per call, at a moment
@@ -204,25 +205,29 @@ fn exchange(a: &Path, b: &Path) -> Result<(), String> {
 pub(super) fn bind_race(
     backend: &Backend,
     step: &crate::model::BindRaceStep,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     use sandbox::{ExecutionPolicy, SandboxMode};
     use sandbox_local::launch::{self, LaunchOptions};
     if !(1..=MAX_BIND_RACE_CALLS).contains(&step.iterations) {
-        return Err(format!(
+        return Err(StepError::Harness(format!(
             "iterations must be 1..={MAX_BIND_RACE_CALLS}, not {}",
             step.iterations
-        ));
+        )));
     }
-    let provider = backend
-        .provider
-        .as_ref()
-        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
-    let world = crate::world::World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+    let provider = backend.provider.as_ref().ok_or_else(|| {
+        StepError::Harness(format!(
+            "backend {} cannot confine on this host",
+            backend.name
+        ))
+    })?;
+    let world = crate::world::World::new()
+        .map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let nest = world.ws.join("nest");
     let partner = world.ws.join("nest.swap");
     let inner = nest.join("inner");
     let make = |p: &Path| {
-        std::fs::create_dir_all(p).map_err(|e| format!("cannot make {}: {e}", p.display()))
+        std::fs::create_dir_all(p)
+            .map_err(|e| StepError::Harness(format!("cannot make {}: {e}", p.display())))
     };
     make(&inner)?;
     // The look-alike the parent's symlink leads to, outside every writable root.
@@ -232,19 +237,19 @@ pub(super) fn bind_race(
     let name = world
         .outside
         .file_name()
-        .ok_or("the outside tree has no name")?;
+        .ok_or_else(|| StepError::harness("the outside tree has no name"))?;
     std::os::unix::fs::symlink(Path::new("..").join(name), &partner)
-        .map_err(|e| format!("cannot make {}: {e}", partner.display()))?;
+        .map_err(|e| StepError::Harness(format!("cannot make {}: {e}", partner.display())))?;
     let outside_before = tree(&world.outside)?;
     let world_before = world.snapshot();
     let mut policy = ExecutionPolicy::new(SandboxMode::WorkspaceWrite, &inner);
     policy.temp_dir = None;
     let policy = policy
         .pinned()
-        .map_err(|e| format!("cannot pin {}: {e}", inner.display()))?;
+        .map_err(|e| StepError::Harness(format!("cannot pin {}: {e}", inner.display())))?;
     let provider_policy = policy
         .for_provider()
-        .ok_or("workspace-write reaches the provider")?;
+        .ok_or_else(|| StepError::harness("workspace-write reaches the provider"))?;
     let mut codes: BTreeMap<String, u32> = BTreeMap::new();
     let started = Instant::now();
     for i in 0..step.iterations {
@@ -292,7 +297,7 @@ pub(super) fn bind_race(
         *codes.entry(code).or_default() += 1;
         swapper
             .join()
-            .map_err(|_| "the swapping thread panicked".to_owned())??;
+            .map_err(|_| StepError::harness("the swapping thread panicked"))??;
         // Each call starts with the parent in place and sees exactly one exchange.
         exchange(&nest, &partner)?;
     }
@@ -304,40 +309,42 @@ pub(super) fn bind_race(
     let outside_after = tree(&world.outside)?;
     let new: Vec<&PathBuf> = outside_after.difference(&outside_before).collect();
     if !new.is_empty() {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the race carried writes outside: new entries {new:?} in {}; {summary}",
             world.outside.display()
-        ));
+        )));
     }
     // The rest of the world too: only the pinned workspace may have changed.
     let diff = world_before.diff(&world.snapshot(), std::slice::from_ref(&inner));
     if !diff.is_empty() {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the world changed outside the pinned workspace:\n  {}\n{summary}",
             diff.join("\n  ")
-        ));
+        )));
     }
     let landed = std::fs::read_dir(&inner)
-        .map_err(|e| format!("cannot list {}: {e}", inner.display()))?
+        .map_err(|e| StepError::Harness(format!("cannot list {}: {e}", inner.display())))?
         .count();
     if landed == 0 {
         // Every raced call failed closed, which is allowed; that the backend writes its pinned
         // workspace at all is shown by one call without a race (else the race proved nothing).
         let argv = ["/bin/sh".into(), "-c".into(), "printf x > control".into()];
-        let confined = provider
-            .confine(&argv, &provider_policy)
-            .map_err(|e| format!("without the race the call was refused ({e}); {summary}"))?;
+        let confined = provider.confine(&argv, &provider_policy).map_err(|e| {
+            StepError::Harness(format!(
+                "without the race the call was refused ({e}); {summary}"
+            ))
+        })?;
         let mut options = LaunchOptions::in_dir(&inner);
         options.env_remove.push("TMPDIR".into());
         options.timeout = Some(Duration::from_secs(20));
         crate::survivors::tag_launch(&mut options);
         let done = launch::run(&confined, &options);
         if !inner.join("control").exists() {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "no call wrote into the pinned workspace, not even one without the race ({}); \
                  {summary}",
                 done.classification.code()
-            ));
+            )));
         }
     }
     Ok(())

@@ -2,36 +2,44 @@
 //! hostile for real, with a canary payload proving nothing ever runs unconfined.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
 use std::process::Command;
 
 use sandbox_cli::{RunFacts, UNAVAILABLE_EXIT};
 
 use crate::model::{Host, SelectStep};
+use crate::steps::StepError;
 use crate::world::World;
 
 /// Landlock refuses a 17th layer (`E2BIG`); 16 permissive layers exhaust it.
 const LANDLOCK_MAX_LAYERS: usize = 16;
 
-fn fakes_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../fixtures/fake-runners"
-    ))
+/// The fake runners a step's `@fakes/<name>` arguments name, written out from the suite
+/// compiled into the crate (an installed `certify` has no clone to find them in), or `None`
+/// when the step names none.
+fn fakes(step: &SelectStep) -> Result<Option<crate::suite::FakeRunners>, StepError> {
+    if !step.args.iter().any(|a| a.starts_with("@fakes/")) {
+        return Ok(None);
+    }
+    crate::suite::FakeRunners::new()
+        .map(Some)
+        .map_err(|e| StepError::Harness(format!("cannot write the fake runners out: {e}")))
 }
 
-pub(super) fn run(step: &SelectStep) -> Result<(), String> {
-    let sandboxctl = sandbox_local::probe::locate_sibling("sandboxctl", "sandbox-cli")?;
-    let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+pub(super) fn run(step: &SelectStep) -> Result<(), StepError> {
+    let sandboxctl = sandbox_local::probe::locate_sibling("sandboxctl", "sandbox-cli")
+        .map_err(StepError::harness)?;
+    let world =
+        World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let ws = world.ws.clone();
     let outside = world.outside.clone();
+    let fakes = fakes(step)?;
 
     let mut argv: Vec<OsString> = Vec::new();
     if step.host != Host::Normal {
         argv.extend(["setpriv", "--bounding-set=-all", "--inh-caps=-all"].map(OsString::from));
     }
     if step.host == Host::LandlockExhausted {
-        let launcher = sandbox_local::probe::locate_launcher()?;
+        let launcher = sandbox_local::probe::locate_launcher().map_err(StepError::harness)?;
         for _ in 0..LANDLOCK_MAX_LAYERS {
             argv.extend([launcher.clone().into(), "--ro".into(), "/".into()]);
             argv.extend(["--rw".into(), "/".into(), "--".into()]);
@@ -41,9 +49,9 @@ pub(super) fn run(step: &SelectStep) -> Result<(), String> {
     argv.extend(["run", "--mode", "workspace-write", "--workspace"].map(OsString::from));
     argv.push(ws.clone().into());
     for arg in &step.args {
-        argv.push(match arg.strip_prefix("@fakes/") {
-            Some(fake) => fakes_dir().join(fake).into(),
-            None => arg.into(),
+        argv.push(match (arg.strip_prefix("@fakes/"), &fakes) {
+            (Some(fake), Some(fakes)) => fakes.dir().join(fake).into(),
+            _ => arg.into(),
         });
     }
     argv.extend(["--", "bash", "-c"].map(OsString::from));
@@ -59,14 +67,14 @@ pub(super) fn run(step: &SelectStep) -> Result<(), String> {
             world.dir.join("probe-cache"),
         )
         .output()
-        .map_err(|e| format!("cannot run {:?}: {e}", argv[0]))?;
+        .map_err(|e| StepError::Harness(format!("cannot run {:?}: {e}", argv[0])))?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     let facts: RunFacts = serde_json::from_str(&stdout).map_err(|e| {
-        format!(
+        StepError::Unmet(format!(
             "sandboxctl printed no run facts ({e}); exit {:?}, stdout {stdout:?}, stderr {:?}",
             out.status.code(),
             String::from_utf8_lossy(&out.stderr)
-        )
+        ))
     })?;
     let inside = std::fs::read_to_string(ws.join("canary")).ok();
     let escaped = outside.join("canary").exists();
@@ -77,48 +85,60 @@ pub(super) fn run(step: &SelectStep) -> Result<(), String> {
     };
 
     if escaped {
-        return Err(format!("the canary escaped the workspace: {}", describe()));
+        return Err(StepError::Unmet(format!(
+            "the canary escaped the workspace: {}",
+            describe()
+        )));
     }
     let expect = &step.expect;
     if expect.unavailable {
         if facts.error() != Some(sandbox::SANDBOX_UNAVAILABLE) {
-            return Err(format!("expected SANDBOX_UNAVAILABLE: {}", describe()));
+            return Err(StepError::Unmet(format!(
+                "expected SANDBOX_UNAVAILABLE: {}",
+                describe()
+            )));
         }
         if out.status.code() != Some(i32::from(UNAVAILABLE_EXIT)) {
-            return Err(format!("expected exit {UNAVAILABLE_EXIT}: {}", describe()));
+            return Err(StepError::Unmet(format!(
+                "expected exit {UNAVAILABLE_EXIT}: {}",
+                describe()
+            )));
         }
         if inside.is_some() {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the payload ran although the sandbox was unavailable: {}",
                 describe()
-            ));
+            )));
         }
     }
     if let Some(backend) = &expect.backend {
         if facts.backend() != Some(backend.as_str()) {
-            return Err(format!("expected backend {backend}: {}", describe()));
+            return Err(StepError::Unmet(format!(
+                "expected backend {backend}: {}",
+                describe()
+            )));
         }
         if facts.runner_failed() != Some(false) || inside.as_deref() != Some("ran") {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the selected backend did not run the canary inside: {}",
                 describe()
-            ));
+            )));
         }
     }
     if let Some(enforcement) = expect.enforcement
         && facts.enforcement() != Some(enforcement)
     {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "expected enforcement {enforcement}: {}",
             describe()
-        ));
+        )));
     }
     for needle in &expect.detail_contains {
         if !detail.contains(needle.as_str()) {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the runner's words lack {needle:?}: {}",
                 describe()
-            ));
+            )));
         }
     }
     Ok(())

@@ -13,6 +13,7 @@ use serde_json::Value;
 
 use crate::backends::Backend;
 use crate::model::{Answer, Composition, ToolSetup, ToolStep};
+use crate::steps::StepError;
 use crate::world::{SENTINEL, Snapshot, World};
 
 /// One case's composition.
@@ -42,8 +43,9 @@ fn decision(answer: Answer) -> Decision {
 }
 
 impl Rig {
-    fn new(backend: &Backend, setup: &ToolSetup) -> Result<Rig, String> {
-        let world = World::new().map_err(|e| format!("cannot build the world: {e}"))?;
+    fn new(backend: &Backend, setup: &ToolSetup) -> Result<Rig, StepError> {
+        let world =
+            World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
         // The deployment's configured root is always the world's workspace; the session's cwd
         // (which wins) is the workspace the case names, spelled as it says.
         let configured = world.ws.clone();
@@ -51,37 +53,39 @@ impl Rig {
         let temp_dir = setup.tmpdir.map(|t| world.temp_dir(t));
         let mut policy =
             PolicyService::new(setup.mode.unwrap_or(SandboxMode::ReadOnly), &configured)
-                .map_err(|e| e.to_string())?
+                .map_err(StepError::harness)?
                 .with_temp_dir(temp_dir);
         if setup.repo {
-            world.init_repo(&configured)?;
+            world.init_repo(&configured).map_err(StepError::harness)?;
         }
         if setup.extra_root {
             let extra = world
                 .extra_root()
-                .map_err(|e| format!("cannot make the extra root: {e}"))?;
+                .map_err(|e| StepError::Harness(format!("cannot make the extra root: {e}")))?;
             policy = policy
                 .with_writable_roots(&[extra])
-                .map_err(|e| e.to_string())?;
+                .map_err(StepError::harness)?;
         }
         if let Some(paths) = &setup.protected_paths {
             policy = policy.with_protected_paths(paths.clone());
         }
         let session = Session::new("case", &ws);
         if let Some(mode) = setup.session_mode {
-            session.set_sandbox_mode(mode).map_err(|e| e.to_string())?;
+            session.set_sandbox_mode(mode).map_err(StepError::harness)?;
         }
         if let Some(policy) = setup.approval_policy {
             session
                 .set_approval_policy(policy)
-                .map_err(|e| e.to_string())?;
+                .map_err(StepError::harness)?;
         }
         let decisions: Vec<Decision> = setup.approver.iter().copied().map(decision).collect();
         let approver = Arc::new(ScriptedApprover::new(decisions));
-        let inner = backend
-            .provider
-            .clone()
-            .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+        let inner = backend.provider.clone().ok_or_else(|| {
+            StepError::Harness(format!(
+                "backend {} cannot confine on this host",
+                backend.name
+            ))
+        })?;
         // The case changes its world between calls and its twin stays fresh: only two answers
         // are compared, not an answer and a refusal.
         let twin = crate::metamorphic::Twin::new(inner, &world, false)?;
@@ -179,11 +183,12 @@ pub(super) fn rig<'a>(
     backend: &Backend,
     setup: Option<&ToolSetup>,
     rig: &'a mut Option<Rig>,
-) -> Result<&'a mut Rig, String> {
+) -> Result<&'a mut Rig, StepError> {
     if rig.is_none() {
         *rig = Some(Rig::new(backend, setup.unwrap_or(&ToolSetup::default()))?);
     }
-    rig.as_mut().ok_or_else(|| "no composition".to_owned())
+    rig.as_mut()
+        .ok_or_else(|| StepError::harness("no composition"))
 }
 
 pub(super) fn run(
@@ -191,7 +196,7 @@ pub(super) fn run(
     setup: Option<&ToolSetup>,
     step: &ToolStep,
     rig: &mut Option<Rig>,
-) -> Result<(), String> {
+) -> Result<(), StepError> {
     let rig = self::rig(backend, setup, rig)?;
     let args = rig.expand_value(&step.args);
     let out = rig.call(&step.name, &args);
@@ -207,58 +212,71 @@ pub(super) fn run(
     };
     let expect = &step.expect;
     if out.code != expect.code {
-        return Err(format!("expected code {}, got {}", expect.code, describe()));
+        return Err(StepError::Unmet(format!(
+            "expected code {}, got {}",
+            expect.code,
+            describe()
+        )));
     }
     if let Some(text) = &expect.text
         && out.text != rig.expand(text)
     {
-        return Err(format!("expected exactly {text:?}, got {}", describe()));
+        return Err(StepError::Unmet(format!(
+            "expected exactly {text:?}, got {}",
+            describe()
+        )));
     }
     for needle in &expect.text_contains {
         if !out.text.contains(&rig.expand(needle)) {
-            return Err(format!("the text lacks {needle:?}: {}", describe()));
+            return Err(StepError::Unmet(format!(
+                "the text lacks {needle:?}: {}",
+                describe()
+            )));
         }
     }
     // Cut output cannot be shown to lack anything (the shell tool's `dropped` fact).
     if !expect.text_lacks.is_empty() && out.facts.shell().is_some_and(|f| f.dropped.is_some()) {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the output was cut at the shell's cap: text_lacks cannot be checked: {}",
             describe()
-        ));
+        )));
     }
     for needle in &expect.text_lacks {
         if out.text.contains(&rig.expand(needle)) {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the text must not contain {needle:?}: {}",
                 describe()
-            ));
+            )));
         }
     }
     let facts = out.facts.to_json();
     for (key, want) in &expect.facts {
         if facts.get(key) != Some(want) {
-            return Err(format!("fact {key} should be {want}: {}", describe()));
+            return Err(StepError::Unmet(format!(
+                "fact {key} should be {want}: {}",
+                describe()
+            )));
         }
     }
     if let Some(asked) = expect.asked {
         let got = rig.approver.asked().len();
         if got != asked {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "expected {asked} approval question(s) so far, got {got}: {}",
                 describe()
-            ));
+            )));
         }
     }
     for (path, want) in &expect.files {
         super::check_file(std::path::Path::new(&rig.expand(path)), want)
-            .map_err(|e| format!("{e}: {}", describe()))?;
+            .map_err(|e| StepError::Harness(format!("{e}: {}", describe())))?;
     }
     let sentinel = std::fs::read_to_string(rig.world.outside.join("sentinel")).ok();
     if sentinel.as_deref() != Some(SENTINEL) {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the sentinel outside the workspace changed: {}",
             describe()
-        ));
+        )));
     }
     Ok(())
 }

@@ -17,6 +17,7 @@ use std::path::{Path, PathBuf};
 
 use crate::backends::Backend;
 use crate::model::WalkStep;
+use crate::steps::StepError;
 use crate::world::{World, draw_hex, draw_one, shell_quote, unescape_mount_path};
 
 /// How deep below `/` the walk goes (`/run/stage/var/lib` is depth 4).
@@ -93,13 +94,15 @@ fn payload(name: &str, mark: &str, not_into: &[PathBuf]) -> String {
     )
 }
 
-pub(super) fn run(backend: &Backend, step: &WalkStep) -> Result<(), String> {
-    let provider = backend
-        .provider
-        .as_ref()
-        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+pub(super) fn run(backend: &Backend, step: &WalkStep) -> Result<(), StepError> {
+    let provider = backend.provider.as_ref().ok_or_else(|| {
+        StepError::Harness(format!(
+            "backend {} cannot confine on this host",
+            backend.name
+        ))
+    })?;
     let world = World::for_effect(crate::model::Shape::Inside)
-        .map_err(|e| format!("cannot build the world: {e}"))?;
+        .map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let ws = world.ws.clone();
     // What this call may write on the host: the workspace and /tmp under workspace-write (no
     // $TMPDIR is given), /dev/null always, and whatever the backend declared for this mode.
@@ -184,23 +187,23 @@ pub(super) fn run(backend: &Backend, step: &WalkStep) -> Result<(), String> {
         }
     }
     if !stdout.lines().any(|l| l == mark) {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the payload did not run to its end (no mark): exit {:?}, {}, stderr {:?}",
             done.exit_code(),
             serde_json::to_string(&done.classification).unwrap_or_default(),
             String::from_utf8_lossy(&done.stderr).trim()
-        ));
+        )));
     }
     if landed.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        Err(StepError::Unmet(format!(
             "writable under {} beyond the writable set, found from the inside ({} places the \
              payload could create a file in): {}",
             step.mode,
             made.len(),
             landed.join("; ")
-        ))
+        )))
     }
 }
 

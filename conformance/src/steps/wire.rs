@@ -22,6 +22,7 @@ use sandbox_tools::tools::{CallContext, Toolbox};
 
 use crate::backends::Backend;
 use crate::model::{Transport, WireAction, WireConfig, WireExpect, WireStep};
+use crate::steps::StepError;
 
 mod stdio;
 
@@ -42,16 +43,16 @@ fn start(
     sessions: &std::path::Path,
     workspace: &std::path::Path,
     config: &WireConfig,
-) -> Result<Bridge, String> {
+) -> Result<Bridge, StepError> {
     let mode = config.mode.unwrap_or(SandboxMode::ReadOnly);
     let approval = config.approval.unwrap_or(ApprovalPolicy::Ask);
     let network = config.network.unwrap_or_default();
     let policy = PolicyService::new(mode, workspace)
-        .map_err(|e| e.to_string())?
+        .map_err(StepError::harness)?
         .with_default_approval(approval)
         .with_default_network(network);
     let presets = PresetTable::standard(mode, approval)
-        .map_err(|e| e.to_string())?
+        .map_err(StepError::harness)?
         .with_default_network(network);
     Bridge::new(
         policy,
@@ -62,21 +63,25 @@ fn start(
             confining: config.confining.unwrap_or(true),
         },
     )
-    .map_err(|e| e.code().to_owned())
+    .map_err(|e| StepError::Unmet(e.code().to_owned()))
 }
 
 impl Rig {
-    fn new(config: &WireConfig, backend: &Backend) -> Result<Rig, String> {
+    fn new(config: &WireConfig, backend: &Backend) -> Result<Rig, StepError> {
         // Outside /tmp: /tmp is writable in workspace-write anyway, so a workspace under it would
         // make "the workspace was honoured" and "/tmp is writable" look the same.
         let dir = tempfile::Builder::new()
             .prefix("anchoring-")
             .tempdir_in("/var/tmp")
-            .map_err(|e| format!("cannot make the case's directory under /var/tmp: {e}"))?;
+            .map_err(|e| {
+                StepError::Harness(format!(
+                    "cannot make the case's directory under /var/tmp: {e}"
+                ))
+            })?;
         let sessions = dir.path().join("sessions");
         let workspace = dir.path().join("ws");
         for d in [&sessions, &workspace] {
-            std::fs::create_dir_all(d).map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(d).map_err(StepError::harness)?;
         }
         let bridge = start(&sessions, &workspace, config)?;
         let stdio = match config.transport.unwrap_or(Transport::InProcess) {
@@ -98,14 +103,15 @@ impl Rig {
 
     /// The session's event types, read back from its log file. A missing log is an error, never
     /// an empty one (`log: []` must not pass when nothing was written at all).
-    fn log_types(&self, id: &str) -> Result<Vec<String>, String> {
+    fn log_types(&self, id: &str) -> Result<Vec<String>, StepError> {
         let path = self.sessions.join(format!("{id}.jsonl"));
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("no session log at {}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            StepError::Harness(format!("no session log at {}: {e}", path.display()))
+        })?;
         text.lines()
             .map(|l| {
                 serde_json::from_str::<serde_json::Value>(l)
-                    .map_err(|e| format!("log line {l:?}: {e}"))
+                    .map_err(|e| StepError::Harness(format!("log line {l:?}: {e}")))
                     .map(|v| v["type"].as_str().unwrap_or("?").to_owned())
             })
             .collect()
@@ -134,11 +140,11 @@ fn tool_call(
     bridge: &Bridge,
     id: &str,
     command: &str,
-) -> Result<String, String> {
+) -> Result<String, StepError> {
     let provider = backend
         .provider
         .clone()
-        .ok_or_else(|| "no sandbox on this host for scripted tool calls".to_owned())?;
+        .ok_or_else(|| StepError::harness("no sandbox on this host for scripted tool calls"))?;
     let tools = Toolbox::new(
         Arc::new(bridge.policy().clone()),
         Arc::new(ShellExecutor::confining(provider)),
@@ -147,7 +153,7 @@ fn tool_call(
         // scripted call that escalates is `unavailable`).
         Some(Arc::new(ScriptedApprover::new([]))),
     );
-    let session = bridge.session(id).map_err(|e| e.to_string())?;
+    let session = bridge.session(id).map_err(StepError::harness)?;
     let out = tools.call(
         sandbox_tools::tool::Tool::Bash.name(),
         &serde_json::json!({ "command": command }),
@@ -160,7 +166,11 @@ fn tool_call(
     Ok(out.code.into())
 }
 
-pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> Result<(), String> {
+pub(super) fn run(
+    backend: &Backend,
+    step: &WireStep,
+    rig: &mut Option<Rig>,
+) -> Result<(), StepError> {
     if rig.is_none() {
         *rig = Some(Rig::new(
             step.config
@@ -171,7 +181,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
         )?);
     }
     let Some(rig) = rig.as_mut() else {
-        return Err("no bridge".into());
+        return Err(StepError::unmet("no bridge"));
     };
     if rig.stdio.is_some() {
         return run_stdio(step, rig, backend);
@@ -182,10 +192,10 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
     ) || step.ready.is_some()
         || step.expect.no_survivors
     {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "{} exists over stdio only (config: {{ transport: stdio }})",
             step.action
-        ));
+        )));
     }
     let name = step.session.clone().unwrap_or_else(|| "a".into());
     let id = rig.ids.get(&name).cloned();
@@ -196,7 +206,7 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
     let expect: &WireExpect = &step.expect;
     let mut options: Option<Vec<SessionConfigOption>> = None;
     let mut started = None;
-    let mut ran: Option<Result<String, String>> = None;
+    let mut ran: Option<Result<String, StepError>> = None;
     let result: Result<(), sandbox_agent::BridgeError> = (|| {
         match step.action {
             WireAction::New => {
@@ -256,18 +266,23 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
                 Ok(bridge) => rig.bridge = bridge,
                 // A composition the presets cannot ride fails loud at load: the new process
                 // refuses to start, and the case ends there.
-                Err(code) if expect.error.as_deref() == Some(code.as_str()) => return Ok(()),
-                Err(e) => return Err(format!("the agent did not start: {e}")),
+                Err(code) if expect.error.as_ref() == Some(&code.to_string()) => return Ok(()),
+                Err(e) => return Err(StepError::Unmet(format!("the agent did not start: {e}"))),
             }
         }
         WireAction::Call => {
-            let command = step.run.as_deref().ok_or("a call needs run")?;
+            let command = step
+                .run
+                .as_deref()
+                .ok_or_else(|| StepError::harness("a call needs run"))?;
             if !rig
                 .bridge
                 .turn_open(&need_id())
-                .map_err(|e| e.to_string())?
+                .map_err(StepError::harness)?
             {
-                return Err("a scripted call happens inside an open turn (begin first)".into());
+                return Err(StepError::unmet(
+                    "a scripted call happens inside an open turn (begin first)",
+                ));
             }
             ran = Some(tool_call(backend, &rig.bridge, &need_id(), command));
         }
@@ -275,72 +290,82 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
     }
     match (&result, &expect.error) {
         (Err(e), Some(code)) if e.code() == code => {}
-        (Err(e), _) => return Err(format!("{} failed: {e}", step.action)),
+        (Err(e), _) => return Err(StepError::Unmet(format!("{} failed: {e}", step.action))),
         (Ok(()), Some(code)) => {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "{} should fail with {code} but succeeded",
                 step.action
-            ));
+            )));
         }
         (Ok(()), None) => {}
     }
     if let Some(want) = &expect.current {
         let got = options.as_deref().and_then(select).map(|(c, _)| c);
         if got.as_deref() != Some(want.as_str()) {
-            return Err(format!("current value should be {want}, got {got:?}"));
+            return Err(StepError::Unmet(format!(
+                "current value should be {want}, got {got:?}"
+            )));
         }
     }
     if let Some(want) = &expect.options {
         let got = options.as_deref().and_then(select).map(|(_, v)| v);
         if got.as_ref() != Some(want) {
-            return Err(format!("offered values should be {want:?}, got {got:?}"));
+            return Err(StepError::Unmet(format!(
+                "offered values should be {want:?}, got {got:?}"
+            )));
         }
     }
     let id_now = rig.ids.get(&name).cloned();
     if expect.log.is_some() || expect.knob_events.is_some() {
         let types = match &id_now {
             Some(id) => rig.log_types(id)?,
-            None => return Err(format!("no session named {name:?} to read the log of")),
+            None => {
+                return Err(StepError::Unmet(format!(
+                    "no session named {name:?} to read the log of"
+                )));
+            }
         };
         if let Some(want) = &expect.log
             && &types != want
         {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the log on disk should hold {want:?}, holds {types:?}"
-            ));
+            )));
         }
         let knobs = types.iter().filter(|t| is_knob_event(t)).count();
         if let Some(want) = expect.knob_events
             && knobs != want
         {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the log on disk should hold {want} knob event(s), holds {knobs}: {types:?}"
-            ));
+            )));
         }
     }
     if let Some(want) = expect.mode_now {
         let got = rig
             .bridge
             .effective_mode(&need_id())
-            .map_err(|e| e.to_string())?;
+            .map_err(StepError::harness)?;
         if got != want {
-            return Err(format!("a call now would run under {got}, not {want}"));
+            return Err(StepError::Unmet(format!(
+                "a call now would run under {got}, not {want}"
+            )));
         }
     }
     if let Some(want) = expect.network_now {
         // Read now: a `new` step has just created the session.
         let id = rig.ids.get(&name).cloned().unwrap_or_else(need_id);
-        let session = rig.bridge.session(&id).map_err(|e| e.to_string())?;
+        let session = rig.bridge.session(&id).map_err(StepError::harness)?;
         let got = rig
             .bridge
             .policy()
             .resolve(Some(session), None)
-            .map_err(|e| e.to_string())?
+            .map_err(StepError::harness)?
             .network;
         if got != want {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "a call now would run with the network {got}, not {want}"
-            ));
+            )));
         }
     }
     if let Some(turn) = &started {
@@ -351,40 +376,46 @@ pub(super) fn run(backend: &Backend, step: &WireStep, rig: &mut Option<Rig>) -> 
                 Some(Source::Operator) => "operator",
             };
             if got != want {
-                return Err(format!(
+                return Err(StepError::Unmet(format!(
                     "the notice should come from {want}, got {got}: {:?}",
                     turn.notice
-                ));
+                )));
             }
         }
         for needle in &expect.prompt_contains {
             if !turn.system_prompt.contains(needle.as_str()) {
-                return Err(format!(
+                return Err(StepError::Unmet(format!(
                     "the prompt lacks {needle:?}: {:?}",
                     turn.system_prompt
-                ));
+                )));
             }
         }
         for needle in &expect.prompt_lacks {
             if turn.system_prompt.contains(needle.as_str()) {
-                return Err(format!(
+                return Err(StepError::Unmet(format!(
                     "the prompt must not contain {needle:?}: {:?}",
                     turn.system_prompt
-                ));
+                )));
             }
         }
     } else if expect.notice.is_some()
         || !expect.prompt_contains.is_empty()
         || !expect.prompt_lacks.is_empty()
     {
-        return Err("notice and prompt expectations need a prompt or begin action".into());
+        return Err(StepError::unmet(
+            "notice and prompt expectations need a prompt or begin action",
+        ));
     }
     if let Some(want) = &expect.run_code {
         match &ran {
             Some(Ok(code)) if code == want => {}
-            Some(Ok(code)) => return Err(format!("the scripted call returned {code}, not {want}")),
+            Some(Ok(code)) => {
+                return Err(StepError::Unmet(format!(
+                    "the scripted call returned {code}, not {want}"
+                )));
+            }
             Some(Err(e)) => return Err(e.clone()),
-            None => return Err("run_code needs a scripted call (run)".into()),
+            None => return Err(StepError::unmet("run_code needs a scripted call (run)")),
         }
     }
     for (path, want) in &expect.files {
@@ -417,14 +448,14 @@ fn is_knob_event(kind: &str) -> bool {
 const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Waits until `path` exists (the running call set itself up), bounded by [`READY_TIMEOUT`].
-fn wait_ready(path: &std::path::Path) -> Result<(), String> {
+fn wait_ready(path: &std::path::Path) -> Result<(), StepError> {
     let deadline = std::time::Instant::now() + READY_TIMEOUT;
     while std::fs::symlink_metadata(path).is_err() {
         if std::time::Instant::now() >= deadline {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the running call never created {} (its ready file) within {READY_TIMEOUT:?}",
                 path.display()
-            ));
+            )));
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -432,7 +463,7 @@ fn wait_ready(path: &std::path::Path) -> Result<(), String> {
 }
 
 /// One wire action against the real agent binary over stdio.
-fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), String> {
+fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), StepError> {
     let expect: &WireExpect = &step.expect;
     if expect.mode_now.is_some()
         || expect.network_now.is_some()
@@ -440,7 +471,9 @@ fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), St
         || !expect.prompt_contains.is_empty()
         || !expect.prompt_lacks.is_empty()
     {
-        return Err("mode_now, network_now, notice and prompt expectations are in-process only; over stdio check the log".into());
+        return Err(StepError::unmet(
+            "mode_now, network_now, notice and prompt expectations are in-process only; over stdio check the log",
+        ));
     }
     let name = step.session.clone().unwrap_or_else(|| "a".into());
     let id = rig
@@ -461,14 +494,22 @@ fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), St
             config.transport = Some(Transport::Stdio);
             match stdio::StdioAgent::start(&rig.sessions, &rig.workspace, &config, backend) {
                 Ok(agent) => rig.stdio = Some(agent),
-                Err(e) if expect.error.as_deref().is_some_and(|code| e.contains(code)) => {
+                Err(e)
+                    if expect
+                        .error
+                        .as_deref()
+                        .is_some_and(|code| e.to_string().contains(code)) =>
+                {
                     return Ok(());
                 }
-                Err(e) => return Err(format!("the agent did not start: {e}")),
+                Err(e) => return Err(StepError::Unmet(format!("the agent did not start: {e}"))),
             }
         }
         action => {
-            let agent = rig.stdio.as_mut().ok_or("no agent process")?;
+            let agent = rig
+                .stdio
+                .as_mut()
+                .ok_or_else(|| StepError::harness("no agent process"))?;
             exchange = match action {
                 WireAction::New => Some(agent.call(
                     "session/new",
@@ -510,17 +551,23 @@ fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), St
                     agent.cancel(&id)?;
                     None
                 }
-                other => return Err(format!("wire action {other} is in-process only")),
+                other => {
+                    return Err(StepError::Unmet(format!(
+                        "wire action {other} is in-process only"
+                    )));
+                }
             };
         }
     }
     if expect.no_survivors {
         if step.action != WireAction::Wait || exchange.is_none() {
-            return Err("no_survivors is checked when a prompt's answer arrives (wait)".into());
+            return Err(StepError::unmet(
+                "no_survivors is checked when a prompt's answer arrives (wait)",
+            ));
         }
         let since = rig
             .started
-            .ok_or("no_survivors needs a start before the wait")?;
+            .ok_or_else(|| StepError::harness("no_survivors needs a start before the wait"))?;
         let agent = rig.stdio.as_ref().map(stdio::StdioAgent::pid);
         let left = crate::survivors::survivors_except(
             &crate::survivors::case_tag(),
@@ -529,22 +576,22 @@ fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), St
             agent,
         );
         if !left.is_empty() {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the agent answered while {} process(es) of its calls were alive (killed now): {}",
                 left.len(),
                 crate::survivors::shown(&left)
-            ));
+            )));
         }
     }
     if let Some(x) = &exchange {
         match (&x.error, &expect.error) {
             (Some(e), Some(want)) if e == want => {}
-            (Some(e), _) => return Err(format!("{} failed: {e}", step.action)),
+            (Some(e), _) => return Err(StepError::Unmet(format!("{} failed: {e}", step.action))),
             (None, Some(want)) => {
-                return Err(format!(
+                return Err(StepError::Unmet(format!(
                     "{} should fail with {want} but succeeded",
                     step.action
-                ));
+                )));
             }
             (None, None) => {}
         }
@@ -556,10 +603,10 @@ fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), St
         if let Some(within) = expect.answered_within_ms
             && x.took > std::time::Duration::from_millis(within)
         {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "{} was answered after {:?}, not within {within} ms",
                 step.action, x.took
-            ));
+            )));
         }
         let state = x
             .result
@@ -568,34 +615,40 @@ fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), St
         if let Some(want) = &expect.current
             && state.as_ref().map(|(c, _)| c) != Some(want)
         {
-            return Err(format!("current value should be {want}, got {state:?}"));
+            return Err(StepError::Unmet(format!(
+                "current value should be {want}, got {state:?}"
+            )));
         }
         if let Some(want) = &expect.options
             && state.as_ref().map(|(_, v)| v) != Some(want)
         {
-            return Err(format!("offered values should be {want:?}, got {state:?}"));
+            return Err(StepError::Unmet(format!(
+                "offered values should be {want:?}, got {state:?}"
+            )));
         }
         if let Some(want) = &expect.stop_reason {
             let got = x.result.as_ref().and_then(|r| r["stopReason"].as_str());
             if got != Some(want.as_str()) {
-                return Err(format!("stop reason should be {want}, got {got:?}"));
+                return Err(StepError::Unmet(format!(
+                    "stop reason should be {want}, got {got:?}"
+                )));
             }
         }
         if let Some(want) = &expect.run_code
             && x.codes.first() != Some(want)
         {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the scripted call returned {:?}, not {want}",
                 x.codes
-            ));
+            )));
         }
         if let Some(want) = &expect.run_codes
             && &x.codes != want
         {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the scripted calls returned {:?}, not {want:?}",
                 x.codes
-            ));
+            )));
         }
     } else if expect.error.is_some()
         || expect.current.is_some()
@@ -603,30 +656,34 @@ fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), St
         || expect.run_codes.is_some()
         || expect.stop_reason.is_some()
     {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "{} has no answer to check (wait for it)",
             step.action
-        ));
+        )));
     }
     if expect.log.is_some() || expect.knob_events.is_some() {
         let types = match rig.ids.get(&name) {
             Some(id) => rig.log_types(id)?,
-            None => return Err(format!("no session named {name:?} to read the log of")),
+            None => {
+                return Err(StepError::Unmet(format!(
+                    "no session named {name:?} to read the log of"
+                )));
+            }
         };
         if let Some(want) = &expect.log
             && &types != want
         {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the log on disk should hold {want:?}, holds {types:?}"
-            ));
+            )));
         }
         let knobs = types.iter().filter(|t| is_knob_event(t)).count();
         if let Some(want) = expect.knob_events
             && knobs != want
         {
-            return Err(format!(
+            return Err(StepError::Unmet(format!(
                 "the log on disk should hold {want} knob event(s), holds {knobs}: {types:?}"
-            ));
+            )));
         }
     }
     for (path, want) in &expect.files {

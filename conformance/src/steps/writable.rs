@@ -17,6 +17,7 @@ use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
 use crate::model::WritableStep;
+use crate::steps::StepError;
 use crate::world::{World, draw_hex, draw_one, shell_quote};
 
 /// System directories an agent's command never writes, wherever it runs.
@@ -155,13 +156,15 @@ fn payload(probes: &[Probe], name: &str, mark: &str) -> String {
     script
 }
 
-pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), String> {
-    let provider = backend
-        .provider
-        .as_ref()
-        .ok_or_else(|| format!("backend {} cannot confine on this host", backend.name))?;
+pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), StepError> {
+    let provider = backend.provider.as_ref().ok_or_else(|| {
+        StepError::Harness(format!(
+            "backend {} cannot confine on this host",
+            backend.name
+        ))
+    })?;
     let world = World::for_effect(crate::model::Shape::Inside)
-        .map_err(|e| format!("cannot build the world: {e}"))?;
+        .map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
     let ws = world.ws.clone();
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
@@ -216,22 +219,22 @@ pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), String> 
             .map(|l| format!("opened {} for writing", &l["OPENED ".len()..])),
     );
     if !stdout.lines().any(|l| l == mark) {
-        return Err(format!(
+        return Err(StepError::Unmet(format!(
             "the payload did not run to its end (no mark): exit {:?}, {}, stderr {:?}",
             done.exit_code(),
             serde_json::to_string(&done.classification).unwrap_or_default(),
             String::from_utf8_lossy(&done.stderr).trim()
-        ));
+        )));
     }
     if wrong.is_empty() {
         Ok(())
     } else {
-        Err(format!(
+        Err(StepError::Unmet(format!(
             "writable under {} beyond the writable set ({} places tried): {}",
             step.mode,
             probes.len(),
             wrong.join("; ")
-        ))
+        )))
     }
 }
 
@@ -242,7 +245,7 @@ pub(super) fn run_in_world(
     world: &World,
     mode: sandbox::ConfinedMode,
     argv: &[std::ffi::OsString],
-) -> Result<launch::Finished, String> {
+) -> Result<launch::Finished, StepError> {
     let ws = world.ws.clone();
     let policy = ProviderPolicy::new(mode, ws.clone())
         .with_temp_dir(None)
@@ -250,7 +253,7 @@ pub(super) fn run_in_world(
     let twin = crate::metamorphic::Twin::new(provider.clone(), world, true)?;
     let answer = twin.confine(argv, &policy);
     twin.verdict()?;
-    let confined = answer.map_err(|e| format!("confine refused: {e}"))?;
+    let confined = answer.map_err(|e| StepError::Harness(format!("confine refused: {e}")))?;
     let mut options = LaunchOptions::in_dir(&ws);
     options.env_remove.push("TMPDIR".into());
     options.timeout = Some(Duration::from_secs(30));

@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 
 use crate::backends::{Backend, Kind};
 use crate::model::WireConfig;
+use crate::steps::StepError;
 
 /// How long any answer may take.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -53,8 +54,9 @@ impl StdioAgent {
         workspace: &Path,
         config: &WireConfig,
         backend: &Backend,
-    ) -> Result<StdioAgent, String> {
-        let binary = sandbox_local::probe::locate_sibling("sandbox-agent", "sandbox-agent")?;
+    ) -> Result<StdioAgent, StepError> {
+        let binary = sandbox_local::probe::locate_sibling("sandbox-agent", "sandbox-agent")
+            .map_err(StepError::harness)?;
         let mut command = Command::new(binary);
         command
             .arg("--sessions")
@@ -90,11 +92,11 @@ impl StdioAgent {
             }
             Kind::Policy => {}
             _ => {
-                return Err(format!(
+                return Err(StepError::Unmet(format!(
                     "the agent process confines with a reference local backend or the platform \
                      chain, not with {} (name it in the scenario's backends)",
                     backend.name
-                ));
+                )));
             }
         }
         command.env(crate::survivors::TAG_VAR, crate::survivors::case_tag());
@@ -109,10 +111,19 @@ impl StdioAgent {
         }
         let mut child = command
             .spawn()
-            .map_err(|e| format!("cannot start sandbox-agent: {e}"))?;
-        let stdin = child.stdin.take().ok_or("no stdin")?;
-        let stdout = child.stdout.take().ok_or("no stdout")?;
-        let stderr = child.stderr.take().ok_or("no stderr")?;
+            .map_err(|e| StepError::Harness(format!("cannot start sandbox-agent: {e}")))?;
+        let stdin = child
+            .stdin
+            .take()
+            .ok_or_else(|| StepError::harness("no stdin"))?;
+        let stdout = child
+            .stdout
+            .take()
+            .ok_or_else(|| StepError::harness("no stdout"))?;
+        let stderr = child
+            .stderr
+            .take()
+            .ok_or_else(|| StepError::harness("no stderr"))?;
         let said = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         let said_in = std::sync::Arc::clone(&said);
         let stderr_reader = std::thread::spawn(move || {
@@ -154,28 +165,32 @@ impl StdioAgent {
                 let _ = agent.child.wait();
                 let _ = stderr_reader.join();
                 let said = said.lock().map(|s| s.clone()).unwrap_or_default();
-                Err(format!(
+                Err(StepError::Unmet(format!(
                     "initialize failed ({:?}); the agent said: {said}",
                     other.map(|x| x.error)
-                ))
+                )))
             }
         }
     }
 
-    fn send(&mut self, message: &Value) -> Result<(), String> {
+    fn send(&mut self, message: &Value) -> Result<(), StepError> {
         writeln!(self.stdin, "{message}")
             .and_then(|()| self.stdin.flush())
-            .map_err(|e| format!("the agent's stdin: {e}"))
+            .map_err(|e| StepError::Harness(format!("the agent's stdin: {e}")))
     }
 
     /// Takes one incoming message: answers the agent's own requests (a permission request is
     /// rejected: these scenarios never escalate), keeps updates and answers.
-    fn pump(&mut self, deadline: Instant) -> Result<(), String> {
+    fn pump(&mut self, deadline: Instant) -> Result<(), StepError> {
         let left = deadline.saturating_duration_since(Instant::now());
         let message = match self.incoming.recv_timeout(left) {
             Ok(m) => m,
-            Err(RecvTimeoutError::Timeout) => return Err("the agent did not answer in time".into()),
-            Err(RecvTimeoutError::Disconnected) => return Err("the agent closed stdout".into()),
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(StepError::unmet("the agent did not answer in time"));
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(StepError::unmet("the agent closed stdout"));
+            }
         };
         match (message.get("method"), message.get("id")) {
             (Some(_), Some(id)) => {
@@ -189,7 +204,7 @@ impl StdioAgent {
         Ok(())
     }
 
-    fn wait_answer(&mut self, id: u64, sent: Instant) -> Result<Exchange, String> {
+    fn wait_answer(&mut self, id: u64, sent: Instant) -> Result<Exchange, StepError> {
         let deadline = sent + ANSWER_TIMEOUT;
         loop {
             if let Some(i) = self.answers.iter().position(|a| a["id"] == json!(id)) {
@@ -212,7 +227,7 @@ impl StdioAgent {
     }
 
     /// Sends a request and waits for its answer (updates meanwhile are kept).
-    pub(crate) fn call(&mut self, method: &str, params: Value) -> Result<Exchange, String> {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Result<Exchange, StepError> {
         let id = self.next;
         self.next += 1;
         let sent = Instant::now();
@@ -221,9 +236,9 @@ impl StdioAgent {
     }
 
     /// Sends a prompt without waiting for its answer.
-    pub(crate) fn start_prompt(&mut self, session: &str, text: &str) -> Result<(), String> {
+    pub(crate) fn start_prompt(&mut self, session: &str, text: &str) -> Result<(), StepError> {
         if self.running.is_some() {
-            return Err("a prompt is already running (wait first)".into());
+            return Err(StepError::unmet("a prompt is already running (wait first)"));
         }
         let id = self.next;
         self.next += 1;
@@ -235,9 +250,9 @@ impl StdioAgent {
     }
 
     /// Waits until the running prompt's first tool call is in progress.
-    pub(crate) fn wait_until_running(&mut self) -> Result<(), String> {
+    pub(crate) fn wait_until_running(&mut self) -> Result<(), StepError> {
         let Some((_, from)) = self.running else {
-            return Err("no prompt is running".into());
+            return Err(StepError::unmet("no prompt is running"));
         };
         let deadline = Instant::now() + ANSWER_TIMEOUT;
         while !self.updates[from..]
@@ -250,9 +265,9 @@ impl StdioAgent {
     }
 
     /// Waits for the running prompt's answer; its tool calls' codes come with it.
-    pub(crate) fn wait_prompt(&mut self) -> Result<Exchange, String> {
+    pub(crate) fn wait_prompt(&mut self) -> Result<Exchange, StepError> {
         let Some((id, from)) = self.running.take() else {
-            return Err("no prompt is running".into());
+            return Err(StepError::unmet("no prompt is running"));
         };
         let mut exchange = self.wait_answer(id, Instant::now())?;
         exchange.codes = self.updates[from..]
@@ -264,7 +279,7 @@ impl StdioAgent {
     }
 
     /// Sends `session/cancel`.
-    pub(crate) fn cancel(&mut self, session: &str) -> Result<(), String> {
+    pub(crate) fn cancel(&mut self, session: &str) -> Result<(), StepError> {
         self.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel",
             "params": { "sessionId": session } }))
     }
