@@ -207,3 +207,101 @@ if (process.argv[2] === "child") {
         }
     }
 }
+
+/// A pytest run confined by the real bwrap and the real launcher under `workspace-write`: its tests
+/// use a multiprocessing pool (pipes and a child per worker), a stream socketpair and pytest's own
+/// `tmp_path`, and one tries to write outside the workspace. The suite passes (the refusal is what
+/// that test expects), its temporary files land in the workspace, and the file outside is unchanged.
+#[test]
+fn a_pytest_run_with_multiprocessing_and_socketpairs_works_confined() {
+    const TESTS: &str = r#"
+import multiprocessing as mp, os, socket, pytest
+
+def square(n):
+    return n * n
+
+def test_pool_of_workers():
+    with mp.get_context("fork").Pool(2) as pool:
+        assert pool.map(square, range(5)) == [0, 1, 4, 9, 16]
+
+def test_socketpair():
+    a, b = socket.socketpair()
+    a.sendall(b"ping")
+    assert b.recv(4) == b"ping"
+
+def test_tmp_path(tmp_path):
+    (tmp_path / "made").write_text("by pytest")
+    assert (tmp_path / "made").read_text() == "by pytest"
+
+def test_outside_is_refused():
+    with pytest.raises(OSError):
+        with open(os.environ["OUTSIDE"], "w") as f:
+            f.write("written by the payload")
+"#;
+    let python = ["/usr/bin/python3", "/bin/python3"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).is_file())
+        .expect("a system python3 (the CI install step installs it)");
+    let has_pytest = std::process::Command::new(python)
+        .args(["-c", "import pytest"])
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        has_pytest,
+        "{python} has no pytest: the CI install step installs python3-pytest"
+    );
+    let dir = tempfile::Builder::new()
+        .prefix("host-ipc-pytest-")
+        .tempdir_in("/var/tmp")
+        .expect("workspace");
+    let outside_dir = tempfile::Builder::new()
+        .prefix("host-ipc-pytest-outside-")
+        .tempdir_in("/var/tmp")
+        .expect("outside");
+    let outside = outside_dir.path().join("sentinel");
+    std::fs::write(&outside, "host").expect("sentinel");
+    // The unprivileged leg's user may write it without the sandbox: only the sandbox refuses.
+    std::fs::set_permissions(outside_dir.path(), std::fs::Permissions::from_mode(0o777))
+        .expect("chmod");
+    std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+    let ws = sandbox::canonical_path(dir.path()).expect("canonical");
+    std::fs::write(ws.join("test_confined.py"), TESTS).expect("tests");
+    for backend in [Backend::Bwrap, Backend::Landlock] {
+        let _ = std::fs::remove_dir_all(ws.join("basetemp"));
+        let provider = LocalProvider::new(LocalConfig::only(backend));
+        let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws.clone());
+        let argv: Vec<OsString> = vec![
+            "/usr/bin/env".into(),
+            format!("OUTSIDE={}", outside.display()).into(),
+            python.into(),
+            "-m".into(),
+            "pytest".into(),
+            "-q".into(),
+            "-p".into(),
+            "no:cacheprovider".into(),
+            "--basetemp".into(),
+            ws.join("basetemp").into_os_string(),
+            ws.join("test_confined.py").into_os_string(),
+        ];
+        let confined = provider.confine(&argv, &policy).expect("confine");
+        let done = launch::run(&confined, &LaunchOptions::in_dir(&ws));
+        let stdout = String::from_utf8_lossy(&done.stdout);
+        assert!(
+            stdout.contains("4 passed"),
+            "{backend:?} pytest: stdout {stdout:?} stderr {:?}",
+            String::from_utf8_lossy(&done.stderr)
+        );
+        assert_eq!(
+            std::fs::read_to_string(ws.join("basetemp/test_tmp_path0/made"))
+                .ok()
+                .as_deref(),
+            Some("by pytest"),
+            "{backend:?}: pytest's tmp_path is in the workspace"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&outside).expect("sentinel"),
+            "host",
+            "{backend:?}: the file outside is unchanged"
+        );
+    }
+}
