@@ -65,8 +65,8 @@ struct Runners {
     /// The landlock-run launcher (default: next to sandboxctl, then on PATH).
     #[arg(long)]
     launcher: Option<PathBuf>,
-    /// How long one probe may take, in milliseconds.
-    #[arg(long, default_value_t = 5000)]
+    /// How long one probe may take, in milliseconds (a hang guard).
+    #[arg(long, default_value_t = sandbox_local::DEFAULT_PROBE_TIMEOUT.as_millis() as u64)]
     probe_timeout_ms: u64,
     /// An operator runner command (bwrap-compatible) that skips selection and probes.
     #[arg(long)]

@@ -15,6 +15,6 @@ pub mod profile;
 mod provider;
 
 pub use provider::{
-    Backend, GIT_SURFACE_GAP, LocalConfig, LocalProvider, OperatorError, OperatorRunner, Selection,
-    SelectionError,
+    Backend, DEFAULT_PROBE_TIMEOUT, GIT_SURFACE_GAP, LocalConfig, LocalProvider, OperatorError,
+    OperatorRunner, Selection, SelectionError,
 };

@@ -159,6 +159,12 @@ pub struct LocalConfig {
     pub verdict_cache: Option<PathBuf>,
 }
 
+/// How long one probe may take by default before its backend counts as unusable: a guard against
+/// a runner that hangs, not a speed limit. A probe takes tens of milliseconds on a quiet host and
+/// was seen to take over 5 s on a shared one at load 46, which then failed every trial of a
+/// backend that works.
+pub const DEFAULT_PROBE_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl Default for LocalConfig {
     fn default() -> Self {
         LocalConfig {
@@ -168,7 +174,7 @@ impl Default for LocalConfig {
             sandbox_exec: PathBuf::from("/usr/bin/sandbox-exec"),
             landlock_abi_cap: None,
             operator: None,
-            probe_timeout: Duration::from_secs(5),
+            probe_timeout: DEFAULT_PROBE_TIMEOUT,
             verdict_cache: None,
         }
     }
