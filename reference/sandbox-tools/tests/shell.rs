@@ -104,10 +104,14 @@ fn a_background_runner_failure_is_stamped_on_the_task() {
 
 /// A payload that leaves three writers behind (a plain background job, a `setsid` daemon and a
 /// double fork), each writing into the workspace 600 ms later, then waits forever.
-const LEAVES_WRITERS: &str = "(sleep 0.6; echo late > late1) & setsid sh -c 'sleep 0.6; echo late > late2' & ( (sleep 0.6; echo late > late3) & ) ; echo started > started; sleep 300";
+/// Three writers (a background job, a `setsid` daemon, a double-forked orphan) that each wait for
+/// `go`, which the test makes only after the call has ended, then write: a survivor writes.
+const LEAVES_WRITERS: &str = "w() { while [ ! -e go ]; do sleep 0.05; done; echo late > \"$1\"; }; (w late1) & setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; echo late > late2' & ( (w late3) & ) ; echo started > started; sleep 300";
 
-/// True when none of the writers [`LEAVES_WRITERS`] left wrote anything after the call ended.
+/// True when none of the writers [`LEAVES_WRITERS`] left wrote anything once told to, after the
+/// call ended. (A survivor polls `go` every 50 ms; 1.2 s gives it room on a loaded host.)
 fn no_writer_survived(ws: &Path) -> Result<(), String> {
+    std::fs::write(ws.join("go"), "").map_err(|e| format!("go: {e}"))?;
     std::thread::sleep(Duration::from_millis(1200));
     let late: Vec<&str> = ["late1", "late2", "late3"]
         .into_iter()
@@ -126,7 +130,7 @@ fn a_timeout_kills_the_whole_tree_setsid_daemons_included_and_says_so() {
         let s = setup(LocalConfig::only(backend));
         let out = s.call(
             "bash",
-            json!({ "command": LEAVES_WRITERS, "timeout_ms": 300 }),
+            json!({ "command": LEAVES_WRITERS, "timeout_ms": 2000 }),
         );
         assert_eq!(out.facts.to_json()["timed_out"], true, "{backend}: {out:?}");
         assert!(out.text.contains("timed out"), "{backend}: {}", out.text);
@@ -144,7 +148,7 @@ fn cancelling_a_background_task_kills_its_tree_setsid_daemons_included() {
             json!({ "command": LEAVES_WRITERS, "run_in_background": true }),
         );
         let task = started.facts.to_json()["task_id"].clone();
-        for _ in 0..100 {
+        for _ in 0..500 {
             if s.ws.join("started").exists() {
                 break;
             }
@@ -167,7 +171,7 @@ fn a_finished_call_leaves_no_daemon_behind() {
         let s = setup(LocalConfig::only(backend));
         let out = s.call(
             "bash",
-            json!({ "command": "setsid sh -c 'sleep 0.6; echo late > late2' & ( (sleep 0.6; echo late > late3) & ) ; echo started > started" }),
+            json!({ "command": "setsid sh -c 'while [ ! -e go ]; do sleep 0.05; done; echo late > late2' & ( (while [ ! -e go ]; do sleep 0.05; done; echo late > late3) & ) ; echo started > started" }),
         );
         assert_eq!(out.code, "OK", "{backend}: {out:?}");
         no_writer_survived(&s.ws).unwrap_or_else(|e| panic!("{backend}: {e}"));
