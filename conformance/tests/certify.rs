@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sandbox_test_support::{is_root, scratch_dir};
 use serde_json::Value;
 
 const CERTIFY: &str = env!("CARGO_BIN_EXE_certify");
@@ -398,17 +399,6 @@ fn a_bwrap_backend_without_the_hardening_is_rejected_by_name() {
         assert!(run.matrix.contains(trial), "{}", run.matrix);
     }
     assert!(run.matrix.contains("**no**"));
-}
-
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .and_then(|l| l.split_whitespace().nth(2).map(|euid| euid == "0"))
-        })
-        .unwrap_or(false)
 }
 
 #[test]
@@ -828,10 +818,7 @@ fn an_expectation_can_name_the_cases_it_covers_by_prefix() {
 fn ctrl_c_stops_the_run_and_removes_every_world_it_made() {
     // A home of its own (the worlds drawn under the home directory land there, and nothing
     // else does), so what is left afterwards is this run's alone.
-    let home = tempfile::Builder::new()
-        .prefix("home.")
-        .tempdir_in("/var/tmp")
-        .expect("home");
+    let home = scratch_dir("home.");
     let cache = tempfile::tempdir().expect("cache");
     let out = tempfile::tempdir().expect("out");
     let child = Command::new(CERTIFY)

@@ -22,6 +22,7 @@ use landlock_run::{
     SCOPE_SIGNAL, UNGOVERNED_LINK_ACROSS_DIRS, UNGOVERNED_METADATA, UNGOVERNED_RENAME_ACROSS_DIRS,
     UNGOVERNED_TRUNCATE,
 };
+use sandbox_test_support::{Dirs, SCRATCH_BASE, euid, is_root};
 
 const BUILT_LAUNCHER: &str = env!("CARGO_BIN_EXE_landlock-run");
 
@@ -33,7 +34,7 @@ const BUILT_LAUNCHER: &str = env!("CARGO_BIN_EXE_landlock-run");
 fn launcher_path() -> &'static str {
     static PATH: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
-        if !test_is_root() {
+        if !is_root() {
             return BUILT_LAUNCHER.to_owned();
         }
         use std::os::unix::fs::DirBuilderExt;
@@ -67,23 +68,14 @@ enum Who {
     Unprivileged,
 }
 
-/// The test process's effective uid (the owner of its `/proc/self`).
-fn test_uid() -> u32 {
-    fs::metadata("/proc/self").expect("/proc/self").uid()
-}
-
-fn test_is_root() -> bool {
-    test_uid() == 0
-}
-
 /// The identities to try: both when the tests run as root, otherwise the unprivileged one.
 fn identities() -> Vec<Who> {
-    if test_is_root() {
+    if is_root() {
         vec![Who::Root, Who::Unprivileged]
     } else {
         eprintln!(
             "root variant skipped: the test process is not root (uid {})",
-            test_uid()
+            euid()
         );
         vec![Who::Unprivileged]
     }
@@ -92,7 +84,7 @@ fn identities() -> Vec<Who> {
 /// The argv prefix that runs the launcher as `who`.
 fn launcher_argv(who: Who) -> Vec<String> {
     let mut argv = Vec::new();
-    if who == Who::Unprivileged && test_is_root() {
+    if who == Who::Unprivileged && is_root() {
         argv.extend(
             [
                 "setpriv",
@@ -117,31 +109,24 @@ fn launcher(who: Who) -> Command {
 /// A world both users can work in: the workspace and the outside directory are writable by
 /// anyone, so only the sandbox stands between an unprivileged payload and the outside.
 struct World {
-    _dir: tempfile::TempDir,
+    _dirs: Dirs,
     ws: PathBuf,
     outside: PathBuf,
 }
 
 fn world() -> World {
-    let dir = tempfile::Builder::new()
-        .prefix("landlock-run-test-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let root = fs::canonicalize(dir.path()).expect("canonical");
-    fs::set_permissions(&root, fs::Permissions::from_mode(0o755)).expect("chmod root");
-    let ws = root.join("ws");
-    let outside = root.join("outside");
-    for d in [&ws, &outside] {
-        fs::create_dir_all(d).expect("mkdir");
+    let dirs = Dirs::new("landlock-run-test-");
+    fs::set_permissions(&dirs.root, fs::Permissions::from_mode(0o755)).expect("chmod root");
+    for d in [&dirs.ws, &dirs.outside] {
         fs::set_permissions(d, fs::Permissions::from_mode(0o777)).expect("chmod");
     }
-    let sentinel = outside.join("sentinel");
+    let sentinel = dirs.outside.join("sentinel");
     fs::write(&sentinel, "untouched").expect("sentinel");
     fs::set_permissions(&sentinel, fs::Permissions::from_mode(0o666)).expect("chmod sentinel");
     World {
-        _dir: dir,
-        ws,
-        outside,
+        ws: dirs.ws.clone(),
+        outside: dirs.outside.clone(),
+        _dirs: dirs,
     }
 }
 
@@ -377,7 +362,7 @@ fn metadata_outside_the_writable_set_is_ungoverned_as_the_probe_says() {
         let theirs = w.outside.join("theirs");
         fs::write(&theirs, "content").expect("theirs");
         fs::set_permissions(&theirs, fs::Permissions::from_mode(0o644)).expect("chmod");
-        if who == Who::Unprivileged && test_is_root() {
+        if who == Who::Unprivileged && is_root() {
             std::os::unix::fs::chown(&theirs, Some(65534), Some(65534)).expect("chown");
         }
         let script = format!(
@@ -460,7 +445,7 @@ fn status_fields(out: &Output) -> Vec<(String, String)> {
 
 #[test]
 fn the_payload_holds_no_capability() {
-    if test_is_root() {
+    if is_root() {
         let own = fs::read_to_string("/proc/self/status").expect("status");
         assert!(
             !own.contains("CapEff:\t0000000000000000"),
@@ -791,7 +776,7 @@ fn a_scoped_payload_cannot_signal_outside_its_domain_unless_capped_below_6() {
     assert_kernel_scopes();
     for who in identities() {
         // An outside process of the payload's own user, which it could signal without scoping.
-        let mut victim = if who == Who::Unprivileged && test_is_root() {
+        let mut victim = if who == Who::Unprivileged && is_root() {
             let mut c = Command::new("setpriv");
             c.args([
                 "--reuid=65534",
@@ -882,7 +867,7 @@ fn the_payload_gets_the_callers_signal_state() {
         };
         let probe = "grep -E '^Sig(Blk|Ign)' /proc/self/status";
         let mut direct = Vec::new();
-        if who == Who::Unprivileged && test_is_root() {
+        if who == Who::Unprivileged && is_root() {
             direct.extend(
                 [
                     "setpriv",
@@ -1421,7 +1406,7 @@ print('int80=%d' % ctypes.CFUNCTYPE(ctypes.c_int)(base)(), flush=True)
 #[test]
 fn the_32_bit_syscall_entry_cannot_bypass_the_setuid_guard() {
     // The premise: outside the launcher the 32-bit entry works on this host.
-    let control = tempfile::NamedTempFile::new_in("/var/tmp").expect("control");
+    let control = tempfile::NamedTempFile::new_in(SCRATCH_BASE).expect("control");
     fs::set_permissions(control.path(), fs::Permissions::from_mode(0o644)).expect("chmod");
     let direct = Command::new("/usr/bin/python3")
         .args(["-c", INT80_CHMOD])

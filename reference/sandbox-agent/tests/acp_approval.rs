@@ -13,6 +13,7 @@ use agent_client_protocol::v1::schema::{
     SessionNotification, TextContent,
 };
 use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent};
+use sandbox_test_support::AgentDirs;
 use serde_json::Value;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_sandbox-agent");
@@ -23,10 +24,8 @@ tool bash {"command":"printf x > notes.txt","sandbox_permissions":"workspace-wri
 /// Runs the scripted prompt with the editor answering `option`; returns the permission requests
 /// the editor saw, the session updates, and whether the file landed.
 async fn escalate(option: &'static str) -> (Vec<Value>, Vec<Value>, bool) {
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let sessions = dir.path().join("sessions");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).expect("ws");
+    let dirs = AgentDirs::new("sandbox-agent-acp-approval-");
+    let (sessions, ws) = (dirs.sessions.clone(), dirs.ws.clone());
     let asked = Arc::new(Mutex::new(Vec::new()));
     let said = Arc::new(Mutex::new(Vec::new()));
     let (asked_in, said_in) = (asked.clone(), said.clone());

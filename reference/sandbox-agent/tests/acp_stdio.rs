@@ -9,6 +9,7 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionRequest, TextContent,
 };
 use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent};
+use sandbox_test_support::AgentDirs;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_sandbox-agent");
 
@@ -20,10 +21,8 @@ fn knob_lines(log: &str) -> Vec<&str> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_idle_switch_is_anchored_once_per_changed_knob_at_the_next_prompt() {
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let sessions = dir.path().join("sessions");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).expect("ws");
+    let dirs = AgentDirs::new("sandbox-agent-acp-stdio-");
+    let (sessions, ws) = (dirs.sessions.clone(), dirs.ws.clone());
     let agent = AcpAgent::new(
         AcpAgentConfig::new(AGENT).args(["--sessions", sessions.to_str().expect("utf8")]),
     );

@@ -8,11 +8,10 @@
 //! its timeout is printed (a generous bound only guards against a hang: speed is measured in
 //! benchmarks, not asserted in tests). In the nextest group `fork-bombs` (one at a time).
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::{Duration, Instant};
 
+use sandbox_test_support::agent::serving;
+use sandbox_test_support::{AgentDirs, AgentProcess};
 use serde_json::{Value, json};
 
 const AGENT: &str = env!("CARGO_BIN_EXE_sandbox-agent");
@@ -95,101 +94,23 @@ enum Stop {
     CancelWhenForked,
 }
 
-struct Agent {
-    child: Child,
-    stdin: ChildStdin,
-    incoming: Receiver<Value>,
-}
-
-impl Agent {
-    fn start(sessions: &std::path::Path, ws: &std::path::Path, backend: &[&str]) -> Agent {
-        let mut child = Command::new(AGENT)
-            .arg("--sessions")
-            .arg(sessions)
-            .arg("--workspace")
-            .arg(ws)
-            .args(["--mode", "workspace-write"])
-            .args(backend)
-            .current_dir(ws)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the agent");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = child.stdout.take().expect("stdout");
-        let (tx, incoming) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let message = serde_json::from_str(&line).expect("a JSON-RPC message");
-                if tx.send(message).is_err() {
-                    break;
-                }
-            }
-        });
-        Agent {
-            child,
-            stdin,
-            incoming,
-        }
-    }
-
-    fn send(&mut self, message: &Value) {
-        writeln!(self.stdin, "{message}").expect("write");
-        self.stdin.flush().expect("flush");
-    }
-
-    /// Reads until the answer to `id`, passing each notification's update to `seen`, and calling
-    /// `idle` whenever nothing came for a moment.
-    fn answer(
-        &mut self,
-        id: u64,
-        seen: &mut dyn FnMut(&Value),
-        idle: &mut dyn FnMut(&mut Agent),
-    ) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(180);
-        loop {
-            assert!(Instant::now() < deadline, "no answer to request {id}");
-            let message = match self.incoming.recv_timeout(Duration::from_millis(10)) {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => {
-                    idle(self);
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => panic!("the agent closed stdout"),
-            };
-            if message.get("method").is_some() {
-                seen(&message["params"]["update"]);
-            } else if message["id"] == json!(id) {
-                return message;
-            }
-            idle(self);
-        }
-    }
-}
-
-impl Drop for Agent {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The agent serving `ws` in workspace-write on `backend`, initialized.
+fn start_agent(sessions: &std::path::Path, ws: &std::path::Path, backend: &[&str]) -> AgentProcess {
+    let mut command = serving(AGENT, sessions, ws);
+    command
+        .args(["--mode", "workspace-write"])
+        .args(backend)
+        .current_dir(ws);
+    AgentProcess::start(command)
 }
 
 fn bomb_stopped(label: &str, backend: &[&str], stop: Stop) {
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let sessions = dir.path().join("sessions");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).expect("ws");
+    let dirs = AgentDirs::new("sandbox-agent-agent-fork-bomb-");
+    let (sessions, ws) = (dirs.sessions.clone(), dirs.ws.clone());
     let marker = format!("agentbomb-{label}-{stop:?}-{}", std::process::id());
     std::fs::write(ws.join("bomb.pl"), bomb(&marker)).expect("bomb");
-    let mut agent = Agent::start(&sessions, &ws, backend);
-    let mut nothing = |_: &mut Agent| {};
-    agent.send(&json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize",
-        "params": { "protocolVersion": 1 } }));
-    let init = agent.answer(1, &mut |_| {}, &mut nothing);
-    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
-    agent.send(&json!({ "jsonrpc": "2.0", "id": 2, "method": "session/new",
-        "params": { "cwd": ws, "mcpServers": [] } }));
-    let new = agent.answer(2, &mut |_| {}, &mut nothing);
+    let mut agent = start_agent(&sessions, &ws, backend);
+    let new = agent.call("session/new", &json!({ "cwd": ws, "mcpServers": [] }));
     let id = new["result"]["sessionId"]
         .as_str()
         .expect("session id")
@@ -200,8 +121,10 @@ fn bomb_stopped(label: &str, backend: &[&str], stop: Stop) {
         }
         Stop::CancelWhenForked => json!({ "command": "perl -MPOSIX bomb.pl" }),
     };
-    agent.send(&json!({ "jsonrpc": "2.0", "id": 3, "method": "session/prompt",
-        "params": { "sessionId": id, "prompt": [{ "type": "text", "text": format!("tool bash {call}") }] } }));
+    let prompt = agent.request(
+        "session/prompt",
+        &json!({ "sessionId": id, "prompt": [{ "type": "text", "text": format!("tool bash {call}") }] }),
+    );
     // How many processes of the bomb there were at most (printed: under load the bomb may not
     // reach its 5,000 within the timeout, and the race with the clean-up is the harder case).
     let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
@@ -221,22 +144,22 @@ fn bomb_stopped(label: &str, backend: &[&str], stop: Stop) {
     let running_since = Some(Instant::now());
     let mut cancelled_at: Option<Instant> = None;
     let forked = ws.join("forked");
-    let mut cancel = |agent: &mut Agent| {
+    let mut cancel = |agent: &mut AgentProcess| {
         let waited_enough = running_since.is_some_and(|at: Instant| at.elapsed() >= FORK_WAIT);
         if stop == Stop::CancelWhenForked
             && cancelled_at.is_none()
             && (forked.exists() || waited_enough)
         {
             cancelled_at = Some(Instant::now());
-            agent.send(&json!({ "jsonrpc": "2.0", "method": "session/cancel",
-                "params": { "sessionId": id } }));
+            agent.notify("session/cancel", &json!({ "sessionId": id }));
         }
     };
     let mut settled: Option<(Instant, Value, Vec<i32>)> = None;
     let answer = agent.answer(
-        3,
-        &mut |update| {
-            if update["sessionUpdate"] != "tool_call_update" {
+        prompt,
+        &mut |message| {
+            let update = &message["params"]["update"];
+            if message.get("method").is_none() || update["sessionUpdate"] != "tool_call_update" {
                 return;
             }
             match update["status"].as_str() {

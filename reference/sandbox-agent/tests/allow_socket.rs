@@ -5,15 +5,13 @@
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 
+use sandbox_test_support::scratch_root;
+
 const AGENT: &str = env!("CARGO_BIN_EXE_sandbox-agent");
 
 #[test]
 fn a_bad_socket_allowance_is_refused_before_the_agent_starts() {
-    let dir = tempfile::Builder::new()
-        .prefix("agent-socket-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let (_dir, root) = scratch_root("agent-socket-");
     let ws = root.join("ws");
     std::fs::create_dir(&ws).expect("ws");
     let in_ws = ws.join("own.sock");

@@ -17,6 +17,7 @@ use agent_client_protocol::v1::schema::{
     SetSessionConfigOptionRequest, StopReason, TextContent,
 };
 use agent_client_protocol::{AcpAgent, AcpAgentConfig, Agent};
+use sandbox_test_support::AgentDirs;
 use serde_json::Value;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_sandbox-agent");
@@ -25,21 +26,19 @@ type Updates = Arc<Mutex<Vec<Value>>>;
 
 /// One test's world: a sessions directory and a workspace.
 struct World {
-    _dir: tempfile::TempDir,
+    _dirs: AgentDirs,
     sessions: PathBuf,
     ws: PathBuf,
 }
 
 impl World {
     fn new() -> World {
-        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-        let sessions = dir.path().join("sessions");
-        let ws = dir.path().join("ws");
-        std::fs::create_dir_all(&ws).expect("ws");
+        let dirs = AgentDirs::new("sandbox-agent-editor-");
+        let (sessions, ws) = (dirs.sessions.clone(), dirs.ws.clone());
         World {
             sessions,
             ws,
-            _dir: dir,
+            _dirs: dirs,
         }
     }
 

@@ -8,6 +8,7 @@ use sandbox::{NetworkMode, SandboxMode};
 use sandbox_agent::{Bridge, Composition};
 use sandbox_policy::presets::{CUSTOM, Knobs, PresetTable};
 use sandbox_policy::{ApprovalPolicy, Event, PolicyService};
+use sandbox_test_support::scratch_root;
 
 /// A bridge over the workspace `dir`, its sessions beside it (never inside a writable root).
 fn bridge(dir: &std::path::Path, default_network: NetworkMode) -> Bridge {
@@ -42,8 +43,8 @@ fn network_events(events: &[Event]) -> Vec<NetworkMode> {
 
 #[test]
 fn a_network_outside_every_preset_reads_custom_and_switching_away_anchors_once() {
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let ws = std::fs::canonicalize(dir.path()).expect("canon").join("ws");
+    let (_dir, root) = scratch_root("sandbox-agent-network-knob-");
+    let ws = root.join("ws");
     std::fs::create_dir(&ws).expect("ws");
     let mut bridge = bridge(&ws, NetworkMode::Enabled);
     let (id, options) = bridge.new_session(&ws).expect("new");
@@ -109,8 +110,8 @@ fn a_network_outside_every_preset_reads_custom_and_switching_away_anchors_once()
 
 #[test]
 fn a_net_zero_idle_switch_anchors_nothing_and_the_default_is_what_presets_stand_for() {
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let ws = std::fs::canonicalize(dir.path()).expect("canon").join("ws");
+    let (_dir, root) = scratch_root("sandbox-agent-network-knob-");
+    let ws = root.join("ws");
     std::fs::create_dir(&ws).expect("ws");
     let mut bridge = bridge(&ws, NetworkMode::Restricted);
     let (id, options) = bridge.new_session(&ws).expect("new");

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use sandbox_test_support::scratch_dir;
 use serde_json::Value;
 
 const AGENT: &str = env!("CARGO_BIN_EXE_sandbox-agent");
@@ -30,7 +31,7 @@ fn not_installed(what: &str) -> ! {
 
 /// Runs a driver and checks what it reports; returns its transcript.
 fn drive(label: &str, program: &Path, script: &str) -> Value {
-    let work = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+    let work = scratch_dir("sandbox-agent-official-clients-");
     let started = Instant::now();
     let out = Command::new(program)
         .arg(clients().join(script))

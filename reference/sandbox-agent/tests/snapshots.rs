@@ -5,22 +5,21 @@
 //! - `prompt_deltas`: the system prompt and notice of each request as the approval policy changes
 //!   by the user and by the operator.
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use sandbox::SandboxMode;
 use sandbox_agent::Bridge;
 use sandbox_policy::presets::PresetTable;
 use sandbox_policy::{ApprovalPolicy, PolicyService};
+use sandbox_test_support::{AgentDirs, AgentProcess};
 use serde_json::{Value, json};
 
 const AGENT: &str = env!("CARGO_BIN_EXE_sandbox-agent");
 
 #[test]
 fn wire_transcript() {
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).expect("ws");
+    let dirs = AgentDirs::new("sandbox-agent-snapshots-");
+    let ws = dirs.ws.clone();
     let cwd = ws.to_str().expect("utf8");
     // Each request waits for its answer (as a client does); what the agent sends meanwhile
     // (session updates) is in the transcript too. A request before initialize is refused by the
@@ -41,47 +40,26 @@ fn wire_transcript() {
         json!({ "method": "session/set_config_option", "params": { "sessionId": "session-1" } }),
         json!({ "method": "session/fork", "params": {} }),
     ];
-    let mut child = Command::new(AGENT)
-        .args([
-            "--sessions",
-            dir.path().join("sessions").to_str().expect("utf8"),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("agent");
-    let mut stdin = child.stdin.take().expect("stdin");
-    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let mut command = Command::new(AGENT);
+    command.args(["--sessions", dirs.sessions.to_str().expect("utf8")]);
+    let mut agent = AgentProcess::spawn(command);
     let mut transcript: Vec<Value> = Vec::new();
     // A response to a request the agent never sent: ignored, nothing is answered.
-    writeln!(
-        stdin,
-        "{}",
-        json!({ "jsonrpc": "2.0", "id": "stray", "result": {} })
-    )
-    .expect("write");
+    agent.send(&json!({ "jsonrpc": "2.0", "id": "stray", "result": {} }));
     for (i, r) in requests.iter().enumerate() {
+        let id = i as u64 + 1;
         let mut r = r.clone();
         r["jsonrpc"] = json!("2.0");
-        r["id"] = json!(i + 1);
-        writeln!(stdin, "{r}").expect("write");
-        stdin.flush().expect("flush");
-        loop {
-            let mut line = String::new();
-            assert!(
-                stdout.read_line(&mut line).expect("read") > 0,
-                "the agent hung up"
-            );
-            let message: Value = serde_json::from_str(&line).expect("json");
-            let answered = message["id"] == json!(i + 1);
-            transcript.push(message);
-            if answered {
-                break;
-            }
-        }
+        r["id"] = json!(id);
+        agent.send(&r);
+        let answer = agent.answer(
+            id,
+            &mut |message| transcript.push(message.clone()),
+            &mut |_| {},
+        );
+        transcript.push(answer);
     }
-    drop(stdin);
-    let _ = child.wait();
+    agent.finish();
     let root = std::fs::canonicalize(&ws).expect("canon");
     let transcript: Vec<Value> = serde_json::from_str(
         &serde_json::to_string(&transcript)
@@ -95,12 +73,10 @@ fn wire_transcript() {
 
 #[test]
 fn prompt_deltas() {
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let sessions = dir.path().join("sessions");
-    std::fs::create_dir_all(&sessions).expect("sessions");
     // The workspace beside the sessions directory, never around it.
-    let ws = dir.path().join("ws");
-    std::fs::create_dir_all(&ws).expect("ws");
+    let dirs = AgentDirs::new("sandbox-agent-snapshots-");
+    let (sessions, ws) = (dirs.sessions.clone(), dirs.ws.clone());
+    std::fs::create_dir_all(&sessions).expect("sessions");
     let start = |approval| {
         let policy = PolicyService::new(SandboxMode::ReadOnly, &ws)
             .expect("policy")

@@ -6,22 +6,19 @@
 //! then `session/load` in a restarted agent reads the durable truth, with the log on disk
 //! checked.
 
-use std::io::{BufRead, BufReader, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 
+use sandbox_test_support::agent::serving;
+use sandbox_test_support::{AgentProcess, scratch_root};
 use serde_json::{Value, json};
 
 const AGENT: &str = env!("CARGO_BIN_EXE_sandbox-agent");
 
 /// A base directory under /var/tmp (outside /tmp): `ws` and, beside it, `state`.
 fn base() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::Builder::new()
-        .prefix("agent-state-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let (dir, root) = scratch_root("agent-state-");
     std::fs::create_dir(root.join("ws")).expect("ws");
     (dir, root)
 }
@@ -173,63 +170,11 @@ fn sessions_under_a_directory_others_may_write_are_refused() {
     );
 }
 
-struct Agent {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-    next: u64,
-}
-
-impl Agent {
-    fn start(sessions: &Path, ws: &Path) -> Agent {
-        let mut child = Command::new(AGENT)
-            .arg("--sessions")
-            .arg(sessions)
-            .arg("--workspace")
-            .arg(ws)
-            .args(["--mode", "workspace-write"])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("start the agent");
-        let stdin = child.stdin.take().expect("stdin");
-        let stdout = BufReader::new(child.stdout.take().expect("stdout"));
-        let mut agent = Agent {
-            child,
-            stdin,
-            stdout,
-            next: 1,
-        };
-        let init = agent.call("initialize", &json!({ "protocolVersion": 1 }));
-        assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
-        agent
-    }
-
-    /// Sends a request and reads until its answer (notifications on the way are skipped).
-    fn call(&mut self, method: &str, params: &Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        writeln!(self.stdin, "{request}").expect("write");
-        self.stdin.flush().expect("flush");
-        loop {
-            let mut line = String::new();
-            assert!(
-                self.stdout.read_line(&mut line).expect("read") > 0,
-                "the agent left"
-            );
-            let message: Value = serde_json::from_str(&line).expect("JSON-RPC");
-            if message.get("method").is_none() && message["id"] == id {
-                return message;
-            }
-        }
-    }
-
-    fn stop(mut self) {
-        drop(self.stdin);
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// The agent serving `sessions` in workspace-write, initialized.
+fn start_agent(sessions: &Path, ws: &Path) -> AgentProcess {
+    let mut command = serving(AGENT, sessions, ws);
+    command.args(["--mode", "workspace-write"]);
+    AgentProcess::start(command)
 }
 
 fn current(answer: &Value) -> Value {
@@ -252,7 +197,7 @@ fn a_confined_payload_cannot_forge_a_mode_event_and_a_workspace_around_the_sessi
     let (_d, root) = base();
     let ws = root.join("ws");
     let sessions = root.join("state/sessions");
-    let mut agent = Agent::start(&sessions, &ws);
+    let mut agent = start_agent(&sessions, &ws);
     assert_eq!(
         std::fs::metadata(&sessions)
             .expect("made")
@@ -321,7 +266,7 @@ fn a_confined_payload_cannot_forge_a_mode_event_and_a_workspace_around_the_sessi
     agent.stop();
 
     // After a restart the durable truth is what the agent itself wrote.
-    let mut restarted = Agent::start(&sessions, &ws);
+    let mut restarted = start_agent(&sessions, &ws);
     let loaded = restarted.call(
         "session/load",
         &json!({ "sessionId": id, "cwd": ws, "mcpServers": [] }),
@@ -338,7 +283,7 @@ fn a_confined_payload_cannot_forge_a_mode_event_and_a_workspace_around_the_sessi
 
     // A log someone else may write is not loaded (planted with an open mode).
     std::fs::set_permissions(&log, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-    let mut again = Agent::start(&sessions, &ws);
+    let mut again = start_agent(&sessions, &ws);
     let open = again.call(
         "session/load",
         &json!({ "sessionId": id, "cwd": ws, "mcpServers": [] }),

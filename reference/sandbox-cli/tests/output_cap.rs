@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use nix::sys::resource::{UsageWho, getrusage};
-use serde_json::Value;
+use sandbox_test_support::{facts, scratch_dir};
 
 const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
 
@@ -14,10 +14,7 @@ const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
 const RSS_LIMIT_KIB: i64 = 48 * 1024;
 
 fn workspace() -> tempfile::TempDir {
-    tempfile::Builder::new()
-        .prefix("sandboxctl-cap-")
-        .tempdir_in("/var/tmp")
-        .expect("workspace")
+    scratch_dir("sandboxctl-cap-")
 }
 
 #[test]
@@ -40,7 +37,7 @@ fn a_payload_printing_128_mib_leaves_sandboxctl_small_and_the_result_says_what_w
         let peak = getrusage(UsageWho::RUSAGE_CHILDREN)
             .expect("getrusage")
             .max_rss();
-        let facts: Value = serde_json::from_slice(&out.stdout).expect("JSON facts");
+        let facts = facts(backend, &out);
         assert_eq!(
             out.status.code(),
             Some(0),
@@ -89,7 +86,7 @@ fn a_configured_cap_is_kept_and_a_small_output_has_no_dropped_field() {
             .args(["--", "bash", "-c", script])
             .output()
             .expect("run sandboxctl");
-        serde_json::from_slice::<Value>(&out.stdout).expect("JSON facts")
+        facts(cap, &out)
     };
     let facts = run("4096", "head -c 10000 /dev/zero | tr '\\0' a");
     assert_eq!(facts["stdout"].as_str().map(str::len), Some(4096));

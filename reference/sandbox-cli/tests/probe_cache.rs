@@ -10,6 +10,7 @@ use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use sandbox_test_support::{facts, facts_or_null, scratch_root};
 use serde_json::Value;
 
 const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
@@ -21,11 +22,7 @@ struct World {
 }
 
 fn world() -> World {
-    let dir = tempfile::Builder::new()
-        .prefix("probe-cache-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let (dir, root) = scratch_root("probe-cache-");
     let ws = root.join("ws");
     std::fs::create_dir_all(ws.join(".git/hooks")).expect("hooks");
     std::fs::write(ws.join(".git/config"), "[core]\n").expect("config");
@@ -54,7 +51,7 @@ fn run(ws: &Path, env: &[(&str, &Path)]) -> (Output, Value) {
         cmd.env(k, v);
     }
     let out = cmd.output().expect("sandboxctl");
-    let facts = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    let facts = facts_or_null(&out);
     (out, facts)
 }
 
@@ -182,7 +179,7 @@ fn a_cache_in_an_extra_root_or_tmpdir_of_the_call_is_refused_and_the_call_still_
         .args(["--", "bash", "-c", "printf ran > canary"])
         .output()
         .expect("sandboxctl");
-    let facts: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let facts = facts("sandboxctl run", &out);
     assert_eq!(out.status.code(), Some(2), "{facts}");
     assert_eq!(facts["error"], "STATE_DIR_IN_WRITABLE_ROOT");
     assert!(

@@ -4,33 +4,15 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sandbox_test_support::{Dirs, euid, facts, facts_or_null, is_root, scratch_dir};
 use serde_json::Value;
 
 const SANDBOXCTL: &str = env!("CARGO_BIN_EXE_sandboxctl");
 
 /// A workspace and an outside directory under /var/tmp (outside /tmp, which workspace-write may
 /// write).
-struct Dirs {
-    _root: tempfile::TempDir,
-    ws: PathBuf,
-    outside: PathBuf,
-}
-
 fn dirs() -> Dirs {
-    std::fs::create_dir_all("/var/tmp").expect("/var/tmp");
-    let root = tempfile::Builder::new()
-        .prefix("sandboxctl-test-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let base = std::fs::canonicalize(root.path()).expect("canonical");
-    let (ws, outside) = (base.join("ws"), base.join("outside"));
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::create_dir_all(&outside).expect("outside");
-    Dirs {
-        _root: root,
-        ws,
-        outside,
-    }
+    Dirs::new("sandboxctl-test-")
 }
 
 fn run(args: &[&str], ws: &Path, script: &str) -> (Option<i32>, Value) {
@@ -42,14 +24,10 @@ fn run(args: &[&str], ws: &Path, script: &str) -> (Option<i32>, Value) {
         .args(["--", "bash", "-c", script])
         .output()
         .expect("run sandboxctl");
-    let facts = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON ({e}): {} / {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code(), facts)
+    (
+        out.status.code(),
+        facts(format_args!("sandboxctl run {args:?}"), &out),
+    )
 }
 
 #[test]
@@ -188,7 +166,7 @@ fn probe_reports_both_linux_backends_usable_here() {
         .arg("probe")
         .output()
         .expect("probe");
-    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let report = facts("sandboxctl probe", &out);
     let backend = |name: &str| {
         report["backends"]
             .as_array()
@@ -220,14 +198,7 @@ fn shell_run(prefix: &str, args: &str, script: &str) -> (Option<i32>, Value) {
         .args(["-c", &line])
         .output()
         .expect("run sandboxctl through bash");
-    let facts = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!(
-            "no JSON ({e}) from {line}: {} / {}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        )
-    });
-    (out.status.code(), facts)
+    (out.status.code(), facts(&line, &out))
 }
 
 #[test]
@@ -470,6 +441,16 @@ fn counting_launcher(dir: &Path) -> PathBuf {
     wrapper
 }
 
+/// A world and a tools directory beside it holding the probe cache (not made yet) and the counting
+/// launcher. Outside /tmp: a probe cache where any workspace-write payload may write is refused.
+fn cache_world() -> (Dirs, tempfile::TempDir, PathBuf, PathBuf) {
+    let d = dirs();
+    let tools = scratch_dir("sandboxctl-tools-");
+    let cache = tools.path().join("cache");
+    let launcher = counting_launcher(tools.path());
+    (d, tools, cache, launcher)
+}
+
 fn cached_run(cache: &Path, launcher: &Path, ws: &Path) -> (Option<i32>, Value) {
     let out = Command::new(SANDBOXCTL)
         .env("SANDBOX_PROBE_CACHE", cache)
@@ -487,8 +468,7 @@ fn cached_run(cache: &Path, launcher: &Path, ws: &Path) -> (Option<i32>, Value) 
         .args(["--", "bash", "-c", "printf ran > canary"])
         .output()
         .expect("run sandboxctl");
-    let facts = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    (out.status.code(), facts)
+    (out.status.code(), facts_or_null(&out))
 }
 
 fn launcher_runs(dir: &Path) -> usize {
@@ -507,11 +487,7 @@ fn entries(dir: &Path) -> Vec<PathBuf> {
 #[test]
 fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
     use std::os::unix::fs::PermissionsExt;
-    let d = dirs();
-    // Outside /tmp: a probe cache where any workspace-write payload may write is refused.
-    let tools = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let cache = tools.path().join("cache");
-    let launcher = counting_launcher(tools.path());
+    let (d, tools, cache, launcher) = cache_world();
 
     let (code, facts) = cached_run(&cache, &launcher, &d.ws);
     assert_eq!(code, Some(0), "{facts}");
@@ -584,20 +560,10 @@ fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
     assert!(entries(&cache).is_empty(), "the failed verdict was kept");
 }
 
-/// The process's effective uid (the owner of its `/proc/self`).
-fn test_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata("/proc/self").expect("/proc/self").uid()
-}
-
 #[test]
 fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails_closed() {
     use std::os::unix::fs::PermissionsExt;
-    let d = dirs();
-    // Outside /tmp: a probe cache where any workspace-write payload may write is refused.
-    let tools = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let cache = tools.path().join("cache");
-    let launcher = counting_launcher(tools.path());
+    let (d, tools, cache, launcher) = cache_world();
     let canary = d.ws.join("canary");
 
     let (code, facts) = cached_run(&cache, &launcher, &d.ws);
@@ -659,7 +625,7 @@ fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails
     );
 
     // Foreign-owned: only root can give a file or a directory to another user.
-    if test_uid() == 0 {
+    if is_root() {
         std::os::unix::fs::chown(&entry, Some(65534), None).expect("chown entry");
         probes_again("an entry another user owns");
         std::os::unix::fs::chown(&cache, Some(65534), None).expect("chown dir");
@@ -678,7 +644,7 @@ fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails
     } else {
         eprintln!(
             "foreign-owned variant skipped: only root can give a file to another user (uid {})",
-            test_uid()
+            euid()
         );
     }
 

@@ -19,6 +19,7 @@ use sandbox::{
 use sandbox_local::launch::{self, LaunchOptions};
 use sandbox_local::probe::HOST_IPC_UNIX_SOCKETS;
 use sandbox_local::{Backend, LocalConfig, LocalProvider};
+use sandbox_test_support::{euid, scratch_root};
 
 /// Connects to each path given and sends its own name, one `<path> ok|refused` line per path.
 /// First, whether a datagram unix socket and a vsock socket may be made (the allowance never
@@ -54,11 +55,7 @@ struct Host {
 }
 
 fn host() -> Host {
-    let dir = tempfile::Builder::new()
-        .prefix("allowed-sockets-test-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let base = sandbox::canonical_path(dir.path()).expect("canonical");
+    let (dir, base) = scratch_root("allowed-sockets-test-");
     let ws = base.join("ws");
     std::fs::create_dir(&ws).expect("ws");
     std::fs::create_dir(base.join("agent")).expect("agent dir");
@@ -118,7 +115,7 @@ fn run(
 fn an_allowed_socket_is_reached_and_the_launch_says_what_else_is_open() {
     let h = host();
     let (allowed, other) = (listen(&h.allowed), listen(&h.other));
-    let me = nix::unistd::geteuid();
+    let me = euid();
     for backend in [Backend::Bwrap, Backend::Landlock] {
         for mode in [ConfinedMode::ReadOnly, ConfinedMode::WorkspaceWrite] {
             for network in [NetworkMode::Enabled, NetworkMode::Restricted] {

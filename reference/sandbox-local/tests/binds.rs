@@ -16,6 +16,7 @@ use sandbox_local::bind::{self, PROTECTED_PATH_MOVED};
 use sandbox_local::launch::{self, LaunchOptions};
 use sandbox_local::profile::{self, WritableSet};
 use sandbox_local::{Backend, LocalConfig, LocalProvider};
+use sandbox_test_support::scratch_root;
 
 /// A workspace `<tmp>/p/ws` pinned now, with a git directory, under workspace-write; the temp dir
 /// is left out (the ambient one belongs to nobody here).
@@ -28,16 +29,9 @@ fn pinned(root: &Path) -> (PathBuf, ProviderPolicy) {
     (ws, policy)
 }
 
-fn tmp() -> (tempfile::TempDir, PathBuf) {
-    // Outside /tmp: a workspace under it is covered by /tmp and not bound on its own.
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("canonical");
-    (dir, root)
-}
-
 #[test]
 fn every_bind_is_the_pinned_directory_opened_without_a_symlink() {
-    let (_d, root) = tmp();
+    let (_d, root) = scratch_root("binds-");
     let (ws, policy) = pinned(&root);
     let set = WritableSet::of(&policy).expect("set");
     let mut fds = LaunchFds::default();
@@ -67,7 +61,7 @@ fn every_bind_is_the_pinned_directory_opened_without_a_symlink() {
 
 #[test]
 fn a_parent_swapped_for_a_symlink_after_the_pin_is_workspace_moved() {
-    let (_d, root) = tmp();
+    let (_d, root) = scratch_root("binds-");
     let (ws, policy) = pinned(&root);
     let set = WritableSet::of(&policy).expect("set");
     // The parent goes aside and a relative symlink to a look-alike takes its place.
@@ -95,7 +89,7 @@ fn a_parent_swapped_for_a_symlink_after_the_pin_is_workspace_moved() {
 
 #[test]
 fn a_protected_path_swapped_for_a_symlink_is_refused_and_a_missing_temp_root_left_out() {
-    let (_d, root) = tmp();
+    let (_d, root) = scratch_root("binds-");
     let (ws, policy) = pinned(&root);
     let mut set = WritableSet::of(&policy).expect("set");
     set.temp.push(root.join("no-such-temp"));
@@ -178,7 +172,7 @@ fn the_provider_hands_bwrap_descriptors_and_names_no_bound_path_twice() {
     if let Err(e) = provider.selection() {
         panic!("bwrap must be usable on this host: {e}");
     }
-    let (_d, root) = tmp();
+    let (_d, root) = scratch_root("binds-");
     let (ws, policy) = pinned(&root);
     let launch = provider
         .confine(&["true".into()], &policy)

@@ -6,6 +6,7 @@ use std::ffi::OsString;
 
 use sandbox::{ConfinedMode, ProviderPolicy, SandboxProvider};
 use sandbox_local::{Backend, LocalConfig, LocalProvider};
+use sandbox_test_support::scratch_root;
 
 fn argv() -> Vec<OsString> {
     vec!["true".into()]
@@ -13,13 +14,8 @@ fn argv() -> Vec<OsString> {
 
 #[test]
 fn a_cache_inside_a_served_policys_writable_roots_is_never_used_and_confinement_goes_on() {
-    let base = tempfile::Builder::new()
-        .prefix("cache-refusal-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let ws = std::fs::canonicalize(base.path())
-        .expect("canonical")
-        .join("ws");
+    let (base, root) = scratch_root("cache-refusal-");
+    let ws = root.join("ws");
     std::fs::create_dir(&ws).expect("ws");
     for mode in [ConfinedMode::ReadOnly, ConfinedMode::WorkspaceWrite] {
         let inside = ws.join(".cache/probes");

@@ -9,6 +9,7 @@ use std::os::unix::fs::PermissionsExt;
 use sandbox::{ConfinedMode, EnforcementClass, ProviderPolicy, SandboxProvider};
 use sandbox_local::launch::{self, LaunchOptions};
 use sandbox_local::{Backend, LocalConfig, LocalProvider};
+use sandbox_test_support::{euid, scratch_dir, scratch_root};
 
 /// Runs as it stands: multiprocessing over a pipe with a child process, a stream socketpair, and
 /// the refusals, one word per line.
@@ -38,10 +39,7 @@ fn pipes_socketpairs_and_multiprocessing_work_while_host_ipc_is_refused() {
         .into_iter()
         .find(|p| std::path::Path::new(p).is_file())
         .expect("a system python3 (the CI install step installs it)");
-    let dir = tempfile::Builder::new()
-        .prefix("host-ipc-test-")
-        .tempdir_in("/var/tmp")
-        .expect("workspace");
+    let dir = scratch_dir("host-ipc-test-");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let script = dir.path().join("probe.py");
     std::fs::write(&script, PROBE).expect("write probe");
@@ -76,7 +74,7 @@ fn pipes_socketpairs_and_multiprocessing_work_while_host_ipc_is_refused() {
             assert!(
                 stdout.lines().any(|l| l == want),
                 "{backend:?} (uid {}): missing {want:?}; stdout {stdout:?} stderr {stderr:?}",
-                nix::unistd::geteuid()
+                euid()
             );
         }
         // cargo (which spawns rustc through pipes and socketpairs) still answers confined.
@@ -120,11 +118,7 @@ if (process.argv[2] === "child") {
 }
 "#;
     let npm = which::which("npm").expect("npm (the CI install step installs nodejs and npm)");
-    let dir = tempfile::Builder::new()
-        .prefix("host-ipc-npm-")
-        .tempdir_in("/var/tmp")
-        .expect("workspace");
-    let ws = sandbox::canonical_path(dir.path()).expect("canonical");
+    let (_dir, ws) = scratch_root("host-ipc-npm-");
     std::fs::write(
         ws.join("package.json"),
         r#"{"name":"t","version":"1.0.0","private":true,"scripts":{"test":"node fork.js"}}"#,
@@ -152,7 +146,7 @@ if (process.argv[2] === "child") {
     if cargo.is_none() {
         eprintln!(
             "uid {}: no cargo reachable: only the npm script is checked",
-            nix::unistd::geteuid()
+            euid()
         );
     }
     for backend in [Backend::Bwrap, Backend::Landlock] {

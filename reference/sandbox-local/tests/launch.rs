@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use sandbox::{Classification, ConfinedArgv, ProcessOutcome, SandboxEnforcement};
 use sandbox_local::launch::{self, LaunchOptions};
+use sandbox_test_support::scratch_dir;
 
 fn bash(script: &str) -> ConfinedArgv {
     ConfinedArgv {
@@ -118,7 +119,7 @@ fn a_missing_runner_is_a_runner_failure_through_the_spawn_channel() {
 #[test]
 fn a_workdir_is_usable_exactly_when_this_process_can_enter_it() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+    let dir = scratch_dir("launch-");
     for mode in [0o755, 0o700, 0o600, 0o000] {
         let d = dir.path().join(format!("d{mode:o}"));
         std::fs::create_dir(&d).expect("mkdir");
@@ -140,7 +141,7 @@ fn an_unenterable_workdir_is_a_start_failure_not_the_runners() {
     // The runner exists and is executable; the spawn fails on the workdir. Only a user can be
     // refused a directory, so as root this checks the missing-directory path of the same rule.
     use std::os::unix::fs::PermissionsExt;
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+    let dir = scratch_dir("launch-");
     let d = dir.path().join("closed");
     std::fs::create_dir(&d).expect("mkdir");
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o000)).expect("chmod");

@@ -10,6 +10,7 @@ use sandbox::{
 };
 use sandbox_local::launch::{self, Dropped, LaunchOptions, parse_size};
 use sandbox_local::{Backend, LocalConfig, LocalProvider};
+use sandbox_test_support::scratch_dir;
 
 fn bash(script: &str, denial: &[&str]) -> ConfinedArgv {
     ConfinedArgv {
@@ -114,10 +115,7 @@ fn a_denial_after_the_cap_still_classifies_as_denied() {
 
 #[test]
 fn a_real_denial_late_in_a_flood_is_denied_on_every_backend() {
-    let ws = tempfile::Builder::new()
-        .prefix("output-cap-")
-        .tempdir_in("/var/tmp")
-        .expect("ws");
+    let ws = scratch_dir("output-cap-");
     let target = ws.path().join("denied.txt");
     for backend in [Backend::Bwrap, Backend::Landlock] {
         let provider = LocalProvider::new(LocalConfig::only(backend));

@@ -2,30 +2,22 @@
 //! confined argv is spawned directly, so the only bash that starts is the confined one.
 //! The test re-runs itself as a child process with BASH_ENV set, so no environment is mutated.
 
-use std::sync::Arc;
-
 use sandbox::SandboxMode;
-use sandbox_local::{Backend, LocalConfig, LocalProvider};
-use sandbox_policy::{PolicyService, Session};
-use sandbox_tools::fs::FileSystem;
-use sandbox_tools::shell::ShellExecutor;
-use sandbox_tools::tools::{CallContext, Toolbox};
+use sandbox_local::{Backend, LocalConfig};
+use sandbox_policy::Session;
+use sandbox_test_support::Dirs;
 use serde_json::json;
+use support::{call, confined_toolbox};
+
+mod support;
 
 #[test]
 fn bash_env_runs_only_inside_the_sandbox() {
     if std::env::var_os("BASH_ENV_TEST_WS").is_some() {
         return check_under_bash_env();
     }
-    std::fs::create_dir_all("/var/tmp").expect("/var/tmp");
-    let dir = tempfile::Builder::new()
-        .prefix("bash-env-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let base = std::fs::canonicalize(dir.path()).expect("canonical");
-    let (ws, outside) = (base.join("ws"), base.join("outside"));
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::create_dir_all(&outside).expect("outside");
+    let dirs = Dirs::new("bash-env-");
+    let (base, ws, outside) = (&dirs.root, &dirs.ws, &dirs.outside);
     let hook = base.join("hook.sh");
     std::fs::write(
         &hook,
@@ -39,7 +31,7 @@ fn bash_env_runs_only_inside_the_sandbox() {
             "--nocapture",
         ])
         .env("BASH_ENV", &hook)
-        .env("BASH_ENV_TEST_WS", &ws)
+        .env("BASH_ENV_TEST_WS", ws)
         .output()
         .expect("re-run");
     assert!(
@@ -63,22 +55,16 @@ fn bash_env_runs_only_inside_the_sandbox() {
 fn check_under_bash_env() {
     let ws = std::path::PathBuf::from(std::env::var_os("BASH_ENV_TEST_WS").expect("ws"));
     for backend in [Backend::Bwrap, Backend::Landlock] {
-        let policy = Arc::new(PolicyService::new(SandboxMode::ReadOnly, &ws).expect("policy"));
-        let tools = Toolbox::new(
-            policy,
-            Arc::new(ShellExecutor::confining(Arc::new(LocalProvider::new(
-                LocalConfig::only(backend),
-            )))),
-            FileSystem::Fenced,
-            None,
-        );
+        let tools = confined_toolbox(SandboxMode::ReadOnly, &ws, LocalConfig::only(backend), None);
         let session = Session::new("s", &ws);
-        let ctx = CallContext {
-            session: Some(&session),
-            agent: None,
-            call_id: "c",
-        };
-        let out = tools.call("bash", &json!({ "command": "true" }), &ctx);
+        let out = call(
+            &tools,
+            &session,
+            None,
+            "c",
+            "bash",
+            &json!({ "command": "true" }),
+        );
         assert!(out.facts.to_json()["ran"] == true, "{backend}: {out:?}");
         let checked = ws.parent().expect("base").join("child-checked");
         let mut so_far = std::fs::read_to_string(&checked).unwrap_or_default();

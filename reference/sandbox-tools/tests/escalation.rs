@@ -6,13 +6,17 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use sandbox::SandboxMode;
-use sandbox_local::{Backend, LocalConfig, LocalProvider};
+use sandbox_local::{Backend, LocalConfig};
 use sandbox_policy::{ApprovalPolicy, Event, PolicyService, Session};
+use sandbox_test_support::scratch_root;
 use sandbox_tools::approval::{Decision, ScriptedApprover};
 use sandbox_tools::fs::FileSystem;
 use sandbox_tools::shell::ShellExecutor;
 use sandbox_tools::tools::{CallContext, ToolOutput, Toolbox};
 use serde_json::{Value, json};
+use support::{call, confined_toolbox};
+
+mod support;
 
 struct Setup {
     _dir: tempfile::TempDir,
@@ -23,22 +27,14 @@ struct Setup {
 }
 
 fn setup(backend: Backend, decisions: Vec<Decision>) -> Setup {
-    std::fs::create_dir_all("/var/tmp").expect("/var/tmp");
-    let dir = tempfile::Builder::new()
-        .prefix("tools-test-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let ws = std::fs::canonicalize(dir.path())
-        .expect("canonical")
-        .join("ws");
+    let (dir, root) = scratch_root("tools-test-");
+    let ws = root.join("ws");
     std::fs::create_dir_all(&ws).expect("ws");
-    let policy = Arc::new(PolicyService::new(SandboxMode::ReadOnly, &ws).expect("policy"));
-    let provider = Arc::new(LocalProvider::new(LocalConfig::only(backend)));
     let approver = Arc::new(ScriptedApprover::new(decisions));
-    let tools = Toolbox::new(
-        policy,
-        Arc::new(ShellExecutor::confining(provider)),
-        FileSystem::Fenced,
+    let tools = confined_toolbox(
+        SandboxMode::ReadOnly,
+        &ws,
+        LocalConfig::only(backend),
         Some(approver.clone()),
     );
     Setup {
@@ -52,14 +48,13 @@ fn setup(backend: Backend, decisions: Vec<Decision>) -> Setup {
 
 impl Setup {
     fn call(&self, tool: &str, args: Value) -> ToolOutput {
-        self.tools.call(
+        call(
+            &self.tools,
+            &self.session,
+            Some("agent-1"),
+            "call-1",
             tool,
             &args,
-            &CallContext {
-                session: Some(&self.session),
-                agent: Some("agent-1"),
-                call_id: "call-1",
-            },
         )
     }
 }

@@ -8,43 +8,37 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use sandbox::SandboxMode;
-use sandbox_local::{Backend, LocalConfig, LocalProvider};
-use sandbox_policy::{PolicyService, Session};
-use sandbox_tools::fs::FileSystem;
-use sandbox_tools::shell::ShellExecutor;
-use sandbox_tools::tools::{CallContext, ToolOutput, Toolbox};
+use sandbox_local::{Backend, LocalConfig};
+use sandbox_policy::Session;
+use sandbox_test_support::{Dirs, scratch_dir};
+use sandbox_tools::tools::{ToolOutput, Toolbox};
 use serde_json::{Value, json};
+use support::{call, confined_toolbox};
 
-/// A workspace under `parent` (writable by the payload when it is under /tmp) and an outside
-/// directory beside it.
+mod support;
+
+/// A workspace in `dir` (writable by the payload when it is under /tmp) and an outside directory
+/// beside it.
 struct World {
-    _dir: tempfile::TempDir,
+    _dirs: Dirs,
     ws: PathBuf,
     outside: PathBuf,
     session: Session,
     tools: Toolbox,
 }
 
-fn world(parent: &str) -> World {
-    let dir = tempfile::Builder::new()
-        .prefix("fence-test-")
-        .tempdir_in(parent)
-        .expect("tempdir");
-    let base = std::fs::canonicalize(dir.path()).expect("canonical");
-    let (ws, outside) = (base.join("ws"), base.join("outside"));
-    std::fs::create_dir_all(&ws).expect("ws");
-    std::fs::create_dir_all(&outside).expect("outside");
-    let policy = Arc::new(PolicyService::new(SandboxMode::WorkspaceWrite, &ws).expect("policy"));
-    let provider = Arc::new(LocalProvider::new(LocalConfig::only(Backend::Landlock)));
-    let tools = Toolbox::new(
-        policy,
-        Arc::new(ShellExecutor::confining(provider)),
-        FileSystem::Fenced,
+fn world(dir: tempfile::TempDir) -> World {
+    let dirs = Dirs::in_dir(dir);
+    let (ws, outside) = (dirs.ws.clone(), dirs.outside.clone());
+    let tools = confined_toolbox(
+        SandboxMode::WorkspaceWrite,
+        &ws,
+        LocalConfig::only(Backend::Landlock),
         None,
     );
     World {
         session: Session::new("s", &ws),
-        _dir: dir,
+        _dirs: dirs,
         ws,
         outside,
         tools,
@@ -53,12 +47,7 @@ fn world(parent: &str) -> World {
 
 impl World {
     fn call(&self, tool: &str, args: Value) -> ToolOutput {
-        let ctx = CallContext {
-            session: Some(&self.session),
-            agent: Some("a"),
-            call_id: "c",
-        };
-        self.tools.call(tool, &args, &ctx)
+        call(&self.tools, &self.session, Some("a"), "c", tool, &args)
     }
 
     fn outside_entries(&self) -> Vec<String> {
@@ -126,21 +115,26 @@ fn race(w: &World, dir: &Path, some_land_inside: bool) {
 
 #[test]
 fn a_directory_swapped_for_a_symlink_during_writes_never_lands_outside() {
-    let w = world("/var/tmp");
+    let w = world(scratch_dir("fence-test-"));
     std::fs::create_dir(w.ws.join("d")).expect("d");
     race(&w, &w.ws.join("d"), true);
 }
 
 #[test]
 fn the_workspace_itself_swapped_for_a_symlink_during_writes_never_lands_outside() {
-    let w = world("/var/tmp");
+    let w = world(scratch_dir("fence-test-"));
     // The workspace is gone or moved most of the time: refusals, never a write outside.
     race(&w, &w.ws, false);
 }
 
 #[test]
 fn a_workspace_moved_and_replaced_by_a_link_fails_closed_for_every_tool() {
-    let w = world("/tmp");
+    let w = world(
+        tempfile::Builder::new()
+            .prefix("fence-test-")
+            .tempdir_in("/tmp")
+            .expect("tempdir"),
+    );
     // One confined command under workspace-write may do this: the workspace's parent is /tmp.
     let swap = w.call(
         "bash",
@@ -169,7 +163,7 @@ fn a_workspace_moved_and_replaced_by_a_link_fails_closed_for_every_tool() {
 
 #[test]
 fn an_alias_spelling_of_the_root_writes_inside_and_the_root_itself_is_never_a_file() {
-    let w = world("/var/tmp");
+    let w = world(scratch_dir("fence-test-"));
     let alias = w.ws.parent().expect("parent").join("alias");
     std::os::unix::fs::symlink(&w.ws, &alias).expect("alias");
     let out = w.call(
@@ -193,20 +187,12 @@ fn an_alias_spelling_of_the_root_writes_inside_and_the_root_itself_is_never_a_fi
 fn two_sessions_of_one_toolbox_cannot_write_into_each_others_workspace() {
     // One deployment, two projects: each session's calls are fenced to its own cwd, by the shell
     // and by the write tool alike.
-    let w = world("/var/tmp");
+    let w = world(scratch_dir("fence-test-"));
     let other = w.ws.parent().expect("parent").join("other-project");
     std::fs::create_dir(&other).expect("other");
     let second = Session::new("t", &other);
     let call_in = |session: &Session, tool: &str, args: Value| {
-        w.tools.call(
-            tool,
-            &args,
-            &CallContext {
-                session: Some(session),
-                agent: Some("a"),
-                call_id: "c",
-            },
-        )
+        call(&w.tools, session, Some("a"), "c", tool, &args)
     };
     let into_other = w.call("write", json!({ "path": other.join("a"), "content": "x" }));
     assert_eq!(into_other.code, "FS_SANDBOX_DENIED", "{into_other:?}");

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sandbox::SandboxMode;
-use sandbox_local::{Backend, LocalConfig, LocalProvider, OperatorRunner};
-use sandbox_policy::{PolicyService, Session};
-use sandbox_tools::fs::FileSystem;
-use sandbox_tools::shell::ShellExecutor;
-use sandbox_tools::tools::{CallContext, ToolOutput, Toolbox};
+use sandbox_local::{Backend, LocalConfig, OperatorRunner};
+use sandbox_policy::Session;
+use sandbox_test_support::scratch_root;
+use sandbox_tools::tools::{ToolOutput, Toolbox};
 use serde_json::{Value, json};
+use support::{call, confined_toolbox};
+
+mod support;
 
 fn fake(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -28,21 +30,8 @@ struct Setup {
 }
 
 fn setup(config: LocalConfig) -> Setup {
-    std::fs::create_dir_all("/var/tmp").expect("/var/tmp");
-    let dir = tempfile::Builder::new()
-        .prefix("shell-test-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let ws = std::fs::canonicalize(dir.path()).expect("canonical");
-    let policy = Arc::new(PolicyService::new(SandboxMode::WorkspaceWrite, &ws).expect("policy"));
-    let tools = Toolbox::new(
-        policy,
-        Arc::new(ShellExecutor::confining(Arc::new(LocalProvider::new(
-            config,
-        )))),
-        FileSystem::Fenced,
-        None,
-    );
+    let (dir, ws) = scratch_root("shell-test-");
+    let tools = confined_toolbox(SandboxMode::WorkspaceWrite, &ws, config, None);
     Setup {
         session: Session::new("s", &ws),
         _dir: dir,
@@ -53,12 +42,7 @@ fn setup(config: LocalConfig) -> Setup {
 
 impl Setup {
     fn call(&self, tool: &str, args: Value) -> ToolOutput {
-        let ctx = CallContext {
-            session: Some(&self.session),
-            agent: Some("a"),
-            call_id: "c",
-        };
-        self.tools.call(tool, &args, &ctx)
+        call(&self.tools, &self.session, Some("a"), "c", tool, &args)
     }
 }
 

@@ -8,6 +8,7 @@ use std::os::unix::fs::{PermissionsExt, symlink};
 use std::path::{Path, PathBuf};
 
 use sandbox::{ConfinedMode, ExtraRoot, ProviderPolicy, check_state_dir, check_state_file};
+use sandbox_test_support::scratch_root;
 
 struct Base {
     _dir: tempfile::TempDir,
@@ -16,11 +17,7 @@ struct Base {
 }
 
 fn base() -> Base {
-    let dir = tempfile::Builder::new()
-        .prefix("state-dir-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("canonical");
+    let (dir, root) = scratch_root("state-dir-");
     let ws = root.join("ws");
     std::fs::create_dir(&ws).expect("ws");
     Base {

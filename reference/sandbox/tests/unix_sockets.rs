@@ -6,6 +6,7 @@ use std::os::unix::net::UnixListener;
 use std::path::PathBuf;
 
 use sandbox::{ConfinedMode, ProviderPolicy, check_unix_sockets};
+use sandbox_test_support::scratch_root;
 
 fn policy(ws: &std::path::Path, sockets: Vec<PathBuf>) -> ProviderPolicy {
     let mut p = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws).with_temp_dir(None);
@@ -19,11 +20,7 @@ fn refusal(p: &ProviderPolicy) -> String {
 
 #[test]
 fn each_bad_socket_path_is_refused_with_its_code_and_a_good_one_comes_back_canonical() {
-    let base = tempfile::Builder::new()
-        .prefix("sockets-")
-        .tempdir_in("/var/tmp")
-        .expect("tempdir");
-    let root = std::fs::canonicalize(base.path()).expect("canonical");
+    let (_base, root) = scratch_root("sockets-");
     let ws = root.join("ws");
     std::fs::create_dir(&ws).expect("ws");
     let outside = root.join("agent.sock");

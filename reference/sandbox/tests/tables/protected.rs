@@ -9,12 +9,7 @@ use sandbox::{
     ConfinedMode, ExecutionPolicy, ExtraRoot, ProtectedPath, ProviderPolicy, SandboxMode,
     canonical_path, protected_plan, writable_roots,
 };
-
-fn scratch() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("canonical");
-    (dir, root)
-}
+use sandbox_test_support::scratch_root;
 
 fn tmp() -> PathBuf {
     canonical_path(Path::new("/tmp")).expect("canonical /tmp")
@@ -32,7 +27,7 @@ fn ww(ws: &Path, extra: &[&Path]) -> ProviderPolicy {
 
 #[test]
 fn an_extra_root_comes_last_once_and_only_under_workspace_write() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("protected-");
     let (ws, cache) = (root.join("ws"), root.join("cache"));
     std::fs::create_dir(&ws).expect("mkdir");
     std::fs::create_dir(&cache).expect("mkdir");
@@ -64,7 +59,7 @@ fn an_extra_root_comes_last_once_and_only_under_workspace_write() {
 #[case::a_system_directory("/etc", "WRITABLE_ROOT_TOO_BROAD")]
 #[case::inside_a_system_tree("/usr/lib", "WRITABLE_ROOT_TOO_BROAD")]
 fn a_bad_extra_root_is_refused_with_its_own_code(#[case] spelled: &str, #[case] code: &str) {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("protected-");
     let ws = root.join("ws");
     std::fs::create_dir(&ws).expect("mkdir");
     std::fs::write(root.join("file"), "x").expect("file");
@@ -77,7 +72,7 @@ fn a_bad_extra_root_is_refused_with_its_own_code(#[case] spelled: &str, #[case] 
 
 #[test]
 fn the_home_directory_or_an_ancestor_is_no_extra_root() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("protected-");
     let ws = root.join("ws");
     std::fs::create_dir(&ws).expect("mkdir");
     let home = canonical_path(Path::new(
@@ -92,7 +87,7 @@ fn the_home_directory_or_an_ancestor_is_no_extra_root() {
 
 #[test]
 fn a_pinned_extra_root_swapped_for_another_directory_fails_closed() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("protected-");
     let (ws, cache) = (root.join("ws"), root.join("cache"));
     std::fs::create_dir(&ws).expect("mkdir");
     std::fs::create_dir(&cache).expect("mkdir");
@@ -153,7 +148,7 @@ fn the_default_protected_paths_are_git_code_surface_and_what_editors_and_agents_
 
 #[test]
 fn the_plan_pins_git_binds_hooks_and_config_read_only_and_names_what_is_missing() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("protected-");
     let (ws, cache) = (root.join("ws"), root.join("cache"));
     std::fs::create_dir_all(ws.join(".git/hooks")).expect("mkdir");
     std::fs::write(ws.join(".git/config"), "[core]\n").expect("config");
@@ -200,7 +195,7 @@ fn the_plan_pins_git_binds_hooks_and_config_read_only_and_names_what_is_missing(
 
 #[test]
 fn a_git_file_is_kept_read_only_and_a_symlink_on_the_way_is_uncovered_but_denied() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("protected-");
     let (ws, real) = (root.join("ws"), root.join("ws/real.git"));
     std::fs::create_dir_all(real.join("hooks")).expect("mkdir");
     std::fs::write(ws.join(".git"), "gitdir: elsewhere\n").expect(".git file");
@@ -242,7 +237,7 @@ fn a_policy_without_protected_paths_reads_as_the_defaults_and_an_empty_list_surv
 
 #[test]
 fn a_symlink_leading_out_of_the_writable_set_adds_no_outside_path_to_deny() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("protected-");
     let (ws, elsewhere) = (root.join("ws"), root.join("elsewhere"));
     std::fs::create_dir_all(&ws).expect("ws");
     std::fs::create_dir_all(elsewhere.join("hooks")).expect("elsewhere");

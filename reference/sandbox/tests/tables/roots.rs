@@ -9,13 +9,7 @@ use sandbox::{
     ConfinedMode, ExecutionPolicy, PathError, ProviderPolicy, SandboxMode, canonical_path,
     system_reason, writable_roots,
 };
-
-/// A scratch directory outside `/tmp` (so its roots are not collapsed into `/tmp`), canonical.
-fn scratch() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
-    let root = std::fs::canonicalize(dir.path()).expect("canonical");
-    (dir, root)
-}
+use sandbox_test_support::scratch_root;
 
 fn tmp() -> PathBuf {
     canonical_path(Path::new("/tmp")).expect("canonical /tmp")
@@ -40,7 +34,7 @@ fn what_is_too_broad_to_write_and_why(#[case] path: &str, #[case] why: Option<&s
 
 #[test]
 fn a_chain_of_forty_symlinks_resolves_and_forty_one_is_a_loop() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("roots-");
     std::fs::create_dir(root.join("target")).expect("mkdir");
     // link0 -> link1 -> ... -> link40 -> target: resolving link1 takes 40 hops, link0 takes 41.
     symlink(root.join("target"), root.join("link40")).expect("symlink");
@@ -63,7 +57,7 @@ fn a_chain_of_forty_symlinks_resolves_and_forty_one_is_a_loop() {
 
 #[test]
 fn a_component_too_long_to_name_a_file_is_an_error_not_a_new_file() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("roots-");
     let long = root.join("x".repeat(300)).join("f");
     match canonical_path(&long) {
         Err(e @ PathError::Inspect { .. }) => {
@@ -75,7 +69,7 @@ fn a_component_too_long_to_name_a_file_is_an_error_not_a_new_file() {
 
 #[test]
 fn a_relative_symlink_resolves_against_its_directory() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("roots-");
     std::fs::create_dir_all(root.join("a/b")).expect("mkdir");
     symlink("b", root.join("a/rel")).expect("symlink");
     assert_eq!(
@@ -91,7 +85,7 @@ fn ww(workspace: &Path, temp: Option<&Path>) -> ProviderPolicy {
 
 #[test]
 fn the_writable_set_is_workspace_then_tmp_then_temp_dir_each_once() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("roots-");
     let ws = root.join("ws");
     let private = root.join("private-tmp");
     std::fs::create_dir(&ws).expect("mkdir");
@@ -121,7 +115,7 @@ fn the_writable_set_is_workspace_then_tmp_then_temp_dir_each_once() {
 
 #[test]
 fn a_pinned_temp_dir_must_still_be_the_same_directory() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("roots-");
     let ws = root.join("ws");
     let temp = root.join("private-tmp");
     std::fs::create_dir(&ws).expect("mkdir");
@@ -151,7 +145,7 @@ fn a_pinned_temp_dir_must_still_be_the_same_directory() {
 
 #[test]
 fn a_moved_workspace_names_both_directories_by_identity() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("roots-");
     let ws = root.join("ws");
     std::fs::create_dir(&ws).expect("mkdir");
     let policy = ExecutionPolicy::new(SandboxMode::ReadOnly, &ws)
@@ -176,7 +170,7 @@ fn a_moved_workspace_names_both_directories_by_identity() {
 #[case::workspace_write(SandboxMode::WorkspaceWrite, 2)]
 #[case::full_access_grants_nothing_through_the_sandbox(SandboxMode::DangerFullAccess, 0)]
 fn check_returns_the_writable_set_of_the_mode(#[case] mode: SandboxMode, #[case] roots: usize) {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("roots-");
     let mut policy = ExecutionPolicy::new(mode, &root);
     policy.temp_dir = None;
     assert_eq!(policy.check().expect("roots").len(), roots);
@@ -194,7 +188,7 @@ fn check_returns_the_writable_set_of_the_mode(#[case] mode: SandboxMode, #[case]
 
 #[test]
 fn only_an_existing_absolute_temp_dir_is_pinned() {
-    let (_d, root) = scratch();
+    let (_d, root) = scratch_root("roots-");
     for (temp, pinned) in [
         (PathBuf::from("."), false),
         (root.join("missing"), false),
