@@ -6,6 +6,7 @@
 //! - [`ClassEnforcements`]: enforcement reported per class (files, network) next to the overall
 //!   [`SandboxEnforcement`].
 //! - [`ConfinedArgv`]: what a provider hands back, with its denial and runner-failure dialects.
+//! - [`status`]: the records of a `launch-report` status channel, their keys defined once.
 //! - [`classify`]: the one classifier that tells a broken sandbox from a kernel denial from an
 //!   ordinary result.
 //! - [`writable_roots`], [`canonical_path`], [`is_within`]: the one meaning of `workspace-write`.
@@ -45,6 +46,7 @@ mod paths;
 mod policy;
 mod protected;
 mod state;
+pub mod status;
 mod workspace;
 
 pub use classify::{
