@@ -175,7 +175,7 @@ mod tests {
                 line.ends_with("}\n") && line.matches('\n').count() == 1,
                 "{line}"
             );
-            assert_eq!(Record::parse_line(&line), [record.clone()]);
+            assert_eq!(Record::parse_line(&line), std::slice::from_ref(&record));
             // The serde form is the same JSON value.
             let serde_line = serde_json::to_string(&record).expect("json");
             assert_eq!(
