@@ -3,9 +3,9 @@
 //! crate documentation for the command-line contract; [`crate::run`] is the entry point.
 
 use crate::{harden, monitor, protect};
+use sandbox::status::Record;
 
 use std::ffi::OsString;
-use std::fmt::Write as _;
 use std::fs::File;
 use std::io::Write;
 use std::os::fd::OwnedFd;
@@ -295,44 +295,18 @@ fn open_status_fd(fd: i32) -> Result<File, Failure> {
     Ok(File::from(owned))
 }
 
-/// Writes one status record, `{"key":"value"}` and a newline, in a single `write(2)`.
-fn record(status: Option<&mut File>, key: &str, value: &str) {
+/// Writes one status record ([`Record::to_line`]) in a single `write(2)`.
+fn record(status: Option<&mut File>, record: Record) {
     if let Some(f) = status {
-        let mut line = String::with_capacity(key.len() + value.len() + 8);
-        line.push('{');
-        json_string(&mut line, key);
-        line.push(':');
-        json_string(&mut line, value);
-        line.push_str("}\n");
         // A status write failing must not change what happens: the consumer treats a missing
         // record as "never ran", which fails closed.
-        let _ = f.write_all(line.as_bytes());
+        let _ = f.write_all(record.to_line().as_bytes());
     }
-}
-
-/// Appends `s` as a JSON string (RFC 8259: quote, backslash and control characters escaped).
-/// Hand-written so the launch path builds no JSON value.
-fn json_string(out: &mut String, s: &str) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
 }
 
 fn fail(status: Option<&mut File>, msg: &str) -> ExitCode {
     let line = format!("{DIAGNOSTIC_PREFIX}{msg}");
-    record(status, "error", &line);
+    record(status, Record::Error(line.clone()));
     eprintln!("{line}");
     ExitCode::from(FAILURE_EXIT_CODE as u8)
 }
@@ -538,13 +512,16 @@ fn open_by_components(path: &Path) -> Result<OwnedFd, Errno> {
 
 fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {
     let program = &payload[0];
-    record(status.as_deref_mut(), "exec", &program.to_string_lossy());
+    record(
+        status.as_deref_mut(),
+        Record::Exec(program.to_string_lossy().into_owned()),
+    );
     let err = Command::new(program).args(&payload[1..]).exec();
     let line = format!(
         "{DIAGNOSTIC_PREFIX}cannot execute {}: {err}",
         program.to_string_lossy()
     );
-    record(status, "exec-failed", &line);
+    record(status, Record::ExecFailed(line.clone()));
     eprintln!("{line}");
     ExitCode::from(FAILURE_EXIT_CODE as u8)
 }
@@ -764,25 +741,4 @@ fn unix_socket() -> Result<OwnedFd, Errno> {
     // SAFETY: `fd` was just returned by socket(2) and nothing else owns it.
     #[allow(unsafe_code)]
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::json_string;
-
-    #[test]
-    fn a_status_record_is_json_whatever_the_program_name() {
-        for name in [
-            "bash",
-            "",
-            "a \"quoted\" \\ name",
-            "tab\tnew\nline\r\u{1}\u{1f}\u{7f}",
-            "ünï € \u{fffd}",
-        ] {
-            let mut out = String::new();
-            json_string(&mut out, name);
-            let back: String = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{out}: {e}"));
-            assert_eq!(back, name);
-        }
-    }
 }

@@ -36,6 +36,8 @@
 //!   before `execve`, then `{"exec-failed": ...}` if it fails; `{"error": ...}` for any launcher
 //!   failure before that. The payload ran exactly when `exec` is present with no failure after it.
 //!   Only the payload's process writes records; the monitor closes its copy right after the fork.
+//!   The records and their keys are defined once, in [`sandbox::status`], beside the reader that
+//!   decides from them whether the payload ran ([`sandbox::StatusFormat::LaunchReport`]).
 //! - `--probe` enforces a maximal ruleset (with the scopes a launch would apply) in a short-lived
 //!   child working in a fresh private directory, prints one JSON object ([`ProbeReport`]) and exits
 //!   0 only when the kernel actually enforced it (and denied a signal to its parent when it reports

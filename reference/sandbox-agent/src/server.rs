@@ -498,6 +498,7 @@ fn file_target(
         .resolve(Some(session), None)
         .ok()?
         .into_policy()
+        .roots
         .workspace_root;
     Some(root.join(Path::new(path)))
 }

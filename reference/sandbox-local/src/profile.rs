@@ -395,6 +395,7 @@ pub fn seatbelt_profile(
 
 /// The in-sandbox exec trampoline: reports `{"exec": ...}` on the status fd just before exec'ing
 /// the payload (closing the fd first), or `{"exec-failed": ...}` when the program is not found.
+/// Its records are [`sandbox::status`]'s (a test reads each one through it).
 pub const SEATBELT_TRAMPOLINE: &str = r#"if command -v -- "$1" >/dev/null 2>&1; then printf '{"exec":"ok"}\n' >&3; exec 3>&- "$@"; else printf '{"exec-failed":"trampoline: %s: not found"}\n' "$1" >&3; exit 127; fi"#;
 
 /// `sandbox-exec` arguments (after the program): the profile, one `-D` per root, then the payload
@@ -454,4 +455,43 @@ pub fn assemble(program: &OsStr, args: Vec<OsString>, payload: &[OsString]) -> V
     argv.extend(args);
     argv.extend(payload.iter().cloned());
     argv
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SEATBELT_TRAMPOLINE;
+    use sandbox::status::Record;
+    use sandbox::{PayloadStatus, StatusFormat};
+
+    /// The records the trampoline prints, as `printf` writes them for a program named `prog`.
+    fn printed(program: &str) -> Vec<String> {
+        SEATBELT_TRAMPOLINE
+            .split("printf '")
+            .skip(1)
+            .filter_map(|rest| rest.split_once("\\n'"))
+            .map(|(format, _)| format.replace("%s", program) + "\n")
+            .collect()
+    }
+
+    #[test]
+    fn the_trampoline_writes_the_status_records_of_the_sandbox_crate() {
+        let lines = printed("prog");
+        assert_eq!(lines.len(), 2, "{SEATBELT_TRAMPOLINE}");
+        assert_eq!(lines[0], Record::Exec("ok".into()).to_line());
+        assert_eq!(
+            lines[1],
+            Record::ExecFailed("trampoline: prog: not found".into()).to_line()
+        );
+        let format = StatusFormat::LaunchReport;
+        assert_eq!(
+            format.parse(lines[0].as_bytes()),
+            PayloadStatus::Ran { exit_code: None }
+        );
+        assert_eq!(
+            format.parse(lines[1].as_bytes()),
+            PayloadStatus::NeverRan {
+                detail: Some("trampoline: prog: not found".into())
+            }
+        );
+    }
 }

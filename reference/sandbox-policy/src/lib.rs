@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use sandbox::{
     ConfinedMode, ExecutionPolicy, ExtraRoot, NetworkMode, PathError, PinnedDir, ProtectedPath,
-    ProviderPolicy, RootError, SandboxMode, canonical_path,
+    ProviderPolicy, RootError, Roots, SandboxMode, canonical_path,
 };
 
 /// Why a policy could not be resolved or configured.
@@ -42,46 +42,63 @@ pub enum PolicyError {
     Pin(RootError),
 }
 
-/// The deployment's policy: its default mode and workspace root, validated at load.
+/// The deployment's policy: its default mode and its roots (workspace root and the rest of the
+/// writable set, every one pinned), validated at load.
 #[derive(Clone, Debug)]
 pub struct PolicyService {
     default_mode: SandboxMode,
     default_approval: ApprovalPolicy,
     default_network: NetworkMode,
-    workspace_root: PathBuf,
-    workspace_pin: PinnedDir,
-    temp_dir: Option<PathBuf>,
-    temp_dir_pin: Option<PinnedDir>,
-    extra_roots: Vec<ExtraRoot>,
-    protected_paths: Vec<ProtectedPath>,
-    allow_unix_sockets: Vec<PathBuf>,
+    /// The configured roots: the workspace root canonical and pinned (always `Some`), the temp
+    /// dir pinned when it existed, the extra roots pinned.
+    roots: Roots,
 }
 
 impl PolicyService {
-    /// A service with `default_mode` and `workspace_root` (canonicalized now; it must exist).
-    /// The temp dir commands see is this process's `$TMPDIR`.
-    pub fn new(default_mode: SandboxMode, workspace_root: &Path) -> Result<Self, PolicyError> {
-        let root = canonical_path(workspace_root).map_err(|source| PolicyError::Root {
-            path: workspace_root.to_path_buf(),
+    /// A service with `default_mode` over `roots`, checked and pinned now: the workspace root is
+    /// canonicalized (it must be an existing directory), the temp dir pinned when it is one, the
+    /// extra roots and the sockets checked as [`PolicyService::with_writable_roots`] and
+    /// [`PolicyService::with_allow_unix_sockets`] check them. Every pin is taken now (pins
+    /// `roots` carries are replaced). The temp dir is `roots.temp_dir`: nothing here reads
+    /// `$TMPDIR`.
+    pub fn from_roots(default_mode: SandboxMode, roots: Roots) -> Result<Self, PolicyError> {
+        let Roots {
+            workspace_root,
+            temp_dir,
+            extra_roots,
+            protected_paths,
+            allow_unix_sockets,
+            ..
+        } = roots;
+        let root = canonical_path(&workspace_root).map_err(|source| PolicyError::Root {
+            path: workspace_root.clone(),
             source,
         })?;
         if !root.is_dir() {
-            return Err(PolicyError::NotADirectory(workspace_root.to_path_buf()));
+            return Err(PolicyError::NotADirectory(workspace_root));
         }
         let workspace_pin = PinnedDir::pin(&root).map_err(PolicyError::Pin)?;
-        Ok(PolicyService {
+        let service = PolicyService {
             default_mode,
             default_approval: ApprovalPolicy::Ask,
             default_network: NetworkMode::default(),
-            workspace_root: root,
-            workspace_pin,
-            temp_dir: None,
-            temp_dir_pin: None,
-            extra_roots: Vec::new(),
-            protected_paths: ProtectedPath::defaults(),
-            allow_unix_sockets: Vec::new(),
+            roots: Roots {
+                workspace_pin: Some(workspace_pin),
+                ..Roots::new(root, None)
+            },
         }
-        .with_temp_dir(std::env::var_os("TMPDIR").map(PathBuf::from)))
+        .with_temp_dir(temp_dir)
+        .with_protected_paths(protected_paths);
+        let extra: Vec<PathBuf> = extra_roots.into_iter().map(|r| r.path).collect();
+        service
+            .with_writable_roots(&extra)?
+            .with_allow_unix_sockets(&allow_unix_sockets)
+    }
+
+    /// A service with `default_mode` and `workspace_root` (canonicalized now; it must exist).
+    /// The temp dir commands see is this process's `$TMPDIR` ([`Roots::from_env`]).
+    pub fn new(default_mode: SandboxMode, workspace_root: &Path) -> Result<Self, PolicyError> {
+        PolicyService::from_roots(default_mode, Roots::from_env(workspace_root))
     }
 
     /// The same service with another default approval policy.
@@ -100,11 +117,7 @@ impl PolicyService {
     /// The same service with another `$TMPDIR` for commands (writable under `workspace-write`),
     /// pinned now when it is an existing directory, so a swap later fails closed.
     pub fn with_temp_dir(mut self, temp_dir: Option<PathBuf>) -> Self {
-        self.temp_dir_pin = temp_dir
-            .as_ref()
-            .filter(|t| t.is_absolute() && t.is_dir())
-            .and_then(|t| PinnedDir::pin(t).ok());
-        self.temp_dir = temp_dir;
+        self.roots = self.roots.with_pinned_temp_dir(temp_dir);
         self
     }
 
@@ -119,21 +132,22 @@ impl PolicyService {
             .map(|r| ExtraRoot::new(r).pinned())
             .collect::<Result<Vec<_>, _>>()
             .map_err(PolicyError::Pin)?;
-        let probe = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &self.workspace_root)
-            .with_temp_dir(None)
-            .with_extra_roots(pinned.clone());
+        let probe = ProviderPolicy::from_roots(
+            ConfinedMode::WorkspaceWrite,
+            Roots::new(&self.roots.workspace_root, None).with_extra_roots(pinned.clone()),
+        );
         // Only the extra roots are judged here; the workspace is judged per call, in its mode.
         if let Err(e @ RootError::ExtraRoot { .. }) = sandbox::writable_roots(&probe) {
             return Err(PolicyError::Pin(e));
         }
-        self.extra_roots = pinned;
+        self.roots.extra_roots = pinned;
         Ok(self)
     }
 
     /// The same service with other protected paths (default
     /// [`sandbox::DEFAULT_PROTECTED_PATHS`]; empty: none).
     pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
-        self.protected_paths = paths;
+        self.roots.protected_paths = paths;
         self
     }
 
@@ -142,12 +156,14 @@ impl PolicyService {
     /// absolute, an existing socket, outside the workspace and the extra roots) and again per
     /// call. Set the writable roots first: a socket inside one is refused.
     pub fn with_allow_unix_sockets(mut self, sockets: &[PathBuf]) -> Result<Self, PolicyError> {
-        let probe = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &self.workspace_root)
-            .with_temp_dir(None)
-            .with_extra_roots(self.extra_roots.clone())
-            .with_allow_unix_sockets(sockets.to_vec());
+        let probe = ProviderPolicy::from_roots(
+            ConfinedMode::WorkspaceWrite,
+            Roots::new(&self.roots.workspace_root, None)
+                .with_extra_roots(self.roots.extra_roots.clone())
+                .with_allow_unix_sockets(sockets.to_vec()),
+        );
         sandbox::check_unix_sockets(&probe).map_err(PolicyError::Pin)?;
-        self.allow_unix_sockets = sockets.to_vec();
+        self.roots.allow_unix_sockets = sockets.to_vec();
         Ok(self)
     }
 
@@ -168,7 +184,13 @@ impl PolicyService {
 
     /// The configured (canonical) workspace root, the fallback for calls without a session.
     pub fn workspace_root(&self) -> &Path {
-        &self.workspace_root
+        &self.roots.workspace_root
+    }
+
+    /// The configured roots, pinned: what every call's policy carries (with the session's
+    /// workspace in place of the configured one).
+    pub fn roots(&self) -> &Roots {
+        &self.roots
     }
 
     /// The mode a call in `session` runs under without a grant.
@@ -226,21 +248,18 @@ impl PolicyService {
                 s.pin().cloned(),
             ),
             None => (
-                self.workspace_root.clone(),
-                Some(self.workspace_pin.clone()),
+                self.roots.workspace_root.clone(),
+                self.roots.workspace_pin.clone(),
             ),
         };
-        Ok(Stamp(ExecutionPolicy {
-            mode,
-            network: self.effective_network(session),
+        let roots = Roots {
             workspace_root,
-            temp_dir: self.temp_dir.clone(),
             workspace_pin,
-            temp_dir_pin: self.temp_dir_pin.clone(),
-            extra_roots: self.extra_roots.clone(),
-            protected_paths: self.protected_paths.clone(),
-            allow_unix_sockets: self.allow_unix_sockets.clone(),
-        }))
+            ..self.roots.clone()
+        };
+        Ok(Stamp(
+            ExecutionPolicy::from_roots(mode, roots).with_network(self.effective_network(session)),
+        ))
     }
 }
 

@@ -376,7 +376,7 @@ impl Toolbox {
             return bad_arguments(Tool::Read, "the path contains a NUL byte");
         }
         let root = match self.policy.resolve(ctx.session, None) {
-            Ok(p) => p.into_policy().workspace_root,
+            Ok(p) => p.into_policy().roots.workspace_root,
             Err(e) => {
                 return ToolOutput::new(Code::PolicyError, e.to_string(), Facts::not_run());
             }

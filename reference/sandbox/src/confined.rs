@@ -11,6 +11,7 @@ use crate::enforcement::{ClassEnforcements, ClassReport, EnforcementClass};
 use crate::error::SandboxUnavailable;
 use crate::mode::SandboxEnforcement;
 use crate::policy::ProviderPolicy;
+use crate::status::Record;
 
 /// A sandbox backend: wraps an argv so the process and everything it spawns run confined.
 ///
@@ -257,7 +258,8 @@ pub enum StatusFormat {
     BwrapJson,
     /// The launcher's report: `{"exec": ...}` just before `execve` on a close-on-exec descriptor,
     /// then `{"exec-failed": ...}` or `{"error": ...}` if the launch failed. The payload ran
-    /// exactly when an `exec` record is present and no failure record follows.
+    /// exactly when an `exec` record is present and no failure record follows (the records:
+    /// [`crate::status`]).
     LaunchReport,
 }
 
@@ -266,27 +268,27 @@ impl StatusFormat {
     /// payload ran (nothing written, a torn record, a failure record) means it never ran.
     pub fn parse(self, bytes: &[u8]) -> PayloadStatus {
         let text = String::from_utf8_lossy(bytes);
-        let records: Vec<serde_json::Map<String, serde_json::Value>> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str(l.trim()).ok())
-            .collect();
-        let text_of = |v: &serde_json::Value| match v {
-            serde_json::Value::String(s) => s.clone(),
-            other => other.to_string(),
-        };
         match self {
-            StatusFormat::BwrapJson => match records.iter().find_map(|r| r.get("exit-code")) {
-                Some(code) => PayloadStatus::Ran {
-                    exit_code: code.as_i64().and_then(|c| i32::try_from(c).ok()),
-                },
-                None => PayloadStatus::NeverRan { detail: None },
-            },
+            StatusFormat::BwrapJson => {
+                let code = text.lines().find_map(|l| {
+                    serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(l.trim())
+                        .ok()?
+                        .remove("exit-code")
+                });
+                match code {
+                    Some(code) => PayloadStatus::Ran {
+                        exit_code: code.as_i64().and_then(|c| i32::try_from(c).ok()),
+                    },
+                    None => PayloadStatus::NeverRan { detail: None },
+                }
+            }
             StatusFormat::LaunchReport => {
+                let records: Vec<Record> = text.lines().flat_map(Record::parse_line).collect();
                 let failure = records
                     .iter()
-                    .find_map(|r| r.get("exec-failed").or_else(|| r.get("error")))
-                    .map(text_of);
-                let launched = records.iter().any(|r| r.contains_key("exec"));
+                    .find(|r| r.is_failure())
+                    .map(|r| r.detail().to_owned());
+                let launched = records.iter().any(|r| matches!(r, Record::Exec(_)));
                 match (launched, failure) {
                     (true, None) => PayloadStatus::Ran { exit_code: None },
                     (_, detail) => PayloadStatus::NeverRan { detail },

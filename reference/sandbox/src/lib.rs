@@ -2,10 +2,13 @@
 //!
 //! - [`SandboxMode`] / [`ConfinedMode`]: what a command may do to files.
 //! - [`ExecutionPolicy`] / [`ProviderPolicy`]: the policy carried by one call.
+//! - [`Roots`], [`ExtraRoot`]: the writable set of a call and its pins, one type every policy
+//!   embeds and hands on whole.
 //! - [`NetworkMode`]: what network a command may reach (its own knob).
 //! - [`ClassEnforcements`]: enforcement reported per class (files, network) next to the overall
 //!   [`SandboxEnforcement`].
 //! - [`ConfinedArgv`]: what a provider hands back, with its denial and runner-failure dialects.
+//! - [`status`]: the records of a `launch-report` status channel, their keys defined once.
 //! - [`classify`]: the one classifier that tells a broken sandbox from a kernel denial from an
 //!   ordinary result.
 //! - [`writable_roots`], [`canonical_path`], [`is_within`]: the one meaning of `workspace-write`.
@@ -16,7 +19,9 @@
 //! - [`check_state_dir`]: where state a payload must never reach (session logs, probe verdicts)
 //!   may live: outside every writable root, not writable by others.
 //!
-//! This crate performs no I/O beyond path canonicalization and `stat` of the roots it checks.
+//! This crate performs no I/O beyond path canonicalization and `stat` of the roots it checks. It
+//! reads `$TMPDIR` in one place, [`Roots::from_env`] (which `ExecutionPolicy::new` and
+//! `ProviderPolicy::new` call); [`Roots::new`] and the policies' `from_roots` read nothing.
 //!
 //! ```
 //! use sandbox::{SandboxMode, denial_marker};
@@ -44,7 +49,9 @@ mod mode;
 mod paths;
 mod policy;
 mod protected;
+mod roots;
 mod state;
+pub mod status;
 mod workspace;
 
 pub use classify::{
@@ -59,11 +66,12 @@ pub use error::{SANDBOX_UNAVAILABLE, SandboxUnavailable};
 pub use marker::denial_marker;
 pub use mode::{ConfinedMode, ModeParseError, NetworkMode, SandboxEnforcement, SandboxMode};
 pub use paths::{PathError, canonical_path, check_unix_sockets, is_within, writable_roots};
-pub use policy::{ExecutionPolicy, ExtraRoot, ProviderPolicy};
+pub use policy::{ExecutionPolicy, ProviderPolicy};
 pub use protected::{
     BAD_PROTECTED_PATH, DEFAULT_PROTECTED_PATHS, ProtectedPath, ProtectedPathError, ProtectedPlan,
     is_git_surface, protected_plan,
 };
+pub use roots::{ExtraRoot, Roots};
 pub use state::{
     STATE_DIR_IN_WRITABLE_ROOT, STATE_DIR_UNRESOLVABLE, STATE_DIR_WRITABLE_BY_OTHERS,
     StateDirError, check_state_dir, check_state_file, reachable_roots,

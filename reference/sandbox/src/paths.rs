@@ -10,7 +10,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Component, Path, PathBuf};
 
 use crate::mode::ConfinedMode;
-use crate::policy::{ExtraRoot, ProviderPolicy};
+use crate::policy::ProviderPolicy;
+use crate::roots::ExtraRoot;
 use crate::workspace::{
     DirIdentity, RootError, UNIX_SOCKET_MISSING, UNIX_SOCKET_NOT_A_SOCKET,
     UNIX_SOCKET_NOT_GRANTABLE, UNIX_SOCKET_RELATIVE, WRITABLE_ROOT_MISSING, WRITABLE_ROOT_MOVED,

@@ -1,5 +1,6 @@
-//! The per-call policy and its provider-facing narrowing.
+//! The per-call policy and its provider-facing narrowing, each carrying its [`Roots`] whole.
 
+use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -7,50 +8,12 @@ use serde::{Deserialize, Serialize};
 use crate::enforcement::EnforcementClass;
 use crate::mode::{ConfinedMode, NetworkMode, SandboxMode};
 use crate::protected::ProtectedPath;
-use crate::workspace::{DirIdentity, PinnedDir, RootError};
+use crate::roots::{ExtraRoot, Roots};
+use crate::workspace::RootError;
 
-/// A writable root beyond the workspace, configured per deployment: checked like the workspace
-/// (absolute, an existing directory, not `/`, a system directory or the home directory or an
-/// ancestor of it) and, once pinned, required to stay the same directory.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct ExtraRoot {
-    /// The root as configured (absolute).
-    pub path: PathBuf,
-    /// The directory it was when it was pinned (`WRITABLE_ROOT_MOVED` otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pin: Option<DirIdentity>,
-}
-
-impl ExtraRoot {
-    /// An extra root, not pinned yet.
-    pub fn new(path: impl Into<PathBuf>) -> ExtraRoot {
-        ExtraRoot {
-            path: path.into(),
-            pin: None,
-        }
-    }
-
-    /// The same root pinned as it resolves now (it must be an existing directory).
-    pub fn pinned(self) -> Result<ExtraRoot, RootError> {
-        let pin = crate::paths::check_extra_root(&self, None)?.1;
-        Ok(ExtraRoot {
-            path: self.path,
-            pin: Some(pin),
-        })
-    }
-}
-
-fn default_protected() -> Vec<ProtectedPath> {
-    ProtectedPath::defaults()
-}
-
-fn is_default_protected(p: &[ProtectedPath]) -> bool {
-    p == ProtectedPath::defaults().as_slice()
-}
-
-/// The complete policy resolved for one capability call: the mode it runs under and the workspace
-/// root `workspace-write` may write beneath. Carried per call, never fixed on a provider.
+/// The complete policy resolved for one capability call: the mode it runs under and the roots
+/// `workspace-write` may write beneath. Carried per call, never fixed on a provider. Reads as its
+/// [`Roots`] (`policy.workspace_root`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutionPolicy {
     /// The effective mode of this call.
@@ -58,84 +21,47 @@ pub struct ExecutionPolicy {
     /// The network this call may reach (`enabled` when absent: the seeds' behaviour).
     #[serde(default)]
     pub network: NetworkMode,
-    /// The workspace root (already canonicalized by whoever resolved the policy).
-    pub workspace_root: PathBuf,
-    /// The `$TMPDIR` the command will see, which `workspace-write` also makes writable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temp_dir: Option<PathBuf>,
-    /// The directory the workspace root was when it was set: a call whose root now resolves to
-    /// another directory fails closed (`WORKSPACE_MOVED`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace_pin: Option<PinnedDir>,
-    /// The directory the temp dir was when it was set (`TEMP_DIR_MOVED` otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temp_dir_pin: Option<PinnedDir>,
-    /// Writable roots beyond the workspace (`workspace-write` only), configured per deployment.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub extra_roots: Vec<ExtraRoot>,
-    /// Paths inside the workspace and every extra root that are never written
-    /// (default [`crate::DEFAULT_PROTECTED_PATHS`]).
-    #[serde(
-        default = "default_protected",
-        skip_serializing_if = "is_default_protected"
-    )]
-    pub protected_paths: Vec<ProtectedPath>,
-    /// Named unix sockets on the host the payload may connect to (an ssh agent's
-    /// `$SSH_AUTH_SOCK`), configured per deployment; empty (the default): none. Checked before
-    /// anything runs ([`crate::check_unix_sockets`]); a backend that cannot allow them by path
-    /// reports `host-ipc` as `partial` and lists them under `allowed`.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_unix_sockets: Vec<PathBuf>,
+    /// The writable set and its pins (the workspace root already canonicalized by whoever
+    /// resolved the policy); its fields are this policy's own keys on the wire.
+    #[serde(flatten)]
+    pub roots: Roots,
 }
 
 impl ExecutionPolicy {
-    /// A policy for `mode` in `workspace_root` whose temp dir is this process's `$TMPDIR`, with
-    /// nothing pinned yet.
-    pub fn new(mode: SandboxMode, workspace_root: impl Into<PathBuf>) -> Self {
+    /// A policy for `mode` over `roots`, the network enabled. Reads nothing.
+    pub fn from_roots(mode: SandboxMode, roots: Roots) -> Self {
         ExecutionPolicy {
             mode,
             network: NetworkMode::default(),
-            workspace_root: workspace_root.into(),
-            temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
-            workspace_pin: None,
-            temp_dir_pin: None,
-            extra_roots: Vec::new(),
-            protected_paths: ProtectedPath::defaults(),
-            allow_unix_sockets: Vec::new(),
+            roots,
         }
     }
 
-    /// The same policy with the workspace root and the temp dir pinned as they resolve now. The
-    /// workspace must be an existing directory; a temp dir that does not exist is not pinned
-    /// (and is never made writable).
+    /// A policy for `mode` in `workspace_root` whose temp dir is this process's `$TMPDIR`
+    /// ([`Roots::from_env`]), with nothing pinned yet.
+    pub fn new(mode: SandboxMode, workspace_root: impl Into<PathBuf>) -> Self {
+        ExecutionPolicy::from_roots(mode, Roots::from_env(workspace_root))
+    }
+
+    /// The same policy with its roots pinned as they resolve now ([`Roots::pinned`]).
     pub fn pinned(mut self) -> Result<Self, RootError> {
-        self.workspace_pin = Some(PinnedDir::pin(&self.workspace_root)?);
-        self.temp_dir_pin = self
-            .temp_dir
-            .as_ref()
-            .filter(|t| t.is_absolute() && t.is_dir())
-            .and_then(|t| PinnedDir::pin(t).ok());
-        self.extra_roots = std::mem::take(&mut self.extra_roots)
-            .into_iter()
-            .map(|r| match r.pin {
-                Some(_) => Ok(r),
-                None => r.pinned(),
-            })
-            .collect::<Result<_, _>>()?;
+        self.roots = self.roots.pinned()?;
         Ok(self)
     }
 
     /// Checks the roots before anything runs and returns the writable set (empty when nothing is
     /// writable through the sandbox): see [`crate::writable_roots`]. Under `danger-full-access`
-    /// only the workspace itself is checked (it exists, is a directory, is still the pinned one).
+    /// only the workspace itself (it exists, is a directory, is still the pinned one) and the
+    /// allowed sockets are checked.
     pub fn check(&self) -> Result<Vec<PathBuf>, RootError> {
         match self.for_provider() {
             Some(provider) => crate::writable_roots(&provider),
             None => {
-                let mut narrowed =
-                    ProviderPolicy::new(ConfinedMode::ReadOnly, &self.workspace_root);
-                narrowed.workspace_pin = self.workspace_pin.clone();
-                narrowed.allow_unix_sockets = self.allow_unix_sockets.clone();
+                let workspace_only = Roots {
+                    extra_roots: Vec::new(),
+                    ..self.roots.clone()
+                };
+                let narrowed = ProviderPolicy::from_roots(ConfinedMode::ReadOnly, workspace_only);
                 crate::writable_roots(&narrowed).map(|_| Vec::new())
             }
         }
@@ -149,41 +75,45 @@ impl ExecutionPolicy {
 
     /// The same policy with these writable roots beyond the workspace (checked when pinned).
     pub fn with_extra_roots(mut self, roots: Vec<ExtraRoot>) -> Self {
-        self.extra_roots = roots;
+        self.roots.extra_roots = roots;
         self
     }
 
     /// The same policy with these protected paths instead of the defaults.
     pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
-        self.protected_paths = paths;
+        self.roots.protected_paths = paths;
         self
     }
 
     /// The same policy allowing the payload to connect to these named unix sockets.
     pub fn with_allow_unix_sockets(mut self, sockets: Vec<PathBuf>) -> Self {
-        self.allow_unix_sockets = sockets;
+        self.roots.allow_unix_sockets = sockets;
         self
     }
 
     /// The policy a provider must enforce, or `None` when the call runs unconfined
     /// (`danger-full-access`, which never reaches a provider).
     pub fn for_provider(&self) -> Option<ProviderPolicy> {
-        self.mode.confined().map(|mode| ProviderPolicy {
-            mode,
-            network: self.network,
-            workspace_root: self.workspace_root.clone(),
-            temp_dir: self.temp_dir.clone(),
-            workspace_pin: self.workspace_pin.clone(),
-            temp_dir_pin: self.temp_dir_pin.clone(),
-            cwd: None,
-            extra_roots: self.extra_roots.clone(),
-            protected_paths: self.protected_paths.clone(),
-            allow_unix_sockets: self.allow_unix_sockets.clone(),
+        self.mode.confined().map(|mode| {
+            ProviderPolicy::from_roots(mode, self.roots.clone()).with_network(self.network)
         })
     }
 }
 
-/// The policy a provider enforces: a confined mode and the same workspace root.
+impl Deref for ExecutionPolicy {
+    type Target = Roots;
+    fn deref(&self) -> &Roots {
+        &self.roots
+    }
+}
+
+impl DerefMut for ExecutionPolicy {
+    fn deref_mut(&mut self) -> &mut Roots {
+        &mut self.roots
+    }
+}
+
+/// The policy a provider enforces: a confined mode and the same [`Roots`] (which it reads as).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderPolicy {
     /// The confined mode.
@@ -191,51 +121,32 @@ pub struct ProviderPolicy {
     /// The network the command may reach (`enabled` when absent).
     #[serde(default)]
     pub network: NetworkMode,
-    /// The workspace root.
-    pub workspace_root: PathBuf,
-    /// The `$TMPDIR` the command will see (writable under `workspace-write` when absolute).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temp_dir: Option<PathBuf>,
-    /// The directory the workspace root must still be (see [`ExecutionPolicy::workspace_pin`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workspace_pin: Option<PinnedDir>,
-    /// The directory the temp dir must still be.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub temp_dir_pin: Option<PinnedDir>,
+    /// The writable set and its pins (see [`ExecutionPolicy::roots`]); its fields are this
+    /// policy's own keys on the wire.
+    #[serde(flatten)]
+    pub roots: Roots,
     /// The directory the confined command will run in, when the caller knows it. Only carried
     /// (an external backend receives it as the protocol's `cwd`); it widens nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cwd: Option<PathBuf>,
-    /// Writable roots beyond the workspace (see [`ExecutionPolicy::extra_roots`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub extra_roots: Vec<ExtraRoot>,
-    /// Paths never written (see [`ExecutionPolicy::protected_paths`]).
-    #[serde(
-        default = "default_protected",
-        skip_serializing_if = "is_default_protected"
-    )]
-    pub protected_paths: Vec<ProtectedPath>,
-    /// Named unix sockets the payload may connect to (see [`ExecutionPolicy::allow_unix_sockets`]).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub allow_unix_sockets: Vec<PathBuf>,
 }
 
 impl ProviderPolicy {
-    /// A policy whose temp dir is this process's `$TMPDIR` (what a spawned command inherits),
-    /// with nothing pinned.
-    pub fn new(mode: ConfinedMode, workspace_root: impl Into<PathBuf>) -> Self {
+    /// A policy for `mode` over `roots`, the network enabled, no working directory. Reads
+    /// nothing.
+    pub fn from_roots(mode: ConfinedMode, roots: Roots) -> Self {
         ProviderPolicy {
             mode,
             network: NetworkMode::default(),
-            workspace_root: workspace_root.into(),
-            temp_dir: std::env::var_os("TMPDIR").map(PathBuf::from),
-            workspace_pin: None,
-            temp_dir_pin: None,
+            roots,
             cwd: None,
-            extra_roots: Vec::new(),
-            protected_paths: ProtectedPath::defaults(),
-            allow_unix_sockets: Vec::new(),
         }
+    }
+
+    /// A policy whose temp dir is this process's `$TMPDIR` (what a spawned command inherits:
+    /// [`Roots::from_env`]), with nothing pinned.
+    pub fn new(mode: ConfinedMode, workspace_root: impl Into<PathBuf>) -> Self {
+        ProviderPolicy::from_roots(mode, Roots::from_env(workspace_root))
     }
 
     /// The same policy with another network mode.
@@ -258,26 +169,40 @@ impl ProviderPolicy {
 
     /// The same policy with extra writable roots (checked by [`crate::writable_roots`]).
     pub fn with_extra_roots(mut self, roots: Vec<ExtraRoot>) -> Self {
-        self.extra_roots = roots;
+        self.roots.extra_roots = roots;
         self
     }
 
     /// The same policy with another set of protected paths (empty: none).
     pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
-        self.protected_paths = paths;
+        self.roots.protected_paths = paths;
         self
     }
 
     /// The same policy allowing the payload to connect to these named unix sockets.
     pub fn with_allow_unix_sockets(mut self, sockets: Vec<PathBuf>) -> Self {
-        self.allow_unix_sockets = sockets;
+        self.roots.allow_unix_sockets = sockets;
         self
     }
 
-    /// The same policy with another temp dir (`None`: the command sees no `$TMPDIR`).
+    /// The same policy with another temp dir (`None`: the command sees no `$TMPDIR`), its pin
+    /// left as it was.
     pub fn with_temp_dir(mut self, temp_dir: Option<PathBuf>) -> Self {
-        self.temp_dir = temp_dir;
+        self.roots.temp_dir = temp_dir;
         self
+    }
+}
+
+impl Deref for ProviderPolicy {
+    type Target = Roots;
+    fn deref(&self) -> &Roots {
+        &self.roots
+    }
+}
+
+impl DerefMut for ProviderPolicy {
+    fn deref_mut(&mut self) -> &mut Roots {
+        &mut self.roots
     }
 }
 
@@ -308,5 +233,93 @@ mod tests {
         let old: ProviderPolicy =
             serde_json::from_str(r#"{"mode":"read-only","workspace_root":"/w"}"#).expect("de");
         assert_eq!(old.network, NetworkMode::Enabled);
+    }
+
+    fn full_roots() -> Roots {
+        use crate::workspace::{DirIdentity, PinnedDir};
+        let pin = |path: &str, ino| PinnedDir {
+            path: path.into(),
+            id: DirIdentity { dev: 7, ino },
+        };
+        Roots {
+            workspace_pin: Some(pin("/w", 1)),
+            temp_dir_pin: Some(pin("/t", 2)),
+            ..Roots::new("/w", Some("/t".into()))
+        }
+        .with_extra_roots(vec![ExtraRoot {
+            path: "/x".into(),
+            pin: Some(DirIdentity { dev: 7, ino: 3 }),
+        }])
+        .with_protected_paths(vec![ProtectedPath::new(".envrc").expect("ok")])
+        .with_allow_unix_sockets(vec!["/s.sock".into()])
+    }
+
+    /// The keys in the order both policies wrote them before their roots were one type.
+    const ROOT_KEYS: &str = r#""workspace_root":"/w","temp_dir":"/t","workspace_pin":{"path":"/w","id":{"dev":7,"ino":1}},"temp_dir_pin":{"path":"/t","id":{"dev":7,"ino":2}}"#;
+    const MORE_KEYS: &str = r#""extra_roots":[{"path":"/x","pin":{"dev":7,"ino":3}}],"protected_paths":[".envrc"],"allow_unix_sockets":["/s.sock"]"#;
+
+    #[test]
+    fn the_flattened_roots_keep_the_wire_of_both_policies() {
+        let exec = ExecutionPolicy::from_roots(SandboxMode::WorkspaceWrite, full_roots());
+        let text = serde_json::to_string(&exec).expect("json");
+        assert_eq!(
+            text,
+            format!(r#"{{"mode":"workspace-write","network":"enabled",{ROOT_KEYS},{MORE_KEYS}}}"#)
+        );
+        assert_eq!(
+            serde_json::from_str::<ExecutionPolicy>(&text).expect("de"),
+            exec
+        );
+        let provider = exec.for_provider().expect("confined");
+        assert_eq!(provider.roots, exec.roots);
+        let text = serde_json::to_string(&provider).expect("json");
+        assert_eq!(
+            text,
+            format!(r#"{{"mode":"workspace-write","network":"enabled",{ROOT_KEYS},{MORE_KEYS}}}"#)
+        );
+        // A working directory now follows the roots instead of sitting between the pins and the
+        // extra roots. Nothing serialises a provider policy onto a recorded wire (the protocol
+        // has its own request type), and a JSON object's keys are unordered to every reader: the
+        // old order reads back as the same policy.
+        let with_cwd = provider.with_cwd("/w/sub");
+        let text = serde_json::to_string(&with_cwd).expect("json");
+        assert!(text.ends_with(r#","cwd":"/w/sub"}"#), "{text}");
+        let old_order = format!(
+            r#"{{"mode":"workspace-write","network":"enabled",{ROOT_KEYS},"cwd":"/w/sub",{MORE_KEYS}}}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ProviderPolicy>(&old_order).expect("de"),
+            with_cwd
+        );
+        // The minimal wire is unchanged too, and reads back with the defaults.
+        let bare = ProviderPolicy::from_roots(ConfinedMode::ReadOnly, Roots::new("/w", None));
+        let text = serde_json::to_string(&bare).expect("json");
+        assert_eq!(
+            text,
+            r#"{"mode":"read-only","network":"enabled","workspace_root":"/w"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ProviderPolicy>(&text).expect("de"),
+            bare
+        );
+    }
+
+    #[test]
+    fn the_pure_constructors_read_no_environment() {
+        let roots = Roots::new("/w", None);
+        assert_eq!(roots.temp_dir, None);
+        let exec = ExecutionPolicy::from_roots(SandboxMode::ReadOnly, roots.clone());
+        assert_eq!(exec.roots, roots);
+        assert_eq!(
+            ProviderPolicy::from_roots(ConfinedMode::ReadOnly, roots.clone()).roots,
+            roots
+        );
+        // The environment's constructor and the policies' `new` agree with it.
+        let env = std::env::var_os("TMPDIR").map(PathBuf::from);
+        assert_eq!(Roots::from_env("/w"), Roots::new("/w", env.clone()));
+        assert_eq!(
+            ExecutionPolicy::new(SandboxMode::ReadOnly, "/w").roots,
+            Roots::new("/w", env)
+        );
     }
 }

@@ -175,7 +175,9 @@ fn check_returns_the_writable_set_of_the_mode(#[case] mode: SandboxMode, #[case]
     policy.temp_dir = None;
     assert_eq!(policy.check().expect("roots").len(), roots);
     assert_eq!(
-        policy.for_provider().map(|p| (p.mode, p.workspace_root)),
+        policy
+            .for_provider()
+            .map(|p| (p.mode, p.roots.workspace_root)),
         mode.confined().map(|m| (m, root.clone()))
     );
     // Every mode still refuses a workspace that is not there.
