@@ -244,21 +244,14 @@ def test_outside_is_refused():
         has_pytest,
         "{python} has no pytest: the CI install step installs python3-pytest"
     );
-    let dir = tempfile::Builder::new()
-        .prefix("host-ipc-pytest-")
-        .tempdir_in("/var/tmp")
-        .expect("workspace");
-    let outside_dir = tempfile::Builder::new()
-        .prefix("host-ipc-pytest-outside-")
-        .tempdir_in("/var/tmp")
-        .expect("outside");
+    let (_dir, ws) = scratch_root("host-ipc-pytest-");
+    let outside_dir = scratch_dir("host-ipc-pytest-outside-");
     let outside = outside_dir.path().join("sentinel");
     std::fs::write(&outside, "host").expect("sentinel");
     // The unprivileged leg's user may write it without the sandbox: only the sandbox refuses.
     std::fs::set_permissions(outside_dir.path(), std::fs::Permissions::from_mode(0o777))
         .expect("chmod");
     std::fs::set_permissions(&outside, std::fs::Permissions::from_mode(0o666)).expect("chmod");
-    let ws = sandbox::canonical_path(dir.path()).expect("canonical");
     std::fs::write(ws.join("test_confined.py"), TESTS).expect("tests");
     for backend in [Backend::Bwrap, Backend::Landlock] {
         let _ = std::fs::remove_dir_all(ws.join("basetemp"));
