@@ -30,17 +30,20 @@ pub mod certify;
 pub mod expectations;
 pub mod external;
 pub mod harness;
-pub mod load;
 pub mod merge;
 pub mod metamorphic;
-pub mod model;
 pub mod observed;
 pub mod plan;
 /// The external-backend protocol's wire types: the `sandbox-protocol` crate.
 pub use sandbox_protocol as protocol;
 pub mod reaper;
 pub mod request;
+pub mod scenario;
 pub mod steps;
 pub mod suite;
 pub(crate) mod survivors;
 pub mod world;
+/// The scenario schema (the types of [`scenario`]).
+pub use scenario as model;
+/// Discovery, parsing and matrix expansion of scenario files.
+pub use scenario::load;
