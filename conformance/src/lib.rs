@@ -27,10 +27,11 @@
 
 pub mod backends;
 pub mod certify;
+/// Several hosts' reports joined into one matrix (`certify merge`).
+pub use certify::merge;
 pub mod expectations;
 pub mod external;
 pub mod harness;
-pub mod merge;
 pub mod metamorphic;
 pub mod observed;
 pub mod plan;
