@@ -16,6 +16,7 @@
 //! - `layout`: drawing a world's place and laying out its trees.
 //! - `quote`: placeholders and shell words ([`World::expand`], [`shell_quote`]).
 //! - `host`: the harness's own git and bash on the host ([`World::host_bash`]).
+//! - `error`: why a seed, a base or a world's set-up could not be had ([`HostError`], [`SeedError`]).
 //! - `snapshot`: snapshots and their diffs ([`Snapshot`], [`shown`]).
 //! - `mounts`: mounts a payload left on a world, found and detached.
 //! - `removal`: removing worlds, at once or deferred to a sweep ([`defer_removal`], [`sweep`]).
@@ -26,6 +27,7 @@ use std::path::{Path, PathBuf};
 
 use crate::model::{Shape, TempDirSpelling, WorkspaceSpelling};
 
+mod error;
 mod host;
 mod layout;
 mod mirror;
@@ -40,6 +42,7 @@ mod snapshot;
 #[cfg(test)]
 mod tests;
 
+pub use error::{BaseRefused, HostError, SeedError};
 pub use mirror::mirror;
 pub(crate) use mounts::unescape_mount_path;
 pub use names::{file_name, name, with_file_names};

@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use super::BaseRefused;
+
 /// Where worlds may lie on this host, and why the other candidates were left out.
 #[derive(Clone, Debug)]
 pub struct Places {
@@ -51,7 +53,7 @@ pub fn places() -> &'static Places {
                     );
                     places.bases.push((canonical, kind));
                 }
-                Err(why) => places.left_out.push((path, why)),
+                Err(why) => places.left_out.push((path, why.to_string())),
             }
         }
         places
@@ -77,21 +79,22 @@ fn host_names(dir: &Path) -> Vec<String> {
     names
 }
 
-fn usable_base(path: &Path) -> Result<PathBuf, String> {
-    let canonical = std::fs::canonicalize(path).map_err(|e| format!("{e}"))?;
+/// `path` canonical, when worlds may lie under it.
+fn usable_base(path: &Path) -> Result<PathBuf, BaseRefused> {
+    let canonical = std::fs::canonicalize(path).map_err(BaseRefused::Unresolved)?;
     if !canonical.is_dir() {
-        return Err("not a directory".into());
+        return Err(BaseRefused::NotADirectory);
     }
     if canonical == Path::new("/") {
-        return Err("it is /".into());
+        return Err(BaseRefused::Root);
     }
     for root in ["/tmp", "/dev/shm"] {
         if std::fs::canonicalize(root).is_ok_and(|r| canonical.starts_with(r)) {
-            return Err(format!("it resolves under {root}, a writable root"));
+            return Err(BaseRefused::UnderWritableRoot(root));
         }
     }
     nix::unistd::access(&canonical, nix::unistd::AccessFlags::W_OK)
-        .map_err(|e| format!("this user cannot write it ({e})"))?;
+        .map_err(BaseRefused::NotWritable)?;
     Ok(canonical)
 }
 

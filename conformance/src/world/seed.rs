@@ -4,19 +4,19 @@
 use std::cell::RefCell;
 use std::sync::OnceLock;
 
-use super::odd;
+use super::{SeedError, odd};
 
 /// The environment variable that fixes the run's seed (`certify --seed N` sets it too).
 pub const SEED_VAR: &str = "CONFORMANCE_SEED";
 
 /// The run's seed: [`SEED_VAR`] when set (a bad value is an error), else drawn once per process.
-pub fn run_seed() -> Result<u64, String> {
-    static SEED: OnceLock<Result<u64, String>> = OnceLock::new();
+pub fn run_seed() -> Result<u64, SeedError> {
+    static SEED: OnceLock<Result<u64, SeedError>> = OnceLock::new();
     SEED.get_or_init(|| match std::env::var(SEED_VAR) {
-        Ok(text) => text
-            .trim()
-            .parse()
-            .map_err(|e| format!("{SEED_VAR}={text:?} is not a seed (a number): {e}")),
+        Ok(text) => text.trim().parse().map_err(|source| SeedError {
+            text: text.clone(),
+            source,
+        }),
         Err(_) => Ok(fastrand::u64(..)),
     })
     .clone()
