@@ -1,8 +1,10 @@
 //! The conformance suite: YAML scenarios that any sandbox backend must pass.
 //!
 //! Reading a scenario:
-//! - [`model`]: the scenario schema (documented for backend authors in `scenarios/README.md`).
-//! - [`load`]: discovery, parsing with `file:line:col` errors, and matrix expansion.
+//! - [`scenario`]: the scenario schema (documented for backend authors in `scenarios/README.md`),
+//!   also named [`model`], and its loader.
+//! - [`load`]: discovery, parsing with `file:line:col` errors, and matrix expansion (in
+//!   [`scenario`]).
 //! - [`plan`]: one trial per (backend, scenario case), with skips decided at listing time.
 //! - [`expectations`]: a backend's known failures, each pinned to what its failure must show.
 //!
@@ -10,7 +12,8 @@
 //! - [`backends`]: the backends a run certifies and what each can do on this host.
 //! - [`external`] and [`protocol`]: an external backend over the JSON-lines protocol (the wire
 //!   types are the `sandbox-protocol` crate, re-exported here).
-//! - [`world`]: the scratch world of one case (realistic places and names, snapshots, diffs).
+//! - [`world`]: the scratch world of one case (seeded draws, realistic places and names, layout,
+//!   quoting, snapshots and diffs, deferred removal, twins).
 //! - [`request`]: requests dressed as ordinary clients make them.
 //! - [`steps`]: what each step kind does and how its expectation is checked.
 //! - `survivors`: the processes of a call or a case found in the host's process table, and killed.
@@ -21,26 +24,30 @@
 //! - [`harness`]: the `libtest-mimic` entry point used by `cargo test` and `cargo nextest`.
 //! - [`reaper`]: certify's supervisor, which kills whatever the run left behind.
 //! - [`certify`]: the certify run, its verdicts and its report (JSON, JUnit, Markdown).
-//! - [`merge`]: several hosts' reports joined into one matrix (`certify merge`).
+//! - [`merge`]: several hosts' reports joined into one matrix (`certify merge`, in [`certify`]).
 //! - [`suite`]: the scenario set compiled into `certify` and its hash, for a `certify` that runs
 //!   outside a clone.
 
 pub mod backends;
 pub mod certify;
+/// Several hosts' reports joined into one matrix (`certify merge`).
+pub use certify::merge;
 pub mod expectations;
 pub mod external;
 pub mod harness;
-pub mod load;
-pub mod merge;
 pub mod metamorphic;
-pub mod model;
 pub mod observed;
 pub mod plan;
 /// The external-backend protocol's wire types: the `sandbox-protocol` crate.
 pub use sandbox_protocol as protocol;
 pub mod reaper;
 pub mod request;
+pub mod scenario;
 pub mod steps;
 pub mod suite;
 pub(crate) mod survivors;
 pub mod world;
+/// The scenario schema (the types of [`scenario`]).
+pub use scenario as model;
+/// Discovery, parsing and matrix expansion of scenario files.
+pub use scenario::load;

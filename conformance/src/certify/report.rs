@@ -1,436 +1,226 @@
-//! The reports of a run: the Markdown matrix a person reads in a pull request, the JUnit XML a CI
-//! shows, and writing all three (with `report.json`) into place in one step.
+//! What a run reports: a status per case, a verdict per backend, the host's facts, the whole
+//! run (serialised as `report.json`).
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use std::time::Duration;
+use serde::{Deserialize, Serialize};
 
-use super::{BackendReport, CaseResult, FORGED_SIGNATURE_SCENARIO, Report, Status};
-
-/// One matrix cell: the non-zero counts.
-pub(crate) fn cell(counts: &BTreeMap<Status, usize>) -> String {
-    let parts: Vec<String> = Status::ALL
-        .iter()
-        .filter_map(|s| {
-            counts
-                .get(s)
-                .filter(|n| **n > 0)
-                .map(|n| format!("{n} {}", s.word()))
-        })
-        .collect();
-    if parts.is_empty() {
-        "-".into()
-    } else {
-        parts.join(", ")
-    }
+/// What a case came to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Status {
+    /// Passed.
+    Pass,
+    /// An expectation was not met.
+    Fail,
+    /// Could not run on this host (with the reason).
+    Skip,
+    /// Failed as the backend's expectation file says it does.
+    Xfail,
+    /// Expected to fail but passed: the expectation is stale.
+    Xpass,
+    /// The suite or the backend broke (a load error, a protocol failure).
+    Error,
+    /// The case or the backend did not finish in time.
+    Timeout,
+    /// The backend answered the same request about two places differently (never excused by an
+    /// expectation file).
+    Inconsistent,
 }
 
-/// The family x backend matrix, as Markdown.
-pub fn markdown(report: &Report) -> String {
-    let mut families: Vec<&str> = report.cases.iter().map(|c| c.family.as_str()).collect();
-    families.sort_unstable();
-    families.dedup();
-    let mut out = String::from("# Certification report\n\n");
-    out.push_str(&format!(
-        "Suite {} ({}, commit {}) on {} {} (Landlock ABI {}, {}), {:.1} s wall.\n\n",
-        report.suite_version,
-        report
-            .suite_hash
-            .as_deref()
-            .unwrap_or("scenario set unknown"),
-        report.commit.as_deref().unwrap_or("unknown"),
-        report.host.os,
-        report.host.kernel.as_deref().unwrap_or("?"),
-        report
-            .host
-            .landlock_abi
-            .map(|a| a.to_string())
-            .unwrap_or_else(|| "none".into()),
-        report.host.bwrap_version.as_deref().unwrap_or("no bwrap"),
-        report.wall_seconds
-    ));
-    out.push_str(&format!(
-        "**{}**. Seed {} (`certify --seed {}` replays this run); worlds drawn under {}.\n\n",
-        report.verdict,
-        report.seed,
-        report.seed,
-        report
-            .world_places
-            .bases
-            .iter()
-            .map(|p| format!("`{}`", p.display()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    if !report.left_out_families.is_empty() {
-        out.push_str(&format!(
-            "PARTIAL: this run left out the families {}; it is no certificate.\n\n",
-            report.left_out_families.join(", ")
-        ));
-    }
-    if !report.not_planned.is_empty() {
-        out.push_str("## Planned by what this host has\n\n");
-        for (trial, why) in &report.not_planned {
-            out.push_str(&format!("- `{trial}` not planned: {why}\n"));
-        }
-        out.push('\n');
-    }
-    for (path, why) in &report.world_places.left_out {
-        out.push_str(&format!("No worlds under `{}`: {why}.\n\n", path.display()));
-    }
-    out.push_str("| family |");
-    for b in &report.backends {
-        out.push_str(&format!(" {} |", b.name));
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---|".repeat(report.backends.len()));
-    out.push('\n');
-    for family in families.iter().filter(|f| !f.is_empty()) {
-        out.push_str(&format!("| {family} |"));
-        for b in &report.backends {
-            let mut counts = BTreeMap::new();
-            for c in report
-                .cases
-                .iter()
-                .filter(|c| c.family == *family && c.backend == b.name)
-            {
-                *counts.entry(c.status).or_default() += 1;
-            }
-            out.push_str(&format!(" {} |", cell(&counts)));
-        }
-        out.push('\n');
-    }
-    out.push_str("| **enforcement** |");
-    for b in &report.backends {
-        out.push_str(&format!(
-            " {} |",
-            b.enforcement.map(|e| e.as_str()).unwrap_or("-")
-        ));
-    }
-    for class in sandbox::EnforcementClass::ALL {
-        out.push_str(&format!("\n| **{}** |", class.as_str()));
-        for b in &report.backends {
-            // `-`: no request of this run restricted the class (or the backend reports none).
-            let word = b.classes.as_ref().and_then(|c| {
-                c.iter()
-                    .find(|(reported, _)| *reported == class)
-                    .map(|(_, r)| r.enforcement.as_str())
-            });
-            out.push_str(&format!(" {} |", word.unwrap_or("-")));
-        }
-    }
-    out.push_str("\n| **certified** |");
-    for b in &report.backends {
-        out.push_str(if b.certified { " yes |" } else { " **no** |" });
-    }
-    out.push_str("\n\n");
-    if !report.excluded_backends.is_empty() {
-        out.push_str("## Not certified on this host\n\n");
-        for (name, reason) in &report.excluded_backends {
-            out.push_str(&format!("- {name}: {reason}\n"));
-        }
-        out.push('\n');
-    }
-    let external: Vec<&BackendReport> = report
-        .backends
-        .iter()
-        .filter(|b| b.protocol.is_some())
-        .collect();
-    if !external.is_empty() {
-        out.push_str(
-            "## External backends: protocol and declared differences
+impl Status {
+    /// Every status, in report order.
+    pub const ALL: [Status; 8] = [
+        Status::Pass,
+        Status::Fail,
+        Status::Skip,
+        Status::Xfail,
+        Status::Xpass,
+        Status::Error,
+        Status::Timeout,
+        Status::Inconsistent,
+    ];
 
-",
-        );
-        for b in external {
-            out.push_str(&format!(
-                "- {}: protocol {}\n",
-                b.name,
-                b.protocol.unwrap_or_default()
-            ));
-            let Some(declared) = &b.declared else {
-                out.push_str("  - writable set: the reference one (nothing declared)\n");
-                continue;
-            };
-            for extra in &declared.extra_writable {
-                let modes: Vec<&str> = extra.modes.iter().map(|m| m.as_str()).collect();
-                out.push_str(&format!(
-                    "  - **widening**: {} is writable under {}{}\n",
-                    extra.path.display(),
-                    modes.join(", "),
-                    extra
-                        .reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                ));
-            }
-            for protected in &declared.protected {
-                out.push_str(&format!(
-                    "  - protected under workspace-write ({}, verified by the `declared` scenarios): {}{}\n",
-                    match protected.kind {
-                        crate::protocol::ProtectedKind::File => "file",
-                        crate::protocol::ProtectedKind::Directory => "directory",
-                    },
-                    protected.path.display(),
-                    protected
-                        .reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
-                ));
-            }
-        }
-        out.push('\n');
-    }
-    let fooled: Vec<&CaseResult> = report
-        .cases
-        .iter()
-        .filter(|c| c.scenario == FORGED_SIGNATURE_SCENARIO)
-        .filter(|c| matches!(c.status, Status::Fail | Status::Xfail))
-        .collect();
-    if !fooled.is_empty() {
-        out.push_str(
-            "## Can be fooled by a forged runner-failure signature
-
-",
-        );
-        out.push_str(
-            "A payload that ran, printed the backend's own runner-failure wording and exited \
-             with its code is reported as a broken sandbox (no status channel decides):\n\n",
-        );
-        for c in fooled {
-            out.push_str(&format!(
-                "- {}: {}\n",
-                c.backend,
-                c.message.as_deref().unwrap_or("").replace('\n', " ")
-            ));
-        }
-        out.push('\n');
-    }
-    let problems: Vec<String> = report
-        .suite_problems
-        .iter()
-        .map(|p| format!("- suite: {p}"))
-        .chain(
-            report
-                .backends
-                .iter()
-                .flat_map(|b| b.problems.iter().map(move |p| format!("- {}: {p}", b.name))),
+    /// True for the statuses that deny certification by themselves.
+    pub fn is_bad(self) -> bool {
+        matches!(
+            self,
+            Status::Fail | Status::Xpass | Status::Error | Status::Timeout | Status::Inconsistent
         )
-        .collect();
-    if !problems.is_empty() {
-        out.push_str("## Problems\n\n");
-        out.push_str(&problems.join("\n"));
-        out.push_str("\n\n");
     }
-    let bad: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status.is_bad()).collect();
-    if !bad.is_empty() {
-        out.push_str(&format!("## Failed cases ({})\n\n", bad.len()));
-        for c in bad.iter().take(100) {
-            out.push_str(&format!(
-                "- `{}` {}:\n\n  ```text\n",
-                c.trial,
-                c.status.code()
-            ));
-            for line in wrap(c.message.as_deref().unwrap_or(""), 100) {
-                out.push_str(&format!("  {line}\n"));
-            }
-            out.push_str("  ```\n\n");
+
+    /// Its name in reports, as `report.json` spells it (`PASS`, `FAIL`, ..., `INCONSISTENT`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Fail => "FAIL",
+            Status::Skip => "SKIP",
+            Status::Xfail => "XFAIL",
+            Status::Xpass => "XPASS",
+            Status::Error => "ERROR",
+            Status::Timeout => "TIMEOUT",
+            Status::Inconsistent => "INCONSISTENT",
         }
-        if bad.len() > 100 {
-            out.push_str(&format!(
-                "- ... and {} more (see report.json)\n",
-                bad.len() - 100
-            ));
+    }
+
+    pub(super) fn word(self) -> &'static str {
+        match self {
+            Status::Pass => "passed",
+            Status::Fail => "failed",
+            Status::Skip => "skipped",
+            Status::Xfail => "xfail",
+            Status::Xpass => "XPASS",
+            Status::Error => "error",
+            Status::Timeout => "timeout",
+            Status::Inconsistent => "INCONSISTENT",
         }
-        out.push('\n');
     }
-    let xfails: BTreeMap<(&str, &str), usize> = report
-        .cases
-        .iter()
-        .filter(|c| c.status == Status::Xfail)
-        .fold(BTreeMap::new(), |mut acc, c| {
-            // Grouped by reason; each case's own observation stays in report.json and JUnit.
-            let message = c.message.as_deref().unwrap_or("");
-            let reason = message.split(" -- observed: ").next().unwrap_or(message);
-            *acc.entry((c.backend.as_str(), reason)).or_default() += 1;
-            acc
-        });
-    if !xfails.is_empty() {
-        out.push_str("## Expected failures\n\n");
-        for ((backend, reason), n) in xfails {
-            out.push_str(&format!("- {backend}: {n} case(s): {reason}\n"));
-        }
-        out.push('\n');
-    }
-    out.push_str("## Slowest families (summed case time)\n\n");
-    for (family, secs) in report.family_seconds.iter().take(5) {
-        out.push_str(&format!("- {family}: {secs:.1} s\n"));
-    }
-    out
 }
 
-/// `text` in lines of at most `width` characters, broken at spaces where it can be (a longer
-/// word is cut), its own line breaks kept. Nothing is dropped.
-pub fn wrap(text: &str, width: usize) -> Vec<String> {
-    let mut lines = Vec::new();
-    for source in text.lines() {
-        let mut line = String::new();
-        for word in source.split(' ') {
-            let mut word: Vec<char> = word.chars().collect();
-            let used = line.chars().count();
-            if used > 0 && used + 1 + word.len() > width {
-                lines.push(std::mem::take(&mut line));
-            }
-            while word.len() > width {
-                if !line.is_empty() {
-                    lines.push(std::mem::take(&mut line));
-                }
-                lines.push(word.drain(..width).collect());
-            }
-            if !line.is_empty() {
-                line.push(' ');
-            }
-            line.extend(word);
+/// One case's result.
+#[derive(Clone, Debug, Serialize)]
+pub struct CaseResult {
+    /// The trial name (`family::backend::file::case`).
+    pub trial: String,
+    /// The backend (`-` for a suite-level error).
+    pub backend: String,
+    /// The family.
+    pub family: String,
+    /// The scenario id.
+    pub scenario: String,
+    /// The scenario level.
+    pub level: Option<&'static str>,
+    /// What it came to.
+    pub status: Status,
+    /// Why, when it did not simply pass.
+    pub message: Option<String>,
+    /// How long it took, in milliseconds.
+    pub duration_ms: f64,
+}
+
+/// A backend's verdict.
+#[derive(Clone, Debug, Serialize)]
+pub struct BackendReport {
+    /// Its name.
+    pub name: String,
+    /// Its version, when known.
+    pub version: Option<String>,
+    /// The weakest enforcement its answers reported in this run for any class they were asked
+    /// to restrict (what it claimed up front when it was asked nothing).
+    pub enforcement: Option<sandbox::SandboxEnforcement>,
+    /// Per class (`files`, `network`, `protected`, ...), the weakest report its answers gave in
+    /// this run over the requests that restricted that class, with what was left ungoverned;
+    /// when it was asked nothing, what its probe found (reference backends) or `None`.
+    pub classes: Option<sandbox::ClassEnforcements>,
+    /// Whether it can confine on this host.
+    pub usable: bool,
+    /// Why not, when it cannot.
+    pub unusable_reason: Option<String>,
+    /// Certified: no bad case, no `must` case skipped, its guard holds.
+    pub certified: bool,
+    /// Cases per status.
+    pub counts: BTreeMap<Status, usize>,
+    /// What denies certification, besides bad cases (the guard's findings).
+    pub problems: Vec<String>,
+    /// The protocol version its handshake settled on (external backends).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<u32>,
+    /// Where it declared its writable set differs from the reference one: each protected path
+    /// is verified by the `declared` scenarios, each extra writable path is a widening.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub declared: Option<crate::protocol::Differences>,
+    /// Whether a payload printing the backend's own runner-failure signature passes for a broken
+    /// sandbox (scenario [`FORGED_SIGNATURE_SCENARIO`] failed, expected or not); absent when the
+    /// scenario did not run for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fooled_by_forged_runner_failure: Option<bool>,
+}
+
+/// Facts about the host the run happened on.
+#[derive(Clone, Debug, Serialize)]
+pub struct HostFacts {
+    /// `linux`, `macos`, ...
+    pub os: &'static str,
+    /// The kernel release.
+    pub kernel: Option<String>,
+    /// The kernel's Landlock ABI, when the launcher probed it.
+    pub landlock_abi: Option<u32>,
+    /// bwrap's version, when it was probed.
+    pub bwrap_version: Option<String>,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct Report {
+    /// The suite's version.
+    pub suite_version: &'static str,
+    /// The hash of the scenario set this run loaded ([`crate::suite::hash_dir`]): the embedded
+    /// suite's, or that of the `--scenarios` directory. `None` when it could not be read.
+    pub suite_hash: Option<String>,
+    /// The suite's commit, when known.
+    pub commit: Option<String>,
+    /// Where it ran.
+    pub host: HostFacts,
+    /// Unix time the run started.
+    pub started_at: u64,
+    /// Wall time of the run, in seconds.
+    pub wall_seconds: f64,
+    /// Summed case time per family, in seconds (the slowest families first).
+    pub family_seconds: Vec<(String, f64)>,
+    /// Every backend's verdict.
+    pub backends: Vec<BackendReport>,
+    /// Every case.
+    pub cases: Vec<CaseResult>,
+    /// Suite-level problems (load errors, no scenarios).
+    pub suite_problems: Vec<String>,
+    /// Backends this host has no use of, with the reason (not certified here, not failing).
+    pub excluded_backends: Vec<(String, String)>,
+    /// The seed of the run's draws (`certify --seed N` replays it).
+    pub seed: u64,
+    /// Host-dependent cases not planned on this host, with the reason (what the host has).
+    pub not_planned: Vec<(String, String)>,
+    /// The suite's families this run did not run (`--family`): such a run is `PARTIAL`.
+    pub left_out_families: Vec<String>,
+    /// `CERTIFIED`, `PARTIAL` or `NOT CERTIFIED` (see [`Report::verdict`]).
+    pub verdict: &'static str,
+    /// Where this host's worlds were drawn from, and the places left out with the reason.
+    pub world_places: WorldPlaces,
+}
+
+/// Where a run's worlds lie.
+#[derive(Clone, Debug, Serialize)]
+pub struct WorldPlaces {
+    /// The bases worlds were drawn from.
+    pub bases: Vec<PathBuf>,
+    /// Candidate bases left out on this host, with the reason.
+    pub left_out: Vec<(PathBuf, String)>,
+}
+
+impl Report {
+    /// Certified: every backend in the run is certified, the suite itself loaded cleanly and no
+    /// family was left out.
+    pub fn certified(&self) -> bool {
+        self.passed() && self.left_out_families.is_empty()
+    }
+
+    /// Every backend passed what the run ran and the suite loaded cleanly (a run that left
+    /// families out may pass, but it is no certificate).
+    pub fn passed(&self) -> bool {
+        self.suite_problems.is_empty()
+            && !self.backends.is_empty()
+            && self.backends.iter().all(|b| b.certified)
+    }
+
+    /// `CERTIFIED`, `PARTIAL` (everything it ran passed, but it left families out) or
+    /// `NOT CERTIFIED`.
+    pub fn verdict(&self) -> &'static str {
+        if self.certified() {
+            "CERTIFIED"
+        } else if self.passed() {
+            "PARTIAL"
+        } else {
+            "NOT CERTIFIED"
         }
-        lines.push(line);
-    }
-    lines
-}
-
-/// The run as JUnit XML: one test suite per backend.
-pub fn junit(report: &Report) -> Result<String, String> {
-    use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
-    let mut junit = quick_junit::Report::new("certify");
-    let mut names: Vec<&str> = report.cases.iter().map(|c| c.backend.as_str()).collect();
-    names.sort_unstable();
-    names.dedup();
-    for name in names {
-        let mut suite = TestSuite::new(name);
-        for c in report.cases.iter().filter(|c| c.backend == name) {
-            let mut status = match c.status {
-                Status::Pass | Status::Xfail => TestCaseStatus::success(),
-                Status::Skip => TestCaseStatus::skipped(),
-                Status::Fail | Status::Xpass => {
-                    TestCaseStatus::non_success(NonSuccessKind::Failure)
-                }
-                Status::Error | Status::Timeout | Status::Inconsistent => {
-                    TestCaseStatus::non_success(NonSuccessKind::Error)
-                }
-            };
-            if let Some(m) = &c.message {
-                status.set_message(format!("{}: {m}", c.status.code()));
-            }
-            let mut case = TestCase::new(c.trial.as_str(), status);
-            case.set_classname(c.family.as_str());
-            case.set_time(Duration::from_secs_f64(c.duration_ms / 1e3));
-            if c.status == Status::Xfail {
-                case.set_system_out(format!("XFAIL: {}", c.message.as_deref().unwrap_or("")));
-            }
-            suite.add_test_case(case);
-        }
-        junit.add_test_suite(suite);
-    }
-    junit.to_string().map_err(|e| e.to_string())
-}
-
-/// The families of the scenario root `root`: its folders that hold at least one scenario file
-/// (`.yaml` or `.yml`), sorted. A `--family` filter must name one of them.
-pub fn families(root: &Path) -> Vec<String> {
-    let Ok(dir) = std::fs::read_dir(root) else {
-        return Vec::new();
-    };
-    let mut families: Vec<String> = dir
-        .filter_map(Result::ok)
-        .filter(|entry| entry.path().is_dir())
-        .filter(|entry| {
-            std::fs::read_dir(entry.path()).is_ok_and(|files| {
-                files.filter_map(Result::ok).any(|f| {
-                    f.path()
-                        .extension()
-                        .is_some_and(|e| e == "yaml" || e == "yml")
-                })
-            })
-        })
-        .filter_map(|entry| entry.file_name().into_string().ok())
-        .collect();
-    families.sort();
-    families
-}
-
-/// Writes `report.json`, `junit.xml` and `matrix.md` into `dir`, all or nothing: they are written
-/// into a new sibling directory first, which then takes `dir`'s place in one step (an exchange
-/// where the kernel has one), so a run that fails to write, or is stopped while writing, leaves
-/// the previous report as it was.
-pub fn write(report: &Report, dir: &Path) -> std::io::Result<()> {
-    let name = dir
-        .file_name()
-        .ok_or_else(|| std::io::Error::other(format!("{} names no directory", dir.display())))?;
-    let parent = match dir.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-        _ => PathBuf::from("."),
-    };
-    std::fs::create_dir_all(&parent)?;
-    let mut staging_name = std::ffi::OsString::from(".");
-    staging_name.push(name);
-    staging_name.push(format!(".writing-{}", std::process::id()));
-    let staging = parent.join(staging_name);
-    let _ = std::fs::remove_dir_all(&staging);
-    let fill = |into: &Path| -> std::io::Result<()> {
-        let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
-        std::fs::write(into.join("report.json"), json)?;
-        std::fs::write(
-            into.join("junit.xml"),
-            junit(report).map_err(std::io::Error::other)?,
-        )?;
-        std::fs::write(into.join("matrix.md"), markdown(report))
-    };
-    if let Err(e) = std::fs::create_dir(&staging) {
-        if e.kind() != std::io::ErrorKind::PermissionDenied {
-            return Err(e);
-        }
-        // A directory we may write in a parent we may not (a CI user's report directory):
-        // stage inside it, then rename each file into place (each file whole, never torn).
-        std::fs::create_dir_all(dir)?;
-        let inside = dir.join(format!(".writing-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&inside);
-        std::fs::create_dir(&inside)?;
-        let written = fill(&inside).and_then(|()| {
-            ["report.json", "junit.xml", "matrix.md"]
-                .iter()
-                .try_for_each(|f| std::fs::rename(inside.join(f), dir.join(f)))
-        });
-        let _ = std::fs::remove_dir_all(&inside);
-        return written;
-    }
-    let written = fill(&staging).and_then(|()| replace_dir(&staging, dir));
-    let _ = std::fs::remove_dir_all(&staging);
-    written
-}
-
-/// Puts the directory `new` at `dir`; what was at `dir` ends up at `new` (removed by the caller).
-fn replace_dir(new: &Path, dir: &Path) -> std::io::Result<()> {
-    if std::fs::symlink_metadata(dir).is_err() {
-        return std::fs::rename(new, dir);
-    }
-    #[cfg(target_os = "linux")]
-    {
-        use nix::fcntl::{AT_FDCWD, RenameFlags, renameat2};
-        renameat2(AT_FDCWD, new, AT_FDCWD, dir, RenameFlags::RENAME_EXCHANGE)
-            .map_err(std::io::Error::from)
-    }
-    #[cfg(not(target_os = "linux"))]
-    {
-        // No exchange: move the old report aside, then the new one in (a crash in between
-        // leaves the old one beside it, never a half-written one at `dir`).
-        let mut aside = new.as_os_str().to_owned();
-        aside.push(".old");
-        let aside = PathBuf::from(aside);
-        std::fs::rename(dir, &aside)?;
-        std::fs::rename(new, dir)?;
-        let _ = std::fs::remove_dir_all(&aside);
-        Ok(())
     }
 }

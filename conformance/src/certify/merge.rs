@@ -1,12 +1,12 @@
 //! `certify merge`: joins the reports of several hosts (the legs of a CI matrix) into one report
 //! and one Markdown matrix, so a maintainer reads one table instead of one per leg.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::certify::{Status, cell};
+use super::Status;
+use super::matrix::{certified, header, row, tally};
 
 /// Why a report cannot be merged; each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -248,36 +248,34 @@ pub fn markdown(merged: &Merged) -> String {
             "**Not certified everywhere**: see the columns marked **no** and each host's verdict."
         }
     );
-    out.push_str("| family |");
-    for (host, _, b) in &columns {
-        out.push_str(&format!(" {host}: {} |", b.name));
-    }
-    out.push_str("\n|---|");
-    out.push_str(&"---|".repeat(columns.len()));
-    out.push('\n');
+    out.push_str(&header(
+        columns
+            .iter()
+            .map(|(host, _, b)| format!("{host}: {}", b.name)),
+    ));
     for family in &families {
-        out.push_str(&format!("| {family} |"));
-        for (_, r, b) in &columns {
-            let mut counts: BTreeMap<Status, usize> = BTreeMap::new();
-            for c in r
-                .cases
-                .iter()
-                .filter(|c| c.family == *family && c.backend == b.name)
-            {
-                *counts.entry(c.status).or_default() += 1;
-            }
-            out.push_str(&format!(" {} |", cell(&counts)));
-        }
+        let cells = columns.iter().map(|(_, r, b)| {
+            tally(
+                r.cases
+                    .iter()
+                    .filter(|c| c.family == *family && c.backend == b.name)
+                    .map(|c| c.status),
+            )
+        });
+        out.push_str(&row(family, cells));
         out.push('\n');
     }
-    out.push_str("| **enforcement** |");
-    for (_, _, b) in &columns {
-        out.push_str(&format!(" {} |", b.enforcement.as_deref().unwrap_or("-")));
-    }
-    out.push_str("\n| **certified** |");
-    for (_, _, b) in &columns {
-        out.push_str(if b.certified { " yes |" } else { " **no** |" });
-    }
+    out.push_str(&row(
+        "**enforcement**",
+        columns
+            .iter()
+            .map(|(_, _, b)| b.enforcement.as_deref().unwrap_or("-")),
+    ));
+    out.push('\n');
+    out.push_str(&row(
+        "**certified**",
+        columns.iter().map(|(_, _, b)| certified(b.certified)),
+    ));
     out.push_str("\n\n## Hosts\n\n");
     for (label, r) in &merged.hosts {
         let facts: Vec<String> = r

@@ -1,0 +1,245 @@
+//! Odd names: in a fixed share of cases, every name of the case's worlds is dressed with the
+//! characters real folder and file names have (shell and glob characters, quotes, spaces at the
+//! ends), the same way in every world of the case.
+
+use std::cell::RefCell;
+use std::path::PathBuf;
+
+use super::names::LOGICAL_FILES;
+use super::seed::SEED_VAR;
+use super::snapshot::shown;
+
+/// Puts `odd` in place for the case running on this thread until the guard drops.
+pub(super) fn enter(odd: Option<Odd>) -> impl Drop {
+    RestoreOdd(ODD.replace(odd))
+}
+
+struct RestoreOdd(Option<Odd>);
+impl Drop for RestoreOdd {
+    fn drop(&mut self) {
+        ODD.set(self.0.take());
+    }
+}
+
+/// One case in this many draws its worlds' names with the characters real folder and file names
+/// have (brackets, parentheses, `*`, `?`, `&`, `%`, `,`, `;`, `!`, `{}`, quotes, backslashes, a
+/// leading dash, leading and trailing spaces): a fixed share, drawn from the case's seed.
+pub const ODD_SHARE: u8 = 4;
+
+thread_local! {
+    /// The odd names of the case running on this thread (`None`: ordinary names).
+    static ODD: RefCell<Option<Odd>> = const { RefCell::new(None) };
+}
+
+/// How one name is dressed: text before and after it, and for a glob pattern the decoy's
+/// (what the pattern matches instead of the name: `[draft]` matches `d`).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Dress {
+    before: &'static str,
+    after: &'static str,
+    /// The decoy's `before` and `after`, for a dress holding a glob pattern.
+    decoy: Option<(&'static str, &'static str)>,
+}
+
+/// A plain dress's text before and after the name (a pool of them is a table of these pairs).
+type Plain = (&'static str, &'static str);
+
+impl Dress {
+    /// One dress drawn from `pool`: a plain pool's pair, or a glob pool's dress as it is.
+    fn drawn(rng: &mut fastrand::Rng, pool: Pool) -> Dress {
+        match pool {
+            Pool::Plain(pairs) => {
+                let (before, after) = pairs[rng.usize(..pairs.len())];
+                Dress {
+                    before,
+                    after,
+                    decoy: None,
+                }
+            }
+            Pool::Glob(dresses) => dresses[rng.usize(..dresses.len())],
+        }
+    }
+
+    const fn glob(
+        before: &'static str,
+        after: &'static str,
+        decoy: (&'static str, &'static str),
+    ) -> Dress {
+        Dress {
+            before,
+            after,
+            decoy: Some(decoy),
+        }
+    }
+
+    pub(super) fn on(&self, name: &str) -> String {
+        format!("{}{name}{}", self.before, self.after)
+    }
+
+    pub(super) fn decoy_of(&self, name: &str) -> Option<String> {
+        self.decoy.map(|(b, a)| format!("{b}{name}{a}"))
+    }
+}
+
+/// A pool of dresses one is drawn from.
+#[derive(Clone, Copy)]
+enum Pool {
+    /// Text before and after the name.
+    Plain(&'static [Plain]),
+    /// Glob patterns, each with its decoy.
+    Glob(&'static [Dress]),
+}
+
+/// Workspace names as glob patterns, each with the sibling the pattern matches instead (a
+/// runner that expands its workspace option as a glob, as firejail's `--read-write` does, picks
+/// the sibling): every one sorts the decoy before the name itself.
+const ODD_WORKSPACES: &[Dress] = &[
+    Dress::glob("", " [draft]", ("", " d")),
+    Dress::glob("[wip] ", "", ("w ", "")),
+    Dress::glob("", " (copy)*", ("", " (copy)")),
+    Dress::glob("", "?", ("", "1")),
+    Dress::glob("-", " [old] ", ("-", " o ")),
+    Dress::glob(" ", " v[12]", (" ", " v1")),
+];
+
+/// Project folder names as people spell them: shell characters, quotes, spaces at the ends.
+const ODD_PROJECTS: &[Plain] = &[
+    ("", " R&D"),
+    ("", " 50%"),
+    ("", "'s notes"),
+    ("", " \"final\""),
+    ("", ", v2; old"),
+    ("", "!"),
+    ("", " back\\slash"),
+    (" ", " "),
+    ("-", " (1)"),
+    ("", " {a,b}"),
+];
+
+/// Sibling names (the outside tree, the alias, the extra root).
+const ODD_SIBLINGS: &[Plain] = &[
+    ("", " {old,new}"),
+    ("", " (1)"),
+    ("", " 100%"),
+    ("", " & co"),
+    ("", "'s"),
+    ("\"", "\""),
+    ("", "\\x"),
+    ("", ";!"),
+    ("-", ""),
+    ("", " "),
+    (" ", ""),
+    ("", " [x]"),
+    ("", " a,b"),
+];
+
+/// File names (before the extension).
+const ODD_FILES: &[Plain] = &[
+    ("", " (1)"),
+    ("", " [draft]"),
+    ("-", ""),
+    ("", " *"),
+    ("", "?"),
+    ("R&D ", ""),
+    ("", " 50%"),
+    ("", "'s"),
+    ("", " \"x\""),
+    ("", "\\y"),
+    ("", " {1,2}"),
+    ("", ",;!"),
+    (" ", " "),
+];
+
+/// A case's odd names: how each of its names is dressed, drawn once per case so every world of
+/// the case (and each twin) carries the same characters in the same places.
+#[derive(Clone, Debug)]
+pub(super) struct Odd {
+    pub(super) workspace: Dress,
+    pub(super) project: Dress,
+    /// The outside tree, the alias, the extra root.
+    pub(super) siblings: [Dress; 3],
+    pub(super) files: Vec<Dress>,
+    /// The run's seed, which replays them.
+    seed: u64,
+    /// The workspace and decoy of each world the case made (not the twins).
+    worlds: Vec<(PathBuf, Option<PathBuf>)>,
+}
+
+impl Odd {
+    /// `Some` in [`ODD_SHARE`]'s share of cases.
+    pub(super) fn draw(rng: &mut fastrand::Rng, seed: u64) -> Option<Odd> {
+        if rng.u8(..ODD_SHARE) != 0 {
+            return None;
+        }
+        let siblings = Pool::Plain(ODD_SIBLINGS);
+        Some(Odd {
+            workspace: Dress::drawn(rng, Pool::Glob(ODD_WORKSPACES)),
+            project: Dress::drawn(rng, Pool::Plain(ODD_PROJECTS)),
+            siblings: [
+                Dress::drawn(rng, siblings),
+                Dress::drawn(rng, siblings),
+                Dress::drawn(rng, siblings),
+            ],
+            files: LOGICAL_FILES
+                .iter()
+                .map(|_| Dress::drawn(rng, Pool::Plain(ODD_FILES)))
+                .collect(),
+            seed,
+            worlds: Vec::new(),
+        })
+    }
+}
+
+/// The odd names of the case running on this thread, if it has them.
+pub(super) fn odd() -> Option<Odd> {
+    ODD.with_borrow(Clone::clone)
+}
+
+/// True when the case running on this thread draws its names with shell and glob characters.
+pub fn odd_names() -> bool {
+    ODD.with_borrow(Option::is_some)
+}
+
+/// The words a failure of a case with odd names ends with: that its names hold shell and glob
+/// characters, the seed that replays them, and each world's workspace (and decoy), one line
+/// each. A backend that cannot carry such a name answers `unavailable`, and its failure says so
+/// here; one that confines the decoy shows it in the world diff above.
+pub fn noted(message: String) -> String {
+    ODD.with_borrow(|odd| match odd {
+        None => message,
+        Some(o) => {
+            let mut out = format!(
+                "{message}\n  (this case's names hold the shell and glob characters real names have, \
+                 as one case in {ODD_SHARE} does; `certify --seed {seed}` or {SEED_VAR}={seed} replays them)",
+                seed = o.seed
+            );
+            for (ws, decoy) in &o.worlds {
+                out.push_str(&format!("\n  workspace: {}", shown(ws)));
+                if let Some(d) = decoy {
+                    out.push_str(&format!(
+                        "\n  decoy (a glob of the workspace's name matches it): {}",
+                        shown(d)
+                    ));
+                }
+            }
+            out
+        }
+    })
+}
+
+/// `name` (`notes.txt`) dressed before its extension (`notes (1).txt`, `-notes.txt`).
+pub(super) fn dress_file(dress: &Dress, name: &str) -> String {
+    match name.rsplit_once('.') {
+        Some((stem, ext)) if !stem.is_empty() => format!("{}.{ext}", dress.on(stem)),
+        _ => dress.on(name),
+    }
+}
+
+/// Notes a world the case made (not a twin) with its workspace and decoy, for [`noted`].
+pub(super) fn record_world(ws: PathBuf, decoy: Option<PathBuf>) {
+    ODD.with_borrow_mut(|odd| {
+        if let Some(o) = odd {
+            o.worlds.push((ws, decoy));
+        }
+    });
+}
