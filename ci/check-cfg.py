@@ -28,6 +28,7 @@ import sys
 # items, not as a word: a portable wrapper named `pidfd_open` with a non-Linux body is fine.)
 LINUX_ONLY = [
     r"SYS_openat2",
+    r"\bumount2\b",
     r"\bOpenHow\b",
     r"\bResolveFlag\b",
     r"\bopenat2\s*\(",

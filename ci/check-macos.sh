@@ -33,7 +33,7 @@ done
 
 ci/check-cfg.py || rc=1
 
-read -r -a crates <<<"${CI_MACOS_CHECK_CRATES:-sandbox sandbox-policy landlock-run sandbox-local sandbox-cli sandbox-bench sandbox-tools sandbox-agent}"
+read -r -a crates <<<"${CI_MACOS_CHECK_CRATES:-sandbox sandbox-policy landlock-run sandbox-local sandbox-cli sandbox-bench sandbox-tools sandbox-agent conformance}"
 installed=$(rustup target list --installed 2>/dev/null || true)
 for t in "${targets[@]}"; do
     if ! grep -qx "$t" <<<"$installed"; then

@@ -20,13 +20,6 @@ use crate::world::World;
 /// differently (the certify report's status `INCONSISTENT`).
 pub const INCONSISTENT: &str = "INCONSISTENT";
 
-/// True when a case's failure message, already formatted, is an inconsistency (a step failed
-/// with [`StepError::Inconsistent`]). Only for a caller that kept nothing but the text: the
-/// harness reads [`crate::steps::CaseFailure::is_inconsistent`] instead.
-pub fn is_inconsistent(message: &str) -> bool {
-    message.contains(&format!("): {INCONSISTENT}: "))
-}
-
 /// A provider that asks its backend every request twice, about the world and about its twin.
 pub struct Twin {
     inner: Arc<dyn SandboxProvider>,

@@ -49,6 +49,20 @@ pub enum StepError {
     },
 }
 
+/// A host command the world ran for a step failed: the harness's trouble, not the backend's.
+impl From<crate::world::HostError> for StepError {
+    fn from(e: crate::world::HostError) -> Self {
+        StepError::Harness(e.to_string())
+    }
+}
+
+/// The seeded draw of a run's worlds could not be made: the harness's trouble.
+impl From<crate::world::SeedError> for StepError {
+    fn from(e: crate::world::SeedError) -> Self {
+        StepError::Harness(e.to_string())
+    }
+}
+
 impl StepError {
     /// An unmet expectation.
     pub fn unmet(message: impl Into<String>) -> Self {

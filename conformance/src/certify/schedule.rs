@@ -273,7 +273,7 @@ fn run_trial(
     std::thread::spawn(move || {
         let result = crate::world::with_case(seed, &name, || {
             run_case(&worker_backends[backend], &case)
-                .map_err(|e| crate::world::noted(e.to_string()))
+                .map_err(|e| (e.is_inconsistent(), crate::world::noted(e.to_string())))
         });
         let _ = tx.send(result);
     });
@@ -291,10 +291,11 @@ fn run_trial(
             Status::Timeout,
             Some(format!("the case did not finish within {timeout:?}")),
         ),
-        (Ok(Err(message)), None) if crate::metamorphic::is_inconsistent(&message) => {
-            (Status::Inconsistent, Some(message))
-        }
-        (Ok(result), None) => match Judgement::of(result, expected_failure.as_ref()) {
+        (Ok(Err((true, message))), None) => (Status::Inconsistent, Some(message)),
+        (Ok(result), None) => match Judgement::of(
+            result.map_err(|(_, message)| message),
+            expected_failure.as_ref(),
+        ) {
             Judgement::Pass => (Status::Pass, None),
             Judgement::Fail(message) => (Status::Fail, Some(message)),
             // The reason, and the case's own words: what a reader checks the reason against.

@@ -47,20 +47,6 @@ pub enum HostError {
     },
 }
 
-/// A step whose errors are still words takes a [`HostError`] as its words.
-impl From<HostError> for String {
-    fn from(e: HostError) -> String {
-        e.to_string()
-    }
-}
-
-/// A caller whose errors are still words takes a [`SeedError`] as its words.
-impl From<SeedError> for String {
-    fn from(e: SeedError) -> String {
-        e.to_string()
-    }
-}
-
 /// Why a candidate base for worlds (`/var/tmp`, the home directory, `/srv`) was left out.
 #[derive(Debug, thiserror::Error)]
 pub enum BaseRefused {

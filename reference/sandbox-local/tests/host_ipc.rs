@@ -203,9 +203,11 @@ if (process.argv[2] === "child") {
 }
 
 /// A pytest run confined by the real bwrap and the real launcher under `workspace-write`: its tests
-/// use a multiprocessing pool (pipes and a child per worker), a stream socketpair and pytest's own
-/// `tmp_path`, and one tries to write outside the workspace. The suite passes (the refusal is what
-/// that test expects), its temporary files land in the workspace, and the file outside is unchanged.
+/// use a multiprocessing pipe to a child, a stream socketpair and pytest's own `tmp_path`, and one
+/// tries to write outside the workspace. The suite passes (the refusal is what that test
+/// expects), its temporary files land in the workspace, and the file outside is unchanged. A
+/// multiprocessing pool works under bwrap (a private `/dev/shm`) and is refused under Landlock,
+/// where `/dev/shm` is the host's: its semaphores would be files outside the writable set.
 #[test]
 fn a_pytest_run_with_multiprocessing_and_socketpairs_works_confined() {
     const TESTS: &str = r#"
@@ -214,9 +216,22 @@ import multiprocessing as mp, os, socket, pytest
 def square(n):
     return n * n
 
+def test_pipe_and_a_child():
+    a, b = mp.Pipe()
+    p = mp.get_context("fork").Process(target=b.send, args=(7,))
+    p.start()
+    assert a.recv() == 7
+    p.join()
+
 def test_pool_of_workers():
-    with mp.get_context("fork").Pool(2) as pool:
-        assert pool.map(square, range(5)) == [0, 1, 4, 9, 16]
+    # A pool's locks are POSIX semaphores, files in /dev/shm: bwrap gives the payload a private
+    # /dev/shm; under Landlock it is the host's, outside the writable set, and refused.
+    if os.environ["SHM"] == "private":
+        with mp.get_context("fork").Pool(2) as pool:
+            assert pool.map(square, range(5)) == [0, 1, 4, 9, 16]
+    else:
+        with pytest.raises(PermissionError):
+            mp.get_context("fork").Pool(2)
 
 def test_socketpair():
     a, b = socket.socketpair()
@@ -260,6 +275,15 @@ def test_outside_is_refused():
         let argv: Vec<OsString> = vec![
             "/usr/bin/env".into(),
             format!("OUTSIDE={}", outside.display()).into(),
+            format!(
+                "SHM={}",
+                if backend == Backend::Bwrap {
+                    "private"
+                } else {
+                    "host"
+                }
+            )
+            .into(),
             python.into(),
             "-m".into(),
             "pytest".into(),
@@ -274,7 +298,7 @@ def test_outside_is_refused():
         let done = launch::run(&confined, &LaunchOptions::in_dir(&ws));
         let stdout = String::from_utf8_lossy(&done.stdout);
         assert!(
-            stdout.contains("4 passed"),
+            stdout.contains("5 passed"),
             "{backend:?} pytest: stdout {stdout:?} stderr {:?}",
             String::from_utf8_lossy(&done.stderr)
         );
