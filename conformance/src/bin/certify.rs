@@ -33,6 +33,7 @@ use conformance::backends::{Backend, REFERENCE_BACKENDS, reference_backend};
 use conformance::certify::{self, CaseResult, Options, Report, Status};
 use conformance::expectations::{self, ExpectationFile};
 use conformance::external::External;
+use conformance::load::LoadError;
 use conformance::suite::{self, Materialised};
 
 #[derive(Parser)]
@@ -83,7 +84,7 @@ struct Cli {
     command: Vec<OsString>,
 }
 
-type Planned = Vec<(Backend, Result<Option<ExpectationFile>, String>)>;
+type Planned = Vec<(Backend, Result<Option<ExpectationFile>, LoadError>)>;
 
 /// Why certify cannot start the run it was asked for (exit 2, the message on stderr).
 #[derive(Debug, thiserror::Error)]
@@ -371,9 +372,7 @@ fn select_backends(
         .map_err(|e| CliError::Usage(format!("--runner-command: {e}")))?;
         let expected = match &cli.expectations {
             None => Ok(None),
-            Some(path) => {
-                expectations::load_path(path, path.clone(), "operator").map_err(|e| e.to_string())
-            }
+            Some(path) => expectations::load_path(path, path.clone(), "operator"),
         };
         return Ok((
             vec![(Backend::operator_runner(runner), expected)],
@@ -410,8 +409,7 @@ fn select_backends(
         };
         let expected = match &cli.expectations {
             None => Ok(None),
-            Some(path) => expectations::load_path(path, path.clone(), &backend.name)
-                .map_err(|e| e.to_string()),
+            Some(path) => expectations::load_path(path, path.clone(), &backend.name),
         };
         return Ok((vec![(backend, expected)], Vec::new()));
     }
@@ -444,7 +442,7 @@ fn select_backends(
             excluded.push((name, reason.clone()));
             continue;
         }
-        let expected = expectations::load(&dir, &backend.name).map_err(|e| e.to_string());
+        let expected = expectations::load(&dir, &backend.name);
         planned.push((backend, expected));
     }
     Ok((planned, excluded))

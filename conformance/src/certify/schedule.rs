@@ -11,6 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::backends::Backend;
 use crate::expectations::{ExpectationFile, Judgement};
 use crate::external::ProtocolFailure;
+use crate::load::LoadError;
 use crate::load::{Suite, load_suite};
 use crate::model::{Level, Step};
 use crate::observed::{ClassesSeen, Observed};
@@ -26,7 +27,7 @@ pub struct Options {
     /// The scenario root.
     pub scenarios: PathBuf,
     /// The backends to certify, with their expectation files.
-    pub backends: Vec<(Backend, Result<Option<ExpectationFile>, String>)>,
+    pub backends: Vec<(Backend, Result<Option<ExpectationFile>, LoadError>)>,
     /// Only these families (empty: all).
     pub families: Vec<String>,
     /// Cases run at once.
