@@ -1312,6 +1312,49 @@ fn a_lone_installed_certify_certifies_a_family_from_the_root_directory() {
     assert!(left.is_empty(), "left behind: {left:?}");
 }
 
+/// The backends a clone has beside `certify` (`policy` runs the reference agent, `local` runs
+/// `sandboxctl`) are certified by a lone copy too: it acts as both under their names. `local`'s
+/// host simulations need root, so as the unprivileged user only `policy` is asked for.
+#[test]
+fn a_lone_installed_certify_is_also_the_agent_and_sandboxctl() {
+    for program in ["sandbox-agent", "sandboxctl"] {
+        assert!(
+            Command::new("sh")
+                .args(["-c", &format!("command -v {program}")])
+                .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+                .output()
+                .is_ok_and(|o| !o.status.success()),
+            "a {program} on the system PATH would hide what this test checks"
+        );
+    }
+    let cache = private_base("lone-cache-");
+    let mut args = vec!["--backend", "policy", "--family", "anchoring"];
+    if is_root() {
+        args.extend(["--backend", "local", "--family", "selection"]);
+    }
+    let (run, bin) = lone_certify(cache.path(), &args);
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(3), "{stderr}");
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(bin.path().join("out/report.json")).expect("report.json"),
+    )
+    .expect("json");
+    let backends = report["backends"].as_array().expect("backends");
+    assert_eq!(backends.len(), if is_root() { 2 } else { 1 }, "{stderr}");
+    for backend in backends {
+        assert_eq!(backend["certified"], true, "{}: {stderr}", backend["name"]);
+    }
+    let ran = |family: &str| {
+        report["cases"]
+            .as_array()
+            .map_or(0, |c| c.iter().filter(|c| c["family"] == family).count())
+    };
+    assert!(ran("anchoring") > 30, "the anchoring family ran: {stderr}");
+    if is_root() {
+        assert!(ran("selection") >= 15, "the selection family ran: {stderr}");
+    }
+}
+
 #[test]
 fn a_lone_certify_that_cannot_provide_the_launcher_runs_nothing_under_landlock() {
     // Its cache under /tmp (a temp root a confined call may write) is refused: the launcher it

@@ -9,10 +9,11 @@
 //! The suite is inside the binary (`conformance::suite`): an installed `certify` needs no clone.
 //! It is written into a private directory for the run unless `--scenarios DIR` (or
 //! `CONFORMANCE_SCENARIOS`) names another, and the report names the suite version and the
-//! scenario set's hash. `certify` is also the Landlock launcher: run under the name
-//! `landlock-run` it is `landlock_run::run`, and when no `landlock-run` is found next to it (or
-//! on `PATH`) it hard-links (or copies) itself under that name into a private directory outside
-//! every temp root and points the launcher lookup there. A launcher it cannot provide leaves the
+//! scenario set's hash. `certify` is also the Landlock launcher, `sandboxctl` (the `local`
+//! backend's selection steps) and the reference agent (the `policy` backend's stdio steps): run
+//! under the name `landlock-run`, `sandboxctl` or `sandbox-agent` it is that program, and when one
+//! of them is not found next to it (or on `PATH`) it hard-links (or copies) itself under that
+//! name into a private directory outside every temp root and points the lookup there. A launcher it cannot provide leaves the
 //! backends that need it unusable, with the reason (never an unconfined run).
 //!
 //! Exit code 0 only when every backend in the run is certified on the whole suite; 1 when not;
@@ -175,12 +176,22 @@ fn merge_main(args: impl Iterator<Item = OsString>) -> ExitCode {
 
 /// The name this binary answers to as the Landlock launcher.
 const LAUNCHER: &str = "landlock-run";
+/// The name this binary answers to as `sandboxctl` (the `local` backend's selection steps run it).
+const SANDBOXCTL: &str = "sandboxctl";
+/// The name this binary answers to as the reference agent (the `policy` backend's stdio steps).
+const AGENT: &str = "sandbox-agent";
 
 fn main() -> ExitCode {
     // A multi-call binary: under the launcher's name it is the launcher, nothing else.
     let argv0 = std::env::args_os().next().unwrap_or_default();
-    if std::path::Path::new(&argv0).file_name() == Some(LAUNCHER.as_ref()) {
-        return landlock_run::run();
+    match std::path::Path::new(&argv0)
+        .file_name()
+        .and_then(|n| n.to_str())
+    {
+        Some(LAUNCHER) => return landlock_run::run(),
+        Some(SANDBOXCTL) => return sandbox_cli::main_with_args(std::env::args_os()),
+        Some(AGENT) => return sandbox_agent::cli::main_with_args(std::env::args_os()),
+        _ => {}
     }
     let mut args = std::env::args_os().skip(1);
     if args.next().is_some_and(|a| a == "merge") {
@@ -557,34 +568,31 @@ impl SuiteDirs {
     }
 }
 
-/// Makes `landlock-run` findable when it is not (an installed or copied `certify` alone): this
-/// binary, hard-linked (or copied) under that name into a private directory (see
-/// [`suite::private_dir`]: outside every temp root a confined call may write), is what the
-/// launcher lookup then finds. A link keeps the name, which the launcher's path needs (it is
+/// Makes `landlock-run`, `sandboxctl` and `sandbox-agent` findable when they are not (an
+/// installed or copied `certify` alone): this binary, hard-linked (or copied) under each missing
+/// name into one private directory (see [`suite::private_dir`]: outside every temp root a
+/// confined call may write), is what the lookups then find. A link keeps the name, which the launcher's path needs (it is
 /// canonicalised and bound into bwrap). Failing that, it says why; the backends that need the
 /// launcher are then unusable (a skip with the reason, or a failure when required).
 fn provide_launcher() -> Option<tempfile::TempDir> {
-    if sandbox_local::probe::locate_launcher().is_ok() {
+    let mut missing: Vec<&str> = Vec::new();
+    if sandbox_local::probe::locate_launcher().is_err() {
+        missing.push(LAUNCHER);
+    }
+    for (program, package) in [(SANDBOXCTL, "sandbox-cli"), (AGENT, "sandbox-agent")] {
+        if sandbox_local::probe::locate_sibling(program, package).is_err() {
+            missing.push(program);
+        }
+    }
+    if missing.is_empty() {
         return None;
     }
     let link = || -> Result<tempfile::TempDir, CliError> {
         let exe = std::env::current_exe()
             .map_err(|e| CliError::Launcher(format!("cannot locate certify: {e}")))?;
         let dir = suite::private_dir("bin").map_err(|e| CliError::Launcher(e.to_string()))?;
-        let target = dir.path().join(LAUNCHER);
-        if std::fs::hard_link(&exe, &target).is_err() {
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::copy(&exe, &target)
-                .and_then(|_| {
-                    std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755))
-                })
-                .map_err(|e| {
-                    CliError::Launcher(format!(
-                        "cannot copy {} to {}: {e}",
-                        exe.display(),
-                        target.display()
-                    ))
-                })?;
+        for program in &missing {
+            link_as(&exe, &dir.path().join(program))?;
         }
         Ok(dir)
     };
@@ -595,9 +603,27 @@ fn provide_launcher() -> Option<tempfile::TempDir> {
         }
         Err(e) => {
             eprintln!(
-                "certify: no {LAUNCHER} next to certify or on PATH, and cannot provide one: {e}"
+                "certify: no {} next to certify or on PATH, and cannot provide one: {e}",
+                missing.join(", ")
             );
             None
         }
     }
+}
+
+/// This binary under another name at `target`: a hard link, or a copy made executable.
+fn link_as(exe: &std::path::Path, target: &std::path::Path) -> Result<(), CliError> {
+    if std::fs::hard_link(exe, target).is_ok() {
+        return Ok(());
+    }
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::copy(exe, target)
+        .and_then(|_| std::fs::set_permissions(target, std::fs::Permissions::from_mode(0o755)))
+        .map_err(|e| {
+            CliError::Launcher(format!(
+                "cannot copy {} to {}: {e}",
+                exe.display(),
+                target.display()
+            ))
+        })
 }

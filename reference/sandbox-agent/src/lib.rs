@@ -14,8 +14,10 @@
 //! `notice` event), so a mid-turn switch is narrated before the very next request. A session's
 //! workspace root is pinned in its `session/header` event when it is created; a load naming
 //! another cwd is refused. The preset layer is composed over an approval service and a confining
-//! shell or not at all ([`Composition`]). [`server`] serves all of this over ACP on stdio.
+//! shell or not at all ([`Composition`]). [`server`] serves all of this over ACP on stdio, and
+//! [`cli`] is the `sandbox-agent` command line over it ([`model`]: the scripted model).
 
+pub mod cli;
 pub mod model;
 pub mod server;
 
