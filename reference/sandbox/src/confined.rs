@@ -258,8 +258,8 @@ pub enum StatusFormat {
     BwrapJson,
     /// The launcher's report: `{"exec": ...}` just before `execve` on a close-on-exec descriptor,
     /// then `{"exec-failed": ...}` or `{"error": ...}` if the launch failed. The payload ran
-    /// exactly when an `exec` record is present and no failure record follows (the records:
-    /// [`crate::status`]).
+    /// exactly when an `exec` record is present and no failure record follows (the records are
+    /// defined in the `sandbox` crate's `status` module).
     LaunchReport,
 }
 
