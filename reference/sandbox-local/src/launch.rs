@@ -748,8 +748,9 @@ fn supervise(
 /// payload's whole tree before SIGKILL ends it (and with it any hope of reaping the rest). The
 /// payload cannot stop or kill the monitor (its seccomp guard, Landlock's signal scoping), so
 /// this bounds only a runner that is itself broken; a 5,000-process fork bomb takes the monitor
-/// a few hundred milliseconds, a few seconds at a load of 50.
-const REAPER_GRACE: Duration = Duration::from_secs(10);
+/// a few hundred milliseconds on a quiet host, and was seen to take over 10 s at a load of 50 to
+/// 70 (the call's result then hedged its claim that the whole tree was killed).
+const REAPER_GRACE: Duration = Duration::from_secs(30);
 
 /// How long after the stop began (or the runner exited) the spawn path waits for bwrap's PID
 /// namespace to empty: the kernel kills every process in it once its init is gone, and the init
