@@ -73,3 +73,16 @@ fn pinning_pins_what_exists_and_leaves_a_pinned_extra_root_alone() {
             .is_err()
     );
 }
+
+/// Under `danger-full-access` only the workspace is checked: an extra root that is gone does not
+/// refuse the call (it is not writable through the sandbox, there is no sandbox).
+#[test]
+fn full_access_checks_the_workspace_and_not_the_extra_roots() {
+    let (_ws_dir, ws) = scratch_root("roots-full-");
+    let mut policy = sandbox::ExecutionPolicy::new(sandbox::SandboxMode::DangerFullAccess, &ws);
+    policy.extra_roots = vec![ExtraRoot::new(ws.join("missing"))];
+    assert_eq!(
+        policy.check().expect("only the workspace is checked"),
+        Vec::<PathBuf>::new()
+    );
+}
