@@ -10,7 +10,7 @@
 //! - `markdown`: the Markdown report ([`markdown`], [`wrap`]).
 //! - `matrix`: the matrix rows the Markdown report and the merged one both write.
 //! - `junit`: the JUnit XML ([`junit`]).
-//! - `write`: the reports written into place, all or nothing ([`write`]).
+//! - `write`: the reports written into place, all or nothing ([`write()`]).
 //! - [`merge`]: several hosts' reports joined into one matrix (`certify merge`).
 
 use std::path::Path;

@@ -131,7 +131,7 @@ pub struct BackendReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub declared: Option<crate::protocol::Differences>,
     /// Whether a payload printing the backend's own runner-failure signature passes for a broken
-    /// sandbox (scenario [`FORGED_SIGNATURE_SCENARIO`] failed, expected or not); absent when the
+    /// sandbox (scenario [`FORGED_SIGNATURE_SCENARIO`](super::FORGED_SIGNATURE_SCENARIO) failed, expected or not); absent when the
     /// scenario did not run for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fooled_by_forged_runner_failure: Option<bool>,

@@ -191,6 +191,11 @@ mod tests {
             Record::Error("\u{1}".into()).to_line(),
             "{\"error\":\"\\u0001\"}\n"
         );
+        // Only control characters are escaped: a space (0x20) is written as itself.
+        assert_eq!(
+            Record::Exec("a b\u{1f}".into()).to_line(),
+            "{\"exec\":\"a b\\u001f\"}\n"
+        );
     }
 
     #[test]
