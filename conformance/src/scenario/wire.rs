@@ -201,6 +201,10 @@ pub struct WireExpect {
     /// Over stdio: the answer arrived within this many milliseconds of the request.
     #[serde(default)]
     pub answered_within_ms: Option<u64>,
+    /// Over stdio, a request sent while a prompt runs: its answer arrived before the prompt's
+    /// (true: during the turn) or after it (false), by the order of the agent's messages.
+    #[serde(default)]
+    pub answered_during_turn: Option<bool>,
     /// Over stdio, `wait`: when the answer arrives, no process started since the last `start`
     /// (every process of the prompt's calls, runners included: the harness tags the agent's
     /// environment, which its calls inherit) is alive in the host's process table. Those found

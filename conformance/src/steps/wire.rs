@@ -600,14 +600,7 @@ fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), St
         {
             rig.ids.insert(name.clone(), new_id.to_owned());
         }
-        if let Some(within) = expect.answered_within_ms
-            && x.took > std::time::Duration::from_millis(within)
-        {
-            return Err(StepError::Unmet(format!(
-                "{} was answered after {:?}, not within {within} ms",
-                step.action, x.took
-            )));
-        }
+        x.check_answer_time(&step.action, expect)?;
         let state = x
             .result
             .as_ref()

@@ -145,8 +145,9 @@ fn a_flood_without_pause_neither_grows_nor_outruns_the_timeout() {
     let started = Instant::now();
     let done = launch::run(&bash("cat /dev/zero; cat /dev/zero >&2", &[]), &options);
     assert!(done.timed_out);
+    // A hang guard (the flood never ends by itself), not a speed test.
     assert!(
-        started.elapsed() < Duration::from_secs(10),
+        started.elapsed() < Duration::from_secs(60),
         "{:?}",
         started.elapsed()
     );

@@ -160,7 +160,16 @@ fn a_process_killed_while_appending_leaves_a_loadable_log() {
             .env("SESSION_LOG_CRASH_CHILD", &path)
             .spawn()
             .expect("spawn the writer");
-        std::thread::sleep(Duration::from_millis(150 + 40 * round));
+        // Kill it while it writes: once the log has grown (a loaded host may take seconds to
+        // start the writer), then a little later each round so the kill lands mid-append.
+        let grown = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        while std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0) <= grown
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        std::thread::sleep(Duration::from_millis(10 + 20 * round));
         child.kill().expect("SIGKILL");
         child.wait().expect("reap");
         let (_, report) = open(&path);

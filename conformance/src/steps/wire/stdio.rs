@@ -40,8 +40,45 @@ pub(crate) struct Exchange {
     pub error: Option<String>,
     /// How long the answer took.
     pub took: Duration,
+    /// For an answer to a request sent while a prompt was running: whether it arrived before
+    /// that prompt's own answer (the turn was still open), told by the order the agent wrote
+    /// them in, not by a clock.
+    pub during_turn: Option<bool>,
     /// For a prompt: the codes of its tool calls, in order.
     pub codes: Vec<String>,
+}
+
+impl Exchange {
+    /// The expectations on when the answer came: within a time (a hang guard) and during the
+    /// running turn or after it (by the order of the agent's messages).
+    pub(crate) fn check_answer_time(
+        &self,
+        action: &impl std::fmt::Display,
+        expect: &crate::model::WireExpect,
+    ) -> Result<(), StepError> {
+        if let Some(within) = expect.answered_within_ms
+            && self.took > Duration::from_millis(within)
+        {
+            return Err(StepError::Unmet(format!(
+                "{action} was answered after {:?}, not within {within} ms",
+                self.took
+            )));
+        }
+        let words = |during: Option<bool>| match during {
+            Some(true) => "during the running turn",
+            Some(false) => "after the running turn ended",
+            None => "with no turn running",
+        };
+        match expect.answered_during_turn {
+            Some(want) if self.during_turn != Some(want) => Err(StepError::Unmet(format!(
+                "{action} was answered {} (after {:?}), expected {}",
+                words(self.during_turn),
+                self.took,
+                words(Some(want))
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
 impl StdioAgent {
@@ -208,6 +245,10 @@ impl StdioAgent {
         let deadline = sent + ANSWER_TIMEOUT;
         loop {
             if let Some(i) = self.answers.iter().position(|a| a["id"] == json!(id)) {
+                // The running prompt's answer, when it came first, sits before this one.
+                let during_turn = self
+                    .running
+                    .map(|(prompt, _)| !self.answers[..i].iter().any(|a| a["id"] == json!(prompt)));
                 let answer = self.answers.remove(i);
                 let error = answer.get("error").map(|e| {
                     e["data"]["code"]
@@ -219,6 +260,7 @@ impl StdioAgent {
                     result: answer.get("result").cloned(),
                     error,
                     took: sent.elapsed(),
+                    during_turn: during_turn.filter(|_| Some(id) != self.running.map(|r| r.0)),
                     codes: Vec::new(),
                 });
             }
