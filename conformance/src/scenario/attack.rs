@@ -71,6 +71,11 @@ pub struct HostGit {
     /// A file a planted hook or fsmonitor would create (`%OUTSIDE%/pwned`): it must be absent
     /// afterwards, and both commands must succeed.
     pub marker: String,
+    /// The git directory the person's git must find when run in `dir` (`%WS%/.git`), checked
+    /// first: a folder the payload made into a repository (a bare repository's shape: `HEAD`,
+    /// `objects`, `refs`) would be found instead, and its config's pager and aliases run.
+    #[serde(default)]
+    pub git_dir: Option<String>,
 }
 
 impl HostGit {

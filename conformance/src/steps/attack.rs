@@ -364,7 +364,13 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError>
     }
     check(backend, step, &stage, &before, &came)?;
     if let Some(host) = &step.host_git {
-        host_git(&stage, host)?;
+        // Said with what the launch reported, as the checks before it say it.
+        host_git(&stage, host).map_err(|e| match e {
+            StepError::Unmet(m) => {
+                StepError::Unmet(format!("{m}; {}", launch_summary(backend, &came)))
+            }
+            other => other,
+        })?;
     }
     if survivors.is_empty() {
         Ok(())
@@ -383,6 +389,28 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError>
 fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), StepError> {
     let dir = stage.world.ws.join(&host.dir);
     let marker = PathBuf::from(stage.expand(&host.marker));
+    if let Some(expected) = &host.git_dir {
+        let expected = PathBuf::from(stage.expand(expected));
+        let found = stage
+            .world
+            .host_bash(&dir, "git rev-parse --absolute-git-dir")
+            .map(|out| PathBuf::from(out.trim()))
+            .map_err(|e| {
+                StepError::Harness(format!("the person's git rev-parse outside failed: {e}"))
+            })?;
+        let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => a == b,
+        };
+        if !same(&found, &expected) {
+            return Err(StepError::Unmet(format!(
+                "the person's git in {} finds the repository {} (not {}): its config's pager, aliases and hooks are the payload's",
+                host.dir,
+                found.display(),
+                expected.display()
+            )));
+        }
+    }
     let ran = stage.world.host_bash(
         &dir,
         "printf 'person\n' >> person.txt && timeout 20 git add -A && timeout 20 git commit -qm person && timeout 20 git status --short >/dev/null",
@@ -409,12 +437,10 @@ fn check(
     came: &Came,
 ) -> Result<(), StepError> {
     let describe = || match came {
-        Came::Refused(why) => format!("{}: confine refused: {why}", backend.name),
-        Came::Launched(done, took, classes) => format!(
-            "{}: protected paths {}, exit {:?}, {}, timed out {}, {} ms, stdout {:?}, stderr {:?}{}",
-            backend.name,
-            shown(classes, EnforcementClass::Protected),
-            done.exit_code(),
+        Came::Refused(_) => launch_summary(backend, came),
+        Came::Launched(done, took, _) => format!(
+            "{}, {}, timed out {}, {} ms, stdout {:?}, stderr {:?}{}",
+            launch_summary(backend, came),
             serde_json::to_string(&done.classification).unwrap_or_default(),
             done.timed_out,
             took.as_millis(),
@@ -568,6 +594,20 @@ fn check(
 }
 
 /// How a launch reported `class`: its enforcement, and what it left ungoverned.
+/// How the launch went, in the words every failure of an attack step starts its account with:
+/// the backend, the protected class it reported and the exit (or why confine refused).
+fn launch_summary(backend: &Backend, came: &Came) -> String {
+    match came {
+        Came::Refused(why) => format!("{}: confine refused: {why}", backend.name),
+        Came::Launched(done, _, classes) => format!(
+            "{}: protected paths {}, exit {:?}",
+            backend.name,
+            shown(classes, EnforcementClass::Protected),
+            done.exit_code()
+        ),
+    }
+}
+
 fn shown(classes: &[(EnforcementClass, ClassReport)], class: EnforcementClass) -> String {
     classes
         .iter()

@@ -712,6 +712,8 @@ mod protected_and_extra_roots {
             ".vscode/tasks.json",
             ".mcp.json",
             ".claude/settings.json",
+            ".pre-commit-config.yaml",
+            "lefthook.yml",
         ] {
             assert_eq!(
                 code(fs.write(&ws.join(denied), "x", &stamp)),
@@ -737,5 +739,19 @@ mod protected_and_extra_roots {
                 "{allowed}"
             );
         }
+        // A folder made into a bare repository, one ordinary file at a time: the write that
+        // would complete the shape git discovers (its HEAD) is git's.
+        for allowed in ["v/config", "v/objects/info/x", "v/refs/heads/x"] {
+            assert_eq!(
+                code(fs.write(&ws.join(allowed), "x", &stamp)),
+                "OK",
+                "{allowed}"
+            );
+        }
+        assert_eq!(
+            code(fs.write(&ws.join("v/HEAD"), "ref: refs/heads/x\n", &stamp)),
+            FS_SANDBOX_DENIED
+        );
+        assert!(!ws.join("v/HEAD").exists());
     }
 }

@@ -25,17 +25,31 @@ pub const BAD_PROTECTED_PATH: &str = "BAD_PROTECTED_PATH";
 /// `rebase`) never writes (the hooks; the config, which can name hooks, a pager, an editor, an
 /// fsmonitor, aliases and filters; `commondir`, which moves config and hooks to another directory;
 /// the per-worktree config; the repository's own attributes), husky's hooks folder (named by
-/// `core.hooksPath`), and the folders and files that make an editor or an agent run code when the
-/// project is opened. A deployment replaces the list (`protected_paths`); the rest of git's
-/// surface (nested repositories, linked worktrees, submodules, the folder `core.hooksPath` names)
-/// is found per call ([`is_git_surface`]).
-pub const DEFAULT_PROTECTED_PATHS: [&str; 16] = [
+/// `core.hooksPath`), the configs of the hook managers whose installed hooks read them at every
+/// `git commit` (pre-commit, lefthook: a hook there is a command the person's commit runs), and
+/// the folders and files that make an editor, an agent or the person's shell run code when the
+/// project is opened, the agent started or the shell enters the folder (mise runs the hooks and
+/// sources the files of a config it trusted once by path). A deployment replaces the list (`protected_paths`); the rest of git's
+/// surface (nested repositories, linked worktrees, submodules, folders made into bare
+/// repositories, the folder `core.hooksPath` names) is found per call ([`is_git_surface`],
+/// [`GitDirShape`]).
+pub const DEFAULT_PROTECTED_PATHS: [&str; 39] = [
     ".git/hooks",
     ".git/config",
     ".git/commondir",
     ".git/config.worktree",
     ".git/info/attributes",
     ".husky",
+    ".pre-commit-config.yaml",
+    ".pre-commit-config.yml",
+    "lefthook.yml",
+    "lefthook.yaml",
+    ".lefthook.yml",
+    ".lefthook.yaml",
+    "lefthook-local.yml",
+    "lefthook-local.yaml",
+    ".lefthook",
+    ".lefthook-local",
     ".vscode",
     ".idea",
     ".devcontainer",
@@ -46,6 +60,19 @@ pub const DEFAULT_PROTECTED_PATHS: [&str; 16] = [
     ".gemini",
     ".agents",
     ".zed",
+    ".aider.conf.yml",
+    ".continue",
+    ".windsurf",
+    ".roo",
+    ".kiro",
+    ".opencode",
+    "mise.toml",
+    ".mise.toml",
+    "mise.local.toml",
+    ".mise.local.toml",
+    ".mise",
+    ".config/mise.toml",
+    ".config/mise",
 ];
 
 /// True when `relative` (a path relative to a writable root) has the shape of a file git reads as
@@ -67,6 +94,91 @@ pub fn is_git_surface(relative: &Path) -> bool {
         .iter()
         .enumerate()
         .any(|(i, p)| *p == ".git" && git_dir_surface(&parts[i + 1..]))
+}
+
+/// True when `relative` (a path relative to a git directory: a `.git`, or a directory git's
+/// discovery takes for a bare repository, see [`GitDirShape`]) is config or code of that
+/// repository, of one of its linked worktrees or of one of its submodules; empty is the git
+/// directory itself.
+pub fn is_git_dir_surface(relative: &Path) -> bool {
+    let parts: Vec<&std::ffi::OsStr> = relative
+        .components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n),
+            _ => None,
+        })
+        .collect();
+    git_dir_surface(&parts)
+}
+
+/// Which of the entries that make a directory a git directory to git's discovery a directory
+/// holds. Git takes any directory as a (bare) repository when it holds `HEAD` and either both
+/// `objects` and `refs` or a `commondir`, whatever the directory is called: a person running
+/// `git log` in such a folder of the workspace runs the pager, aliases and hooks its `config`
+/// names, so a folder made into one is as much git's surface as a `.git`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GitDirShape {
+    /// An entry named `HEAD`.
+    pub head: bool,
+    /// An entry named `objects`.
+    pub objects: bool,
+    /// An entry named `refs`.
+    pub refs: bool,
+    /// An entry named `commondir`.
+    pub commondir: bool,
+}
+
+impl GitDirShape {
+    /// The names that make the shape, in the order of the fields.
+    pub const NAMES: [&'static str; 4] = ["HEAD", "objects", "refs", "commondir"];
+
+    /// The shape of a directory holding entries with these names.
+    pub fn of_names<'a>(names: impl IntoIterator<Item = &'a std::ffi::OsStr>) -> GitDirShape {
+        let mut shape = GitDirShape::default();
+        for name in names {
+            shape.add(name);
+        }
+        shape
+    }
+
+    /// Adds one entry name (names that make no part of the shape change nothing).
+    pub fn add(&mut self, name: &std::ffi::OsStr) {
+        match name.to_str() {
+            Some("HEAD") => self.head = true,
+            Some("objects") => self.objects = true,
+            Some("refs") => self.refs = true,
+            Some("commondir") => self.commondir = true,
+            _ => {}
+        }
+    }
+
+    /// Whether the name is one of [`GitDirShape::NAMES`].
+    pub fn is_marker(name: &std::ffi::OsStr) -> bool {
+        GitDirShape::NAMES.iter().any(|n| name == *n)
+    }
+
+    /// Whether git's discovery takes the directory for a git directory.
+    pub fn is_git_dir(self) -> bool {
+        self.head && ((self.objects && self.refs) || self.commondir)
+    }
+
+    /// Whether the directory holds a name only a git directory usually has (`HEAD` or
+    /// `commondir`): the directories whose shape is worth remembering.
+    pub fn is_notable(self) -> bool {
+        self.head || self.commondir
+    }
+
+    /// The marker names present here and absent in `before`.
+    pub fn added_since(self, before: GitDirShape) -> Vec<&'static str> {
+        let now = [self.head, self.objects, self.refs, self.commondir];
+        let was = [before.head, before.objects, before.refs, before.commondir];
+        GitDirShape::NAMES
+            .iter()
+            .zip(now.iter().zip(was.iter()))
+            .filter(|(_, (n, w))| **n && !**w)
+            .map(|(name, _)| *name)
+            .collect()
+    }
 }
 
 /// Whether `rest`, a path inside a git directory, is config or code there (empty: the git
@@ -327,5 +439,55 @@ mod tests {
         ] {
             assert!(!is_git_surface(Path::new(no)), "{no}");
         }
+    }
+
+    #[test]
+    fn a_git_directorys_own_surface_is_the_same_shape_without_the_dot_git() {
+        for yes in [
+            "",
+            "config",
+            "hooks/pre-commit",
+            "commondir",
+            "info/attributes",
+            "worktrees/wt/config.worktree",
+            "modules/sub/hooks/x",
+        ] {
+            assert!(is_git_dir_surface(Path::new(yes)), "{yes:?}");
+        }
+        for no in [
+            "HEAD",
+            "objects/ab/cd",
+            "refs/heads/main",
+            "description",
+            "info/exclude",
+            "worktrees/commondir",
+        ] {
+            assert!(!is_git_dir_surface(Path::new(no)), "{no}");
+        }
+    }
+
+    #[test]
+    fn a_folder_is_a_git_directory_with_head_and_objects_and_refs_or_a_commondir() {
+        let shape =
+            |names: &[&str]| GitDirShape::of_names(names.iter().map(|n| std::ffi::OsStr::new(*n)));
+        assert!(shape(&["HEAD", "objects", "refs", "config"]).is_git_dir());
+        assert!(shape(&["HEAD", "commondir"]).is_git_dir());
+        for not in [
+            &["objects", "refs", "config"][..],
+            &["HEAD", "objects"],
+            &["HEAD", "refs"],
+            &["commondir", "objects", "refs"],
+            &["head", "objects", "refs"],
+        ] {
+            assert!(!shape(not).is_git_dir(), "{not:?}");
+        }
+        assert!(shape(&["HEAD"]).is_notable() && shape(&["commondir"]).is_notable());
+        assert!(!shape(&["objects", "refs"]).is_notable());
+        assert_eq!(
+            shape(&["HEAD", "objects", "refs"]).added_since(shape(&["objects"])),
+            vec!["HEAD", "refs"]
+        );
+        assert!(GitDirShape::is_marker(std::ffi::OsStr::new("commondir")));
+        assert!(!GitDirShape::is_marker(std::ffi::OsStr::new("config")));
     }
 }

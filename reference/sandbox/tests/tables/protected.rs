@@ -135,6 +135,10 @@ fn the_default_protected_paths_are_git_code_surface_and_what_editors_and_agents_
         ".claude",
         ".codex",
         ".cursor",
+        ".pre-commit-config.yaml",
+        "lefthook.yml",
+        ".lefthook",
+        ".aider.conf.yml",
     ] {
         assert!(defaults.iter().any(|d| d == path), "{path} in {defaults:?}");
     }
