@@ -1,0 +1,535 @@
+//! The guard against the disk: each test plays the payload's writes between the snapshot and
+//! the settle, then checks what is on disk (inside and outside the workspace).
+use super::*;
+use std::process::Command;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args([
+            "-c",
+            "init.defaultBranch=main",
+            "-c",
+            "user.name=a",
+            "-c",
+            "user.email=a@x.invalid",
+        ])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A repository with a commit, a linked worktree `wt` and a submodule `sub`, and a place
+/// outside the workspace.
+fn world() -> (tempfile::TempDir, PathBuf, PathBuf) {
+    let d = tempfile::tempdir().expect("tempdir");
+    let base = sandbox::canonical_path(d.path()).expect("canonical");
+    let (ws, outside, src) = (base.join("ws"), base.join("outside"), base.join("subsrc"));
+    for dir in [&ws, &outside, &src] {
+        std::fs::create_dir_all(dir).expect("mkdir");
+    }
+    git(&src, &["init", "-q"]);
+    git(&src, &["commit", "-q", "--allow-empty", "-m", "s"]);
+    git(&ws, &["init", "-q"]);
+    std::fs::write(ws.join("a"), "a").expect("a");
+    git(&ws, &["add", "a"]);
+    git(&ws, &["commit", "-qm", "init"]);
+    git(
+        &ws,
+        &[
+            "-c",
+            "protocol.file.allow=always",
+            "submodule",
+            "-q",
+            "add",
+            src.to_str().expect("utf-8"),
+            "sub",
+        ],
+    );
+    git(&ws, &["worktree", "add", "-q", "wt", "-b", "wtb"]);
+    (d, ws, outside)
+}
+
+fn guard(ws: &Path) -> Box<dyn CallGuard> {
+    let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws);
+    Box::new(GitGuard::before(&policy).expect("a guard under workspace-write"))
+}
+
+#[test]
+fn every_git_route_is_reverted_and_each_is_a_denial_with_the_marker() {
+    let (_d, ws, _) = world();
+    let config = std::fs::read(ws.join(".git/modules/sub/config")).expect("config");
+    let g = guard(&ws);
+    std::fs::write(ws.join(".git/commondir"), "../.cache/g\n").expect("w");
+    std::fs::write(
+        ws.join(".git/worktrees/wt/commondir"),
+        "../../../.cache/g\n",
+    )
+    .expect("w");
+    std::fs::write(ws.join(".git/config.worktree"), "[core]\n\tfsmonitor = x\n").expect("w");
+    std::fs::write(
+        ws.join(".git/modules/sub/config"),
+        "[core]\n\tfsmonitor = x\n",
+    )
+    .expect("w");
+    std::fs::write(ws.join(".git/modules/sub/hooks/pre-commit"), "x").expect("w");
+    std::fs::create_dir_all(ws.join("src")).expect("mkdir");
+    std::fs::write(ws.join("src/.git"), "gitdir: ../.cache/g\n").expect("w");
+    std::fs::create_dir_all(ws.join("n/.git/hooks")).expect("mkdir");
+    std::fs::write(ws.join("n/.git/hooks/post-checkout"), "x").expect("w");
+    std::fs::write(ws.join(".git/info/attributes"), "* filter=x\n").expect("w");
+    let lines = g.settle();
+    assert_eq!(lines.len(), 8, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l.starts_with("[sandbox: file access denied under workspace-write mode]")),
+        "{lines:#?}"
+    );
+    for gone in [
+        ".git/commondir",
+        ".git/config.worktree",
+        ".git/modules/sub/hooks/pre-commit",
+        "src/.git",
+        "n/.git/hooks/post-checkout",
+        ".git/info/attributes",
+    ] {
+        assert!(
+            std::fs::symlink_metadata(ws.join(gone)).is_err(),
+            "{gone} left"
+        );
+    }
+    assert_eq!(
+        std::fs::read(ws.join(".git/modules/sub/config")).expect("config"),
+        config
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".git/worktrees/wt/commondir")).expect("c"),
+        "../..\n"
+    );
+    // What the guard does not watch stays as the call left it.
+    assert!(ws.join("n/.git/hooks").is_dir() && ws.join("src").is_dir());
+}
+
+#[test]
+fn ordinary_git_stays_worktree_add_init_clone_and_samples() {
+    let (_d, ws, _) = world();
+    let g = guard(&ws);
+    git(&ws, &["worktree", "add", "-q", "wt2", "-b", "b2"]);
+    git(&ws, &["init", "-q", "nested"]);
+    git(&ws, &["clone", "-q", ".", "cloned"]);
+    std::fs::write(ws.join("b"), "b").expect("b");
+    git(&ws, &["add", "b"]);
+    git(&ws, &["commit", "-qm", "b"]);
+    git(&ws, &["checkout", "-qb", "feat"]);
+    let lines = g.settle();
+    assert!(lines.is_empty(), "{lines:#?}");
+    assert!(ws.join("wt2/.git").is_file() && ws.join(".git/worktrees/wt2/commondir").is_file());
+    assert!(ws.join("nested/.git/config").is_file() && ws.join("cloned/.git/config").is_file());
+}
+
+#[test]
+fn the_hooks_path_folder_and_an_included_config_are_watched() {
+    let (_d, ws, _) = world();
+    git(&ws, &["config", "core.hooksPath", ".husky"]);
+    git(&ws, &["config", "include.path", "../project.gitconfig"]);
+    std::fs::write(ws.join("project.gitconfig"), "[user]\n\tname = a\n").expect("w");
+    let g = guard(&ws);
+    std::fs::create_dir_all(ws.join(".husky")).expect("mkdir");
+    std::fs::write(ws.join(".husky/pre-commit"), "x").expect("w");
+    std::fs::write(ws.join("project.gitconfig"), "[core]\n\tfsmonitor = x\n").expect("w");
+    let lines = g.settle();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(!ws.join(".husky").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("project.gitconfig")).expect("r"),
+        "[user]\n\tname = a\n"
+    );
+}
+
+#[test]
+fn a_symlink_swapped_in_never_leads_the_revert_outside() {
+    let (_d, ws, outside) = world();
+    std::fs::write(outside.join("keep"), "keep").expect("w");
+    let g = guard(&ws);
+    // The submodule's hooks become a link to a folder outside holding a file: the revert
+    // removes the link, never the file it leads to.
+    let hooks = ws.join(".git/modules/sub/hooks");
+    std::fs::rename(&hooks, ws.join("old-hooks")).expect("mv");
+    std::os::unix::fs::symlink(&outside, &hooks).expect("ln");
+    let lines = g.settle();
+    assert!(!lines.is_empty());
+    assert_eq!(
+        std::fs::read_to_string(outside.join("keep")).expect("kept"),
+        "keep"
+    );
+    assert!(
+        hooks.is_dir()
+            && !std::fs::symlink_metadata(&hooks)
+                .expect("m")
+                .file_type()
+                .is_symlink()
+    );
+    assert!(
+        hooks.join("pre-commit.sample").is_file(),
+        "the samples are restored"
+    );
+}
+
+/// Where git's discovery finds the repository when run in `dir` (outside any sandbox).
+fn git_dir_seen_from(dir: &Path) -> PathBuf {
+    let out = Command::new("git")
+        .args(["rev-parse", "--absolute-git-dir"])
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .output()
+        .expect("git");
+    PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+}
+
+/// Makes `dir` the shape git takes for a bare repository, with `config` as its config.
+fn make_bare_shaped(ws: &Path, dir: &Path, config: &str) {
+    std::fs::create_dir_all(dir.join("objects")).expect("mkdir");
+    std::fs::create_dir_all(dir.join("refs/heads")).expect("mkdir");
+    std::fs::copy(ws.join(".git/HEAD"), dir.join("HEAD")).expect("HEAD");
+    std::fs::write(dir.join("config"), config).expect("config");
+}
+
+const PAGER: &str =
+    "[core]\n\tpager = touch /nonexistent/pwned\n[alias]\n\tst = !touch /nonexistent/pwned\n";
+
+#[test]
+fn a_folder_made_a_bare_repository_with_a_config_of_its_own_is_unmade() {
+    let (_d, ws, _) = world();
+    let src = ws.join("src");
+    std::fs::create_dir_all(&src).expect("mkdir");
+    std::fs::write(src.join("main.rs"), "fn main() {}").expect("w");
+    let g = guard(&ws);
+    make_bare_shaped(&ws, &src, PAGER);
+    assert_eq!(
+        git_dir_seen_from(&src),
+        src,
+        "the attack is real: git takes src for a repository"
+    );
+    let lines = g.settle();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(
+        lines[0].starts_with("[sandbox: file access denied under workspace-write mode]")
+            && lines[0].ends_with("src/HEAD"),
+        "{lines:#?}"
+    );
+    assert!(!src.join("HEAD").exists());
+    assert_eq!(git_dir_seen_from(&src), ws.join(".git"));
+    // Nothing else of the folder is touched.
+    assert!(src.join("config").is_file() && src.join("main.rs").is_file());
+    assert!(src.join("objects").is_dir() && src.join("refs").is_dir());
+}
+
+#[test]
+fn a_project_file_named_config_stays_when_its_folder_is_made_a_repository() {
+    let (_d, ws, _) = world();
+    let deploy = ws.join("deploy");
+    std::fs::create_dir_all(deploy.join("refs")).expect("mkdir");
+    std::fs::write(deploy.join("HEAD"), "not git\n").expect("w");
+    std::fs::write(deploy.join("config"), "[core]\n\tpager = less\n").expect("w");
+    let g = guard(&ws);
+    // The payload adds what the folder lacked to be a repository, and a commondir.
+    std::fs::create_dir_all(deploy.join("objects")).expect("mkdir");
+    std::fs::write(deploy.join("HEAD"), "ref: refs/heads/main\n").expect("w");
+    let lines = g.settle();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    assert!(lines[0].ends_with("deploy/objects"), "{lines:#?}");
+    assert!(!deploy.join("objects").exists());
+    assert_eq!(
+        std::fs::read_to_string(deploy.join("config")).expect("r"),
+        "[core]\n\tpager = less\n"
+    );
+    assert!(deploy.join("HEAD").is_file() && deploy.join("refs").is_dir());
+}
+
+#[test]
+fn a_known_bare_repository_has_its_config_and_hooks_watched() {
+    let (_d, ws, _) = world();
+    git(&ws, &["init", "-q", "--bare", "remote.git"]);
+    let bare = ws.join("remote.git");
+    let config = std::fs::read(bare.join("config")).expect("config");
+    let g = guard(&ws);
+    std::fs::write(bare.join("config"), PAGER).expect("w");
+    std::fs::write(bare.join("hooks/post-receive"), "x").expect("w");
+    let lines = g.settle();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert_eq!(std::fs::read(bare.join("config")).expect("config"), config);
+    assert!(!bare.join("hooks/post-receive").exists());
+}
+
+#[test]
+fn bare_clones_and_mirrors_made_by_the_call_stay() {
+    let (_d, ws, _) = world();
+    let g = guard(&ws);
+    git(&ws, &["init", "-q", "--bare", "init.git"]);
+    git(&ws, &["clone", "-q", "--bare", ".", "bare.git"]);
+    git(&ws, &["clone", "-q", "--mirror", ".", "mirror.git"]);
+    git(&ws, &["push", "-q", "init.git", "HEAD:refs/heads/main"]);
+    let lines = g.settle();
+    assert!(lines.is_empty(), "{lines:#?}");
+    for dir in ["init.git", "bare.git", "mirror.git"] {
+        assert_eq!(git_dir_seen_from(&ws.join(dir)), ws.join(dir));
+    }
+}
+
+#[test]
+fn a_gitfile_or_commondir_into_a_folder_of_the_payloads_inside_dot_git_is_reverted() {
+    let (_d, ws, _) = world();
+    let g = guard(&ws);
+    let evil = ws.join(".git/evil");
+    make_bare_shaped(&ws, &evil, PAGER);
+    std::fs::create_dir_all(ws.join("inner")).expect("mkdir");
+    std::fs::write(ws.join("inner/.git"), "gitdir: ../.git/evil\n").expect("w");
+    std::fs::write(ws.join(".git/worktrees/wt/commondir"), "../../evil\n").expect("w");
+    let lines = g.settle();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(!ws.join("inner/.git").exists());
+    // A folder holding a HEAD inside .git is a git directory whose surface is watched.
+    assert!(!evil.join("config").exists());
+    assert_eq!(
+        std::fs::read_to_string(ws.join(".git/worktrees/wt/commondir")).expect("c"),
+        "../..\n"
+    );
+}
+
+/// The person's `git status` in `dir`, outside any sandbox; true when `marker` was written.
+fn host_status_runs_code(dir: &Path, marker: &Path) -> bool {
+    let _ = Command::new("git")
+        .args(["status", "--short"])
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env_remove("GIT_DIR")
+        .output();
+    marker.exists()
+}
+
+#[test]
+fn a_repository_hidden_under_objects_is_no_gitfiles_target() {
+    let (_d, ws, outside) = world();
+    let marker = outside.join("pwned");
+    let g = guard(&ws);
+    // One call: a bare clone hidden where the guard never looks (objects), made the worktree
+    // of a gitfile beside the project (helper's finding A).
+    let evil = ws.join(".git/modules/x/objects/evil");
+    git(
+        &ws,
+        &["clone", "-q", "--bare", ".", evil.to_str().expect("utf-8")],
+    );
+    std::fs::write(
+        evil.join("config"),
+        format!(
+            "[core]\n\tbare = false\n\tworktree = ../../../../../vendor\n\tfsmonitor = \"touch {}; false #\"\n",
+            marker.display()
+        ),
+    )
+    .expect("w");
+    std::fs::create_dir_all(ws.join("vendor")).expect("mkdir");
+    std::fs::write(
+        ws.join("vendor/.git"),
+        "gitdir: ../.git/modules/x/objects/evil\n",
+    )
+    .expect("w");
+    let lines = g.settle();
+    assert!(!ws.join("vendor/.git").exists(), "{lines:#?}");
+    assert!(!host_status_runs_code(&ws.join("vendor"), &marker));
+}
+
+#[test]
+fn a_gitfile_is_read_byte_for_byte_as_git_reads_it_and_never_through_a_link() {
+    let (_d, ws, outside) = world();
+    let g = guard(&ws);
+    // Helper's finding B: `.git/modules/sub<TAB>` is a link to a copy of the submodule's
+    // git directory; trimming the tab would make the gitfile look like the real one's.
+    let copy = ws.join(".git/evil-copy");
+    std::fs::create_dir_all(&copy).expect("mkdir");
+    std::os::unix::fs::symlink("evil-copy", ws.join(".git/modules/sub\t")).expect("ln");
+    std::fs::write(ws.join("sub/.git"), "gitdir: ../.git/modules/sub\t\n").expect("w");
+    // Finding D: a gitfile through a link in /tmp, swappable after the check.
+    let tmp_link = outside.join("g");
+    std::os::unix::fs::symlink(ws.join(".git/modules/sub"), &tmp_link).expect("ln");
+    std::fs::create_dir_all(ws.join("wt2")).expect("mkdir");
+    std::fs::write(
+        ws.join("wt2/.git"),
+        format!("gitdir: {}\n", tmp_link.display()),
+    )
+    .expect("w");
+    let lines = g.settle();
+    assert_eq!(
+        std::fs::read_to_string(ws.join("sub/.git")).expect("gitfile"),
+        "gitdir: ../.git/modules/sub\n",
+        "{lines:#?}"
+    );
+    assert!(std::fs::symlink_metadata(ws.join(".git/modules/sub\t")).is_err());
+    assert!(!ws.join("wt2/.git").exists(), "{lines:#?}");
+    assert_eq!(
+        named_git_dir(Path::new("/b"), b"gitdir: x\t\r\n", Lead::GitFile),
+        Some(PathBuf::from("/b/x\t"))
+    );
+    assert_eq!(
+        named_git_dir(Path::new("/b"), b"gitdir: x\n\0", Lead::GitFile),
+        Some(PathBuf::from("/b/x\n"))
+    );
+    assert_eq!(
+        named_git_dir(Path::new("/b"), b"gitdir:x", Lead::GitFile),
+        None
+    );
+    assert_eq!(
+        named_git_dir(Path::new("/b"), b"../..\0junk\n", Lead::CommonDir),
+        Some(PathBuf::from("/b/../.."))
+    );
+}
+
+#[test]
+fn a_git_directory_swapped_for_a_link_is_put_back() {
+    let (_d, ws, _) = world();
+    let config = std::fs::read(ws.join(".git/modules/sub/config")).expect("config");
+    let g = guard(&ws);
+    let sub = ws.join(".git/modules/sub");
+    std::fs::rename(&sub, ws.join(".git/evil")).expect("mv");
+    std::os::unix::fs::symlink("../evil", &sub).expect("ln");
+    let lines = g.settle();
+    assert!(!lines.is_empty());
+    let meta = std::fs::symlink_metadata(&sub).expect("sub");
+    assert!(meta.is_dir(), "{lines:#?}");
+    assert_eq!(std::fs::read(sub.join("config")).expect("config"), config);
+}
+
+#[test]
+fn a_new_link_into_a_writable_place_outside_the_roots_is_reverted() {
+    let (_d, ws, outside) = world();
+    std::os::unix::fs::symlink("/usr/share", ws.join("docs-link")).expect("ln");
+    let g = guard(&ws);
+    // Helper's finding D, the other way: a repository in /tmp the person's git would find
+    // when they enter the link (filled now or in a later call).
+    std::os::unix::fs::symlink(&outside, ws.join("vendored")).expect("ln");
+    std::os::unix::fs::symlink(outside.join("not-yet"), ws.join("later")).expect("ln");
+    std::os::unix::fs::symlink("a", ws.join("inside")).expect("ln");
+    let lines = g.settle();
+    assert_eq!(lines.len(), 2, "{lines:#?}");
+    assert!(std::fs::symlink_metadata(ws.join("vendored")).is_err());
+    assert!(std::fs::symlink_metadata(ws.join("later")).is_err());
+    assert!(std::fs::symlink_metadata(ws.join("inside")).is_ok());
+    assert!(std::fs::symlink_metadata(ws.join("docs-link")).is_ok());
+}
+
+#[test]
+fn a_folder_made_unlistable_still_has_its_repositories_judged() {
+    let (_d, ws, _) = world();
+    let g = guard(&ws);
+    // Helper's finding E: git passes through a folder it cannot list; the guard must look.
+    git(&ws, &["clone", "-q", ".", "p/lib"]);
+    git(&ws.join("p/lib"), &["config", "core.fsmonitor", "touch x"]);
+    std::fs::set_permissions(ws.join("p"), std::fs::Permissions::from_mode(0o111)).expect("chmod");
+    let lines = g.settle();
+    assert!(
+        lines.iter().any(|l| l.ends_with("p/lib/.git/config")),
+        "{lines:#?}"
+    );
+    let config = std::fs::read_to_string(ws.join("p/lib/.git/config")).unwrap_or_default();
+    assert!(!config.contains("fsmonitor"), "{config}");
+}
+
+#[test]
+fn a_worktree_setting_may_only_lead_into_a_root() {
+    let (_d, ws, outside) = world();
+    let set = |value: &str| {
+        git(
+            &ws,
+            &[
+                "config",
+                "--file",
+                ".git/modules/sub/config",
+                "core.worktree",
+                value,
+            ],
+        )
+    };
+    // Into the workspace (what `git submodule` writes): it stays.
+    let g = guard(&ws);
+    set("../../../wt");
+    let lines = g.settle();
+    assert!(lines.is_empty(), "{lines:#?}");
+    set("../../../sub");
+    let g = guard(&ws);
+    // Helper's finding 5: the person's `git restore .` in `sub` would write outside.
+    set(outside.to_str().expect("utf-8"));
+    let lines = g.settle();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let config = std::fs::read_to_string(ws.join(".git/modules/sub/config")).expect("c");
+    assert!(config.contains("worktree = ../../../sub"), "{config}");
+}
+
+#[test]
+fn the_fence_denies_what_would_make_a_folder_a_repository_and_a_bare_repositorys_config() {
+    let (_d, ws, _) = world();
+    let src = ws.join("src");
+    std::fs::create_dir_all(src.join("objects")).expect("mkdir");
+    std::fs::create_dir_all(src.join("refs")).expect("mkdir");
+    git(&ws, &["init", "-q", "--bare", "remote.git"]);
+    let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws);
+    let g = GitGuard::before(&policy).expect("guard");
+    assert!(g.watches(&src.join("HEAD")));
+    assert!(g.watches(&ws.join("remote.git/config")));
+    assert!(g.watches(&ws.join("remote.git/hooks/pre-receive")));
+    for free in [
+        "src/config",
+        "src/main.rs",
+        "src/objects/x",
+        "remote.git/description",
+        "lib/HEAD",
+    ] {
+        assert!(!g.watches(&ws.join(free)), "{free}");
+    }
+    std::fs::write(src.join("HEAD"), "ref: refs/heads/main\n").expect("w");
+    std::fs::remove_dir(src.join("objects")).expect("rmdir");
+    let g = GitGuard::before(&policy).expect("guard");
+    assert!(
+        g.watches(&src.join("objects/ab/cd")),
+        "the objects folder would complete it"
+    );
+    assert!(g.watches(&src.join("commondir")));
+}
+
+#[test]
+fn nothing_is_guarded_read_only_or_when_nothing_is_protected() {
+    let (_d, ws, _) = world();
+    assert!(GitGuard::before(&ProviderPolicy::new(ConfinedMode::ReadOnly, &ws)).is_none());
+    let none =
+        ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws).with_protected_paths(Vec::new());
+    assert!(GitGuard::before(&none).is_none());
+}
+
+#[test]
+fn a_config_is_safe_only_with_keys_that_name_no_program() {
+    assert!(config_is_safe(b"[core]\n\trepositoryformatversion = 0\n\tbare = false\n[remote \"origin\"]\n\turl = /x\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n"));
+    for bad in [
+        &b"[core]\n\tfsmonitor = x\n"[..],
+        b"[core]\n\thooksPath = x\n",
+        b"[core]\n\tpager = x\n",
+        b"[alias]\n\tst = !x\n",
+        b"[filter \"x\"]\n\tclean = x\n",
+        b"[include]\n\tpath = x\n",
+        b"[core] fsmonitor = x\n",
+        b"[core]\n\tbare = false \\\n\n",
+        b"[core]\n\tbare = false \\\r\n\tfsmonitor = x\r\n",
+        b"[core.x]\n\teditor = x\n",
+    ] {
+        assert!(!config_is_safe(bad), "{}", String::from_utf8_lossy(bad));
+    }
+}
