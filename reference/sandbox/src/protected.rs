@@ -78,7 +78,8 @@ pub const DEFAULT_PROTECTED_PATHS: [&str; 39] = [
 /// True when `relative` (a path relative to a writable root) has the shape of a file git reads as
 /// config or runs as code in some repository inside the root: a `.git` entry itself anywhere (a
 /// nested repository's git directory, or a gitfile naming one), and, beneath any `.git`, the
-/// config, `config.worktree`, `commondir`, `info/attributes` and hooks of the repository, of
+/// config, `config.worktree`, `commondir`, `info/attributes`, hooks, `remotes` and `branches` of
+/// the repository, of
 /// each linked worktree (`worktrees/<name>/...`) and of each submodule (`modules/<path>/...`,
 /// nested to any depth). What git writes in ordinary use (objects, refs, the index, logs,
 /// `HEAD`) has no such shape.
@@ -188,7 +189,9 @@ fn git_dir_surface(rest: &[&std::ffi::OsStr]) -> bool {
         return rest.is_empty();
     };
     match first {
-        "config" | "config.worktree" | "commondir" | "hooks" => true,
+        // `remotes` and `branches`: the old ways to name a remote, whose repository's hooks
+        // run at the person's push when it is a local one.
+        "config" | "config.worktree" | "commondir" | "hooks" | "remotes" | "branches" => true,
         "info" => rest.get(1).is_some_and(|n| *n == "attributes"),
         // worktrees/<name>/... is a git directory of its own for these files.
         "worktrees" => rest.len() >= 3 && git_dir_surface(&rest[2..]),
@@ -419,6 +422,8 @@ mod tests {
             ".git/modules/lib/deep/hooks/pre-commit",
             ".git/modules/a/modules/b/config",
             "vendor/x/.git/config",
+            ".git/remotes/origin",
+            ".git/branches/x",
         ] {
             assert!(is_git_surface(Path::new(yes)), "{yes}");
         }

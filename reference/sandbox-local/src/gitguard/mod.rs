@@ -5,21 +5,26 @@
 //! the call starts has nothing to mount on; every dialect protects fixed paths, while git also
 //! reads config and runs code from places found only per repository (nested repositories,
 //! linked worktrees under `.git/worktrees`, submodules under `.git/modules`, folders made into
-//! bare repositories, the folder `core.hooksPath` names, files a config includes). The guard snapshots that surface just before
-//! the call ([`GitGuard::before`]) and, after the call has ended and every process of it is gone,
+//! bare repositories, the folder `core.hooksPath` names, files a config includes). The guard
+//! snapshots that surface just before the call ([`GitGuard::before`]) and, after the call has ended and every process of it is gone,
 //! compares and reverts ([`sandbox::CallGuard::settle`]); each reverted path is a denial carrying
 //! the marker.
 //!
 //! What it watches, under the workspace and every extra writable root (never following a
-//! symlink): every path of [`sandbox::is_git_surface`]'s shape; the policy's protected paths;
-//! the `core.hooksPath` folder and the `include.path` files of every config it found before the
-//! call, and the same surface of every folder git's discovery takes for a bare repository
-//! ([`sandbox::GitDirShape`]). What may change and stays (ordinary git): a config (new or
-//! changed) holding only keys that name no program ([`SAFE_KEYS`]), a `commondir` or a gitfile
-//! that leads back to a git directory that was there before the call (or, for a gitfile, to a
-//! worktree's or submodule's git directory beneath one: `git worktree add`), `hooks/*.sample`.
-//! A folder the call made into a bare repository with config or code of its own loses what made
-//! it one (a new `HEAD` or `commondir`, or `objects` or `refs` added beside an old `HEAD`).
+//! symlink): every path of [`sandbox::is_git_surface`]'s shape; the surface of every folder
+//! holding a `HEAD` inside a `.git` and of every folder git's discovery takes for a bare
+//! repository ([`sandbox::GitDirShape`]); the policy's protected paths at every root and every
+//! worktree top (a folder holding a `.git`); the `core.hooksPath` folders (at every worktree
+//! the config serves) and `include.path` files the configs name; and new symlinks. Configs are
+//! read by git's own rules (the `config` module). What may change and stays (ordinary git): a config
+//! holding only keys that name no program ([`SAFE_KEYS`]) and judged values that hold (a
+//! `core.worktree` naming the repository's own worktree, local remote URLs into a root or out of
+//! every writable place), a gitfile or `commondir` that leads to a git directory the guard
+//! judges (one that was there, or where `git worktree add` and `git submodule add` make one),
+//! `hooks/*.sample`, bare repositories of `git init --bare` and `git clone --bare`. A folder the
+//! call made into a bare repository with config or code of its own loses what made it one (a
+//! new `HEAD` or `commondir`, or `objects` or `refs` added beside an old `HEAD`); a new link into
+//! `/tmp` or `$TMPDIR` goes; a folder made unlistable is made listable to be judged.
 //!
 //! The revert works through descriptors opened beneath the root refusing every symlink
 //! (`openat2` with `RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS`, `unlinkat`), so a path swapped for a
@@ -40,7 +45,7 @@ mod revert;
 mod tests;
 
 pub use config::SAFE_KEYS;
-use config::{config_entries, config_is_safe};
+use config::{ConfigEntry, config_is_safe, parse_config};
 use revert::{remove_beneath, restore};
 
 /// Files larger than this are compared by size and time only and cannot be restored.
@@ -72,6 +77,10 @@ struct Surface {
     /// Folders outside any `.git` that hold a `HEAD` or a `commondir`, with their shape: what
     /// tells a folder this call made into a git directory.
     shapes: BTreeMap<PathBuf, GitDirShape>,
+    /// Folders holding a `.git` (a directory or a gitfile): the tops of worktrees, where the
+    /// policy's protected paths apply as at a root (a nested repository's or a linked
+    /// worktree's `.pre-commit-config.yaml` is that worktree's hook).
+    tops: Vec<PathBuf>,
     /// Symlinks outside git directories, with what they hold: a new one into a writable place
     /// the guard does not watch (`/tmp`) would lead the person's git to a repository there.
     links: BTreeMap<PathBuf, PathBuf>,
@@ -88,6 +97,8 @@ pub struct GitGuard {
     anchors: Vec<PathBuf>,
     /// The protected paths of the policy, absolute.
     protected: Vec<PathBuf>,
+    /// The protected paths of the policy, relative: they apply at every worktree top too.
+    patterns: Vec<PathBuf>,
     /// Folders named by `core.hooksPath` and files named by `include.path` before the call.
     named: Vec<PathBuf>,
     /// The writable roots outside every anchor (`/tmp`, `$TMPDIR`): the payload fills them, the
@@ -127,10 +138,16 @@ impl GitGuard {
             .into_iter()
             .filter(|root| !anchors.iter().any(|a| root.starts_with(a)))
             .collect();
+        let patterns = policy
+            .protected_paths
+            .iter()
+            .map(|p| p.as_path().to_path_buf())
+            .collect();
         let mut guard = GitGuard {
             mode: policy.mode,
             anchors,
             protected,
+            patterns,
             named: Vec::new(),
             unwatched,
             before: Surface::default(),
@@ -155,6 +172,9 @@ impl GitGuard {
             .iter()
             .chain(self.named.iter())
             .any(|p| path.starts_with(p))
+            || self
+                .protected_at(&self.before.tops)
+                .any(|p| path.starts_with(p))
         {
             return true;
         }
@@ -214,7 +234,13 @@ impl GitGuard {
         for anchor in &self.anchors {
             walk(anchor, &mut surface, when);
         }
-        for extra in self.protected.iter().chain(self.named.iter()) {
+        let at_tops: Vec<PathBuf> = self.protected_at(&surface.tops).collect();
+        for extra in self
+            .protected
+            .iter()
+            .chain(self.named.iter())
+            .chain(&at_tops)
+        {
             if self.anchor_of(extra).is_some() && beneath_is_real(self.anchor_of(extra), extra) {
                 record_tree(extra, &mut surface);
             }
@@ -222,8 +248,22 @@ impl GitGuard {
         surface
     }
 
+    /// The policy's protected paths at each of `tops` that is not a root itself, but those in
+    /// `.git` (a nested repository's git directory is judged as git's surface: its config may
+    /// change to another safe one, `git init` makes its hooks folder).
+    fn protected_at<'a>(&'a self, tops: &'a [PathBuf]) -> impl Iterator<Item = PathBuf> + 'a {
+        let worktree_side = self
+            .patterns
+            .iter()
+            .filter(|p| p.components().next() != Some(Component::Normal(OsStr::new(".git"))));
+        tops.iter()
+            .filter(|t| !self.anchors.contains(t))
+            .flat_map(move |t| worktree_side.clone().map(move |p| t.join(p)))
+    }
+
     /// The `core.hooksPath` folders and `include.path` files the configs of `surface` name,
-    /// when they lie under an anchor.
+    /// when they lie under an anchor. A relative hooks path is taken from the top of every
+    /// worktree the config serves (git runs hooks relative to the one it works in).
     fn named_by_configs(&self, surface: &Surface) -> Vec<PathBuf> {
         let mut named = Vec::new();
         for (path, entry) in &surface.entries {
@@ -238,22 +278,23 @@ impl GitGuard {
                 continue;
             }
             let Some(dir) = path.parent() else { continue };
-            // A relative hooks path is taken from the worktree's top: the folder holding `.git`.
-            let top = dir
-                .ancestors()
-                .find(|a| a.file_name() == Some(OsStr::new(".git")))
-                .and_then(Path::parent)
-                .unwrap_or(dir);
-            for (key, value) in config_entries(bytes) {
-                let base = match key.as_str() {
-                    "core.hookspath" => top,
-                    "include.path" | "includeif.path" => dir,
+            let Some(entries) = parse_config(bytes) else {
+                continue;
+            };
+            for e in &entries {
+                let Some(value) = e.value.as_deref().filter(|v| !v.is_empty()) else {
+                    continue;
+                };
+                let bases = match e.key.as_str() {
+                    "core.hookspath" => worktree_tops(dir, &entries),
+                    "include.path" | "includeif.path" => vec![dir.to_path_buf()],
                     _ => continue,
                 };
-                let value = PathBuf::from(value.trim().trim_matches('"'));
-                let full = lexical(&base.join(value));
-                if self.anchor_of(&full).is_some() && !named.contains(&full) {
-                    named.push(full);
+                for base in bases {
+                    let full = lexical(&base.join(value));
+                    if self.anchor_of(&full).is_some() && !named.contains(&full) {
+                        named.push(full);
+                    }
                 }
             }
         }
@@ -262,12 +303,13 @@ impl GitGuard {
 
     /// Whether a changed or new entry at `path` is what ordinary git leaves (it stays).
     /// `watched` holds the git directories whose whole surface this settle judges.
-    fn benign(&self, path: &Path, entry: &Entry, watched: &[PathBuf]) -> bool {
+    fn benign(&self, path: &Path, entry: &Entry, judged: &Judged) -> bool {
         let in_named = self
             .named
             .iter()
             .chain(self.protected.iter())
-            .any(|n| path.starts_with(n));
+            .any(|n| path.starts_with(n))
+            || self.protected_at(judged.tops).any(|p| path.starts_with(p));
         if in_named {
             return false;
         }
@@ -281,7 +323,15 @@ impl GitGuard {
                 bytes: Some(bytes), ..
             } => match name {
                 "config" | "config.worktree" => {
-                    config_is_safe(bytes) && self.worktrees_stay_inside(parent, bytes)
+                    let old = match self.before.entries.get(path) {
+                        Some(Entry::File {
+                            bytes: Some(old), ..
+                        }) => parse_config(old).unwrap_or_default(),
+                        _ => Vec::new(),
+                    };
+                    config_is_safe(bytes)
+                        && parse_config(bytes)
+                            .is_some_and(|entries| self.judged_values_hold(parent, &entries, &old))
                 }
                 "commondir" => {
                     // `git worktree add`: `.git/worktrees/<name>/commondir` holding `../..`.
@@ -289,7 +339,7 @@ impl GitGuard {
                         && named_git_dir(parent, bytes, Lead::CommonDir)
                             .and_then(|d| resolve_without_links(&d))
                             .is_some_and(|d| {
-                                watched.contains(&d) && self.before.git_dirs.contains(&d)
+                                judged.git_dirs.contains(&d) && self.before.git_dirs.contains(&d)
                             })
                 }
                 // A gitfile (`git worktree add`, `git submodule add`): it must lead to a git
@@ -298,8 +348,9 @@ impl GitGuard {
                 ".git" => named_git_dir(parent, bytes, Lead::GitFile)
                     .and_then(|d| resolve_without_links(&d))
                     .is_some_and(|d| {
-                        watched.contains(&d)
-                            && (self.before.git_dirs.contains(&d) || made_by_git(&d, watched))
+                        judged.git_dirs.contains(&d)
+                            && (self.before.git_dirs.contains(&d)
+                                || made_by_git(&d, judged.git_dirs))
                     }),
                 _ => name.ends_with(".sample") && parent.file_name() == Some(OsStr::new("hooks")),
             },
@@ -307,35 +358,65 @@ impl GitGuard {
         }
     }
 
-    /// Whether every `core.worktree` of the config in `git_dir` leads into a root (the person's
-    /// checkout writes there), read relative to the git directory as git does, with no symlink
-    /// on the part that exists.
-    fn worktrees_stay_inside(&self, git_dir: &Path, bytes: &[u8]) -> bool {
-        config_entries(bytes)
+    /// Whether the values of the config in `git_dir` that the guard judges apart hold: every
+    /// `core.worktree` names the folder whose `.git` leads back to `git_dir` (so the person's
+    /// checkout writes into that worktree and nowhere else: not outside, not into a `.git`, not
+    /// over the workspace's protected files), and every remote's or submodule's URL that is a
+    /// local path leads into a root or where the payload cannot write (not `/tmp`: a push runs
+    /// the hooks of the repository it goes to).
+    /// Values the config held before the call (`old`) are taken as the person's.
+    fn judged_values_hold(
+        &self,
+        git_dir: &Path,
+        entries: &[ConfigEntry],
+        old: &[ConfigEntry],
+    ) -> bool {
+        entries
             .iter()
-            .filter(|(k, _)| k == "core.worktree")
-            .all(|(_, value)| {
-                let value = value.trim();
-                let value = value
-                    .strip_prefix('"')
-                    .and_then(|v| v.strip_suffix('"'))
-                    .unwrap_or(value);
-                !value.is_empty()
-                    && !value.contains(['"', '\\'])
-                    && lexical_without_links(&git_dir.join(value))
-                        .is_some_and(|w| self.anchor_of(&w).is_some())
+            .filter(|e| !old.contains(e))
+            .all(|e| match e.key.as_str() {
+                "core.worktree" => e.value.as_deref().is_some_and(|v| {
+                    lexical_without_links(&git_dir.join(v))
+                        .is_some_and(|w| self.anchor_of(&w).is_some() && leads_back(&w, git_dir))
+                }),
+                "remote.url" | "remote.pushurl" | "submodule.url" => e
+                    .value
+                    .as_deref()
+                    .is_none_or(|url| self.url_is_safe(git_dir, entries, url)),
+                _ => true,
             })
+    }
+
+    /// Whether a remote URL, when it names a local repository, names one in a root (its hooks
+    /// are judged there) or outside every writable place. A relative one is read from the git
+    /// directory and from each of its worktrees, where the person runs git.
+    fn url_is_safe(&self, git_dir: &Path, entries: &[ConfigEntry], url: &str) -> bool {
+        let path = match url.strip_prefix("file://") {
+            Some(p) => p,
+            None if is_local_url(url) => url,
+            None => return true,
+        };
+        if path.starts_with('~') {
+            return false;
+        }
+        let mut bases = worktree_tops(git_dir, entries);
+        bases.push(git_dir.to_path_buf());
+        bases.iter().all(|base| {
+            resolve_target(&base.join(path)).is_some_and(|r| {
+                self.anchor_of(&r).is_some() || !self.unwatched.iter().any(|u| r.starts_with(u))
+            })
+        })
     }
 
     /// Whether the entry `now` at `path` is a change the settle reverts: new and not what
     /// ordinary git leaves, or changed from what it was (a config or gitfile may change to
     /// another benign one; a directory's mode may change).
-    fn must_revert(&self, path: &Path, now: &Entry, watched: &[PathBuf]) -> bool {
+    fn must_revert(&self, path: &Path, now: &Entry, judged: &Judged) -> bool {
         match self.before.entries.get(path) {
             Some(was) if was == now => false,
-            None => !self.benign(path, now, watched),
+            None => !self.benign(path, now, judged),
             Some(Entry::File { .. }) if matches!(now, Entry::File { .. }) => {
-                !self.benign(path, now, watched)
+                !self.benign(path, now, judged)
             }
             Some(Entry::Dir { .. }) if matches!(now, Entry::Dir { .. }) => false,
             Some(_) => true,
@@ -347,13 +428,13 @@ impl GitGuard {
     /// once they enter the link.
     fn leads_to_unwatched(&self, link: &Path, target: &Path) -> bool {
         let full = link.parent().unwrap_or(link).join(target);
-        match sandbox::canonical_path(&full) {
-            Ok(resolved) => {
+        match resolve_target(&full) {
+            Some(resolved) => {
                 self.anchor_of(&resolved).is_none()
                     && self.unwatched.iter().any(|u| resolved.starts_with(u))
             }
-            // A target that cannot be resolved is refused: a place to fill later.
-            Err(_) => true,
+            // A target the kernel would resolve otherwise later is refused: a place to fill.
+            None => true,
         }
     }
 
@@ -389,9 +470,14 @@ impl CallGuard for GitGuard {
             if !shape.is_git_dir() || was.is_some_and(GitDirShape::is_git_dir) {
                 continue;
             }
-            let planted = after.entries.iter().any(|(path, now)| {
-                path.starts_with(dir) && self.must_revert(path, now, &after.git_dirs)
-            });
+            let all = Judged {
+                git_dirs: &after.git_dirs,
+                tops: &after.tops,
+            };
+            let planted = after
+                .entries
+                .iter()
+                .any(|(path, now)| own_surface(dir, path) && self.must_revert(path, now, &all));
             let Some(anchor) = self.anchor_of(dir).filter(|_| planted) else {
                 continue;
             };
@@ -416,6 +502,10 @@ impl CallGuard for GitGuard {
             .filter(|g| !unmade.contains(g))
             .cloned()
             .collect();
+        let judged = Judged {
+            git_dirs: &watched,
+            tops: &after.tops,
+        };
         // Folders that were bare repositories and are no longer: what they hold is inert now.
         let gone: Vec<&PathBuf> = self
             .before
@@ -430,11 +520,9 @@ impl CallGuard for GitGuard {
         // content).
         let mut removed_dirs: Vec<PathBuf> = Vec::new();
         for (path, now) in &after.entries {
-            if removed_dirs
-                .iter()
-                .chain(unmade.iter())
-                .any(|d| path.starts_with(d))
-                || !self.must_revert(path, now, &watched)
+            if removed_dirs.iter().any(|d| path.starts_with(d))
+                || unmade.iter().any(|d| own_surface(d, path))
+                || !self.must_revert(path, now, &judged)
             {
                 continue;
             }
@@ -487,6 +575,84 @@ impl CallGuard for GitGuard {
         }
         lines
     }
+}
+
+/// What one settle judges against: the git directories whose whole surface it judges (a
+/// gitfile or `commondir` may lead to one of these only) and the worktree tops where the
+/// protected paths apply.
+struct Judged<'a> {
+    git_dirs: &'a [PathBuf],
+    tops: &'a [PathBuf],
+}
+
+/// The tops of the worktrees the config of `git_dir` (its `entries`) serves: the folder holding
+/// a `.git` directory, the `core.worktree` it names, each linked worktree (`worktrees/*/gitdir`
+/// names its `.git` file) and, for a linked worktree's own git directory, that worktree.
+fn worktree_tops(git_dir: &Path, entries: &[ConfigEntry]) -> Vec<PathBuf> {
+    let mut tops = Vec::new();
+    if git_dir.file_name() == Some(OsStr::new(".git")) {
+        tops.extend(git_dir.parent().map(Path::to_path_buf));
+    }
+    for e in entries.iter().filter(|e| e.key == "core.worktree") {
+        if let Some(v) = &e.value {
+            tops.push(lexical(&git_dir.join(v)));
+        }
+    }
+    let gitdir_file = |dir: &Path| {
+        let bytes = std::fs::read(dir.join("gitdir")).ok()?;
+        let text = String::from_utf8(bytes).ok()?;
+        let dot_git = PathBuf::from(text.trim_end_matches(['\n', '\r']));
+        dot_git.parent().map(|top| lexical(&dir.join(top)))
+    };
+    tops.extend(gitdir_file(git_dir));
+    if let Ok(linked) = std::fs::read_dir(git_dir.join("worktrees")) {
+        tops.extend(linked.flatten().filter_map(|w| gitdir_file(&w.path())));
+    }
+    tops.sort();
+    tops.dedup();
+    tops
+}
+
+/// Whether the `.git` in `worktree` (a directory, or a gitfile read as git reads it) is
+/// `git_dir`, without following a symlink.
+fn leads_back(worktree: &Path, git_dir: &Path) -> bool {
+    let dot_git = worktree.join(".git");
+    match std::fs::symlink_metadata(&dot_git) {
+        Ok(m) if m.is_dir() => dot_git == git_dir,
+        Ok(m) if m.is_file() => read_no_follow(&dot_git)
+            .and_then(|bytes| named_git_dir(worktree, &bytes, Lead::GitFile))
+            .and_then(|d| resolve_without_links(&d))
+            .is_some_and(|d| d == git_dir),
+        _ => false,
+    }
+}
+
+/// Whether git takes `url` for a local path (no `scheme://`, and no `host:` before the first
+/// `/`): connect.c's rule.
+fn is_local_url(url: &str) -> bool {
+    if url.contains("://") {
+        return false;
+    }
+    match (url.find(':'), url.find('/')) {
+        (None, _) => true,
+        (Some(colon), Some(slash)) => slash < colon,
+        (Some(_), None) => false,
+    }
+}
+
+/// Where the kernel takes `path` (absolute): symlinks followed, what does not exist yet
+/// appended as written. `None` when a `..` follows a part that does not exist: the kernel
+/// refuses that now and may resolve it through a symlink made later.
+fn resolve_target(path: &Path) -> Option<PathBuf> {
+    let parts: Vec<Component> = path.components().collect();
+    for (i, c) in parts.iter().enumerate() {
+        if *c == Component::ParentDir {
+            let prefix: PathBuf = parts[..i].iter().collect();
+            let real = sandbox::canonical_path(&prefix).ok()?;
+            std::fs::symlink_metadata(&real).ok()?;
+        }
+    }
+    sandbox::canonical_path(path).ok()
 }
 
 /// Which scan: before the call (the host's state is taken as it is) or after it (what the
@@ -576,6 +742,7 @@ fn walk(dir: &Path, surface: &mut Surface, when: Scan) {
         };
         if name == ".git" {
             let path = entry.path();
+            surface.tops.push(dir.to_path_buf());
             if kind.is_dir() {
                 if let Ok(meta) = std::fs::symlink_metadata(&path) {
                     surface.entries.insert(path.clone(), entry_of(&path, &meta));
@@ -589,7 +756,8 @@ fn walk(dir: &Path, surface: &mut Surface, when: Scan) {
             if let Ok(target) = std::fs::read_link(entry.path()) {
                 surface.links.insert(entry.path(), target);
             }
-        } else if kind.is_dir() && !(bare && is_data_dir(&name)) {
+        } else if kind.is_dir() {
+            // A bare repository's objects too: a gitlink's worktree may hide there.
             walk(&entry.path(), surface, when);
         }
     }
@@ -633,6 +801,13 @@ fn walk_git(git_dir: &Path, dir: &Path, surface: &mut Surface, when: Scan) {
             walk_git(git_dir, &path, surface, when);
         }
     }
+}
+
+/// Whether `path` is config or code of the git directory `dir` itself (not of a repository
+/// nested in its folders).
+fn own_surface(dir: &Path, path: &Path) -> bool {
+    path.strip_prefix(dir)
+        .is_ok_and(|rel| !rel.as_os_str().is_empty() && sandbox::is_git_dir_surface(rel))
 }
 
 /// Whether `dir` lies where git itself makes a git directory inside another one: a linked
