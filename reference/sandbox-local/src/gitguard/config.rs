@@ -167,11 +167,9 @@ impl Reader<'_> {
                     match self.next()? {
                         b'\n' => return None,
                         b'"' => break,
-                        b'\\' => {
-                            if self.next()? == b'\n' {
-                                return None;
-                            }
-                        }
+                        // An escaped character is taken as it is (the guard reads it), but a
+                        // newline is refused.
+                        b'\\' if self.next()? == b'\n' => return None,
                         _ => {}
                     }
                 }
