@@ -6,7 +6,7 @@
 /// `git clone`, `git worktree add`, `git submodule`, `git config user.email`). Judged apart
 /// (`JUDGED_KEYS`): `core.worktree`, the folder the person's checkout writes into, and the
 /// remotes' URLs, whose local repositories' hooks run at the person's push.
-pub const SAFE_KEYS: [&str; 36] = [
+pub const SAFE_KEYS: [&str; 34] = [
     "core.repositoryformatversion",
     "core.filemode",
     "core.bare",
@@ -25,10 +25,8 @@ pub const SAFE_KEYS: [&str; 36] = [
     "remote.mirror",
     "remote.tagopt",
     "remote.prune",
-    "branch.remote",
     "branch.merge",
     "branch.rebase",
-    "branch.pushremote",
     "submodule.active",
     "submodule.branch",
     "user.name",
@@ -46,13 +44,15 @@ pub const SAFE_KEYS: [&str; 36] = [
 ];
 
 /// Keys that may stay only with a value the guard checks: `core.worktree` must name the folder
-/// whose `.git` leads back to the config's git directory; a remote's or submodule's URL that is
-/// a local path must not lead into a writable place the guard does not watch.
-pub(super) const JUDGED_KEYS: [&str; 4] = [
+/// whose `.git` leads back to the config's git directory; a remote's, submodule's or branch's
+/// URL that is a local path must not lead into a writable place the guard does not watch.
+pub(super) const JUDGED_KEYS: [&str; 6] = [
     "core.worktree",
     "remote.url",
     "remote.pushurl",
     "submodule.url",
+    "branch.remote",
+    "branch.pushremote",
 ];
 
 /// One entry of a git config file.

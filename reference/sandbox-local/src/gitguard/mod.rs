@@ -35,6 +35,7 @@ use std::collections::BTreeMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use nix::fcntl::OFlag;
 use sandbox::{CallGuard, ConfinedMode, GitDirShape, ProviderPolicy};
@@ -104,7 +105,40 @@ pub struct GitGuard {
     /// The writable roots outside every anchor (`/tmp`, `$TMPDIR`): the payload fills them, the
     /// guard does not watch them.
     unwatched: Vec<PathBuf>,
-    before: Surface,
+    /// The surface before the call, shared with every guard of a call in flight over the same
+    /// roots ([`IN_FLIGHT`]).
+    before: Arc<Surface>,
+}
+
+/// What the guards of calls in flight over one set of roots (and protected paths) judge against:
+/// the surface as it was when the first of them started, when no call of the set was running,
+/// so what one call plants cannot become part of a concurrent call's "before" (whose settle
+/// would then put back what the first call's settle removed), and how many guards hold it.
+struct InFlight {
+    guards: usize,
+    before: Arc<Surface>,
+    named: Vec<PathBuf>,
+}
+
+/// A set of roots and the protected paths relative to them: what one snapshot covers.
+type FlightKey = (Vec<PathBuf>, Vec<PathBuf>);
+
+/// The [`InFlight`] state of each set of roots and protected paths with a guard alive.
+static IN_FLIGHT: Mutex<BTreeMap<FlightKey, InFlight>> = Mutex::new(BTreeMap::new());
+
+impl Drop for GitGuard {
+    /// The guard's call is over (settled, or its launch never happened): the shared snapshot
+    /// goes with the last guard that holds it.
+    fn drop(&mut self) {
+        let mut flights = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (self.anchors.clone(), self.patterns.clone());
+        if let Some(flight) = flights.get_mut(&key) {
+            flight.guards = flight.guards.saturating_sub(1);
+            if flight.guards == 0 {
+                flights.remove(&key);
+            }
+        }
+    }
 }
 
 impl GitGuard {
@@ -150,16 +184,47 @@ impl GitGuard {
             patterns,
             named: Vec::new(),
             unwatched,
-            before: Surface::default(),
+            before: Arc::new(Surface::default()),
         };
+        let key = (guard.anchors.clone(), guard.patterns.clone());
+        // A call already in flight over these roots: its snapshot is the one to judge against
+        // (the scan is skipped). Otherwise scan, outside the lock; a guard that registered
+        // meanwhile wins and its snapshot is taken instead.
+        let shared = |flights: &mut BTreeMap<_, InFlight>, guard: &mut GitGuard| {
+            flights.get_mut(&key).map(|flight| {
+                flight.guards += 1;
+                guard.before = Arc::clone(&flight.before);
+                guard.named = flight.named.clone();
+            })
+        };
+        if shared(
+            &mut IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner()),
+            &mut guard,
+        )
+        .is_some()
+        {
+            return Some(guard);
+        }
         let mut before = guard.scan(Scan::Before);
-        guard.named = guard.named_by_configs(&before);
-        for named in &guard.named {
-            if beneath_is_real(guard.anchor_of(named), named) {
-                record_tree(named, &mut before);
+        let named = guard.named_by_configs(&before);
+        for n in &named {
+            if beneath_is_real(guard.anchor_of(n), n) {
+                record_tree(n, &mut before);
             }
         }
-        guard.before = before;
+        let mut flights = IN_FLIGHT.lock().unwrap_or_else(|e| e.into_inner());
+        if shared(&mut flights, &mut guard).is_none() {
+            guard.before = Arc::new(before);
+            guard.named = named.clone();
+            flights.insert(
+                key,
+                InFlight {
+                    guards: 1,
+                    before: Arc::clone(&guard.before),
+                    named,
+                },
+            );
+        }
         Some(guard)
     }
 
@@ -383,6 +448,12 @@ impl GitGuard {
                     .value
                     .as_deref()
                     .is_none_or(|url| self.url_is_safe(git_dir, entries, url)),
+                // A branch's remote is a remote's name, or a URL or path git pushes to directly.
+                "branch.remote" | "branch.pushremote" => e.value.as_deref().is_none_or(|v| {
+                    v == "."
+                        || !v.contains(['/', ':', '\\', '.', '~'])
+                        || self.url_is_safe(git_dir, entries, v)
+                }),
                 _ => true,
             })
     }
@@ -391,8 +462,13 @@ impl GitGuard {
     /// are judged there) or outside every writable place. A relative one is read from the git
     /// directory and from each of its worktrees, where the person runs git.
     fn url_is_safe(&self, git_dir: &Path, entries: &[ConfigEntry], url: &str) -> bool {
-        let path = match url.strip_prefix("file://") {
-            Some(p) => p,
+        let path = match url.get(..7).filter(|p| p.eq_ignore_ascii_case("file://")) {
+            // git drops a host (`file://localhost/tmp/x` is `/tmp/x`) and decodes `%XX`: a
+            // `%` is refused rather than decoded here.
+            Some(_) => match url[7..].find('/') {
+                Some(at) if !url.contains('%') => &url[7 + at..],
+                _ => return false,
+            },
             None if is_local_url(url) => url,
             None => return true,
         };
@@ -430,8 +506,11 @@ impl GitGuard {
         let full = link.parent().unwrap_or(link).join(target);
         match resolve_target(&full) {
             Some(resolved) => {
-                self.anchor_of(&resolved).is_none()
-                    && self.unwatched.iter().any(|u| resolved.starts_with(u))
+                // Into a `.git` (its data folders, where the guard does not look, may hold a
+                // repository git then finds through the link) or a writable place outside.
+                resolved.components().any(|c| c.as_os_str() == ".git")
+                    || (self.anchor_of(&resolved).is_none()
+                        && self.unwatched.iter().any(|u| resolved.starts_with(u)))
             }
             // A target the kernel would resolve otherwise later is refused: a place to fill.
             None => true,
@@ -788,7 +867,9 @@ fn walk_git(git_dir: &Path, dir: &Path, surface: &mut Surface, when: Scan) {
             }
             continue;
         }
-        if !kind.is_dir() || is_data_dir(&name) {
+        // A repository's data folders hold no config (and `logs` holds a `HEAD`): skipped at
+        // the top of a git directory only, since a worktree or submodule may be named `logs`.
+        if !kind.is_dir() || (dir == git_dir && is_data_dir(&name)) {
             continue;
         }
         if path.join("HEAD").exists() {
@@ -818,10 +899,14 @@ fn made_by_git(dir: &Path, watched: &[PathBuf]) -> bool {
         .filter(|p| p.file_name() == Some(OsStr::new("worktrees")))
         .and_then(Path::parent)
         .is_some_and(|g| watched.iter().any(|w| w == g));
+    // A submodule's name may hold `/`, never a repository's data folder on its way.
     worktree
         || dir.ancestors().skip(1).any(|a| {
             a.file_name() == Some(OsStr::new("modules"))
                 && a.parent().is_some_and(|g| watched.iter().any(|w| w == g))
+                && dir
+                    .strip_prefix(a)
+                    .is_ok_and(|rel| !rel.components().any(|c| is_data_dir(c.as_os_str())))
         })
 }
 

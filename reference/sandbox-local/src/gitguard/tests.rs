@@ -679,3 +679,94 @@ fn nothing_is_guarded_read_only_or_when_nothing_is_protected() {
         ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws).with_protected_paths(Vec::new());
     assert!(GitGuard::before(&none).is_none());
 }
+
+#[test]
+fn a_concurrent_call_never_puts_back_what_another_calls_guard_removed() {
+    let (_d, ws, _) = world();
+    git(&ws, &["clone", "-q", ".", "nr"]);
+    let hook = ws.join("nr/.git/hooks/post-checkout");
+    // Helper's third round, E3: call A plants a hook and sleeps; call B starts (its snapshot
+    // would hold the hook); A's guard removes it; B's must not restore it.
+    let a = guard(&ws);
+    std::fs::write(&hook, "x").expect("w");
+    let b = guard(&ws);
+    let lines = a.settle();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    let lines = b.settle();
+    assert!(lines.is_empty(), "{lines:#?}");
+    assert!(!hook.exists());
+    // With both gone, the next call takes a fresh snapshot: the person's own hook stays.
+    std::fs::write(&hook, "mine").expect("w");
+    let c = guard(&ws);
+    assert!(c.settle().is_empty());
+    assert_eq!(std::fs::read_to_string(&hook).expect("r"), "mine");
+}
+
+#[test]
+fn a_push_target_in_tmp_is_refused_however_it_is_spelt() {
+    let (_d, ws, outside) = world();
+    let evil = outside.join("evil.git");
+    let e = evil.to_str().expect("utf-8");
+    let relative_e = e.trim_start_matches('/');
+    // Helper's third round, E1: `file://localhost/...` (git drops the host), `%74` (git
+    // decodes it), and a branch whose remote is a path (git pushes there directly).
+    for (key, value) in [
+        (
+            "remote.origin.url",
+            format!("file://localhost/{relative_e}"),
+        ),
+        (
+            "remote.origin.url",
+            format!("FILE:///{}", relative_e.replacen('t', "%74", 1)),
+        ),
+        ("branch.main.remote", e.to_owned()),
+        ("branch.main.pushRemote", format!("file://{e}")),
+    ] {
+        let g = guard(&ws);
+        git(&ws.join("sub"), &["config", key, &value]);
+        let lines = g.settle();
+        assert_eq!(lines.len(), 1, "{key} = {value}: {lines:#?}");
+    }
+    // A remote's name, the repository itself, a host: they stay.
+    let g = guard(&ws);
+    git(
+        &ws.join("sub"),
+        &["config", "branch.main.remote", "upstream"],
+    );
+    git(&ws.join("sub"), &["config", "branch.other.remote", "."]);
+    git(
+        &ws.join("sub"),
+        &["config", "remote.up.url", "https://example.invalid/x.git"],
+    );
+    let lines = g.settle();
+    assert!(lines.is_empty(), "{lines:#?}");
+}
+
+#[test]
+fn worktrees_and_submodules_named_like_data_folders_are_judged_and_kept() {
+    let (_d, ws, _) = world();
+    // Helper's third round, E2 and its spurious revert: a worktree named `logs` is ordinary
+    // git, and its git directory is judged like any other.
+    let g = guard(&ws);
+    git(&ws, &["worktree", "add", "-q", "wt/logs", "-b", "b1"]);
+    let lines = g.settle();
+    assert!(lines.is_empty(), "{lines:#?}");
+    assert!(ws.join("wt/logs/.git").is_file());
+    let g = guard(&ws);
+    std::fs::write(
+        ws.join(".git/worktrees/logs/config.worktree"),
+        "[core]\n\tfsmonitor = x\n",
+    )
+    .expect("w");
+    let lines = g.settle();
+    assert_eq!(lines.len(), 1, "{lines:#?}");
+    // A bare clone inside .git/logs reached through a link: the link goes.
+    let g = guard(&ws);
+    git(&ws, &["clone", "-q", "--bare", ".", ".git/logs/docs"]);
+    std::os::unix::fs::symlink(".git/logs/docs", ws.join("docs")).expect("ln");
+    let lines = g.settle();
+    assert!(
+        std::fs::symlink_metadata(ws.join("docs")).is_err(),
+        "{lines:#?}"
+    );
+}
