@@ -104,8 +104,8 @@ pub(crate) struct RunArgs {
     #[arg(long = "writable-root")]
     pub(crate) writable_roots: Vec<PathBuf>,
     /// A path inside each writable root that is never written, added to the defaults
-    /// (sandbox::DEFAULT_PROTECTED_PATHS: git's fixed config and hook files, .husky, editor and
-    /// agent folders; repeatable; relative, no `..`).
+    /// (sandbox::DEFAULT_PROTECTED_PATHS: git's fixed config and hook files, .husky, hook
+    /// managers' and mise's configs, editor and agent folders; repeatable; relative, no `..`).
     #[arg(long, value_parser = protected_path)]
     pub(crate) protect: Vec<ProtectedPath>,
     /// A named unix socket on the host the command may connect to (repeatable; an ssh agent's
