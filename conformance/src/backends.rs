@@ -113,6 +113,22 @@ impl Backend {
         }
     }
 
+    /// What it declared writable beyond the writable set under `mode` (an external backend's
+    /// `extra_writable`), canonical where the path resolves; empty for every other backend.
+    pub fn declared_writable(&self, mode: sandbox::ConfinedMode) -> Vec<std::path::PathBuf> {
+        self.external()
+            .map(|external| {
+                external
+                    .differences
+                    .extra_writable
+                    .iter()
+                    .filter(|w| w.modes.contains(&mode))
+                    .map(|w| std::fs::canonicalize(&w.path).unwrap_or_else(|_| w.path.clone()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// True when its probe ran and the write landed (see [`Kind::Local`]).
     pub fn confines_nothing(&self) -> bool {
         matches!(

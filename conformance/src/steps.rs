@@ -261,3 +261,87 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Walk(_) => "walk",
     }
 }
+
+/// The provider that confines for `backend`, or the harness's error when it cannot confine on
+/// this host (such a backend's confining cases are not planned, so this is the harness's trouble).
+fn confining(
+    backend: &Backend,
+) -> Result<&std::sync::Arc<dyn sandbox::SandboxProvider>, StepError> {
+    backend.provider.as_ref().ok_or_else(|| {
+        StepError::Harness(format!(
+            "backend {} cannot confine on this host",
+            backend.name
+        ))
+    })
+}
+
+/// A step's world could not be built: the harness's trouble.
+fn world_error(e: std::io::Error) -> StepError {
+    StepError::Harness(format!("cannot build the world: {e}"))
+}
+
+/// What a confined launch reported for one class, as a failure message shows it: `reports <label> full`,
+/// with the ungoverned parts named when there are any.
+#[cfg(target_os = "linux")]
+fn reported(report: &sandbox::ClassReport, label: &str) -> String {
+    if report.ungoverned.is_empty() {
+        format!("reports {label} {}", report.enforcement)
+    } else {
+        format!(
+            "reports {label} {} (ungoverned: {})",
+            report.enforcement,
+            report.ungoverned.join(", ")
+        )
+    }
+}
+
+/// What a probe step (network, host IPC) requires of its call before judging the host: the call
+/// did not time out, its payload printed `started` first (it ran), and the world is unchanged.
+/// A runner failure is judged by the step itself, before this (its message differs). Returns the
+/// call's stdout and stderr.
+#[cfg(target_os = "linux")]
+fn probe_ran(
+    done: &sandbox_local::launch::Finished,
+    started: &str,
+    world: &crate::world::World,
+    before: &crate::world::Snapshot,
+) -> Result<(String, String), StepError> {
+    let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&done.stderr).into_owned();
+    if done.timed_out {
+        return Err(StepError::Unmet(format!(
+            "the call timed out; stdout {stdout:?}"
+        )));
+    }
+    if !stdout.starts_with(started) {
+        return Err(StepError::Unmet(format!(
+            "the payload never ran (stdout {stdout:?}, stderr {stderr:?})"
+        )));
+    }
+    let changed = before.diff(&world.snapshot(), &[]);
+    if !changed.is_empty() {
+        return Err(StepError::Unmet(format!(
+            "the payload changed the world: {}",
+            changed.join("; ")
+        )));
+    }
+    Ok((stdout, stderr))
+}
+
+/// A walking step's payload printed its `mark` last, so it ran to its end and its findings are
+/// complete; otherwise the unmet expectation says how the call ended.
+fn ran_to_mark(
+    done: &sandbox_local::launch::Finished,
+    stdout: &str,
+    mark: &str,
+) -> Result<(), StepError> {
+    if stdout.lines().any(|l| l == mark) {
+        return Ok(());
+    }
+    Err(StepError::Unmet(format!(
+        "the payload did not run to its end (no mark): exit {:?}, {}, stderr {:?}",
+        done.exit_code(),
+        serde_json::to_string(&done.classification).unwrap_or_default(),
+        String::from_utf8_lossy(&done.stderr).trim()
+    )))
+}

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::matrix::{certified, header, row, tally};
+use super::matrix::{certified, family_rows, header, row};
 use super::{BackendReport, CaseResult, FORGED_SIGNATURE_SCENARIO, Report, Status};
 
 /// The family x backend matrix, as Markdown.
@@ -76,19 +76,18 @@ fn table(out: &mut String, report: &Report) {
     families.sort_unstable();
     families.dedup();
     out.push_str(&header(report.backends.iter().map(|b| &b.name)));
-    for family in families.iter().filter(|f| !f.is_empty()) {
-        let cells = report.backends.iter().map(|b| {
-            tally(
-                report
-                    .cases
-                    .iter()
-                    .filter(|c| c.family == *family && c.backend == b.name)
-                    .map(|c| c.status),
-            )
-        });
-        out.push_str(&row(family, cells));
-        out.push('\n');
-    }
+    out.push_str(&family_rows(
+        families.iter().copied().filter(|f| !f.is_empty()),
+        &report.backends,
+        |b, family| {
+            report
+                .cases
+                .iter()
+                .filter(|c| c.family == family && c.backend == b.name)
+                .map(|c| c.status)
+                .collect()
+        },
+    ));
     out.push_str(&row(
         "**enforcement**",
         report

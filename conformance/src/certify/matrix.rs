@@ -52,6 +52,26 @@ pub(crate) fn header<T: Display>(columns: impl IntoIterator<Item = T>) -> String
     format!("{head}\n|---|{}\n", "---|".repeat(n))
 }
 
+/// One row per family, each with a line break: a cell per column, tallying the statuses that
+/// `statuses(column, family)` yields (the column's cases of that family).
+pub(crate) fn family_rows<'a, C>(
+    families: impl IntoIterator<Item = &'a str>,
+    columns: &[C],
+    statuses: impl Fn(&C, &str) -> Vec<Status>,
+) -> String {
+    let mut out = String::new();
+    for family in families {
+        out.push_str(&row(
+            family,
+            columns
+                .iter()
+                .map(|c| tally(statuses(c, family).into_iter())),
+        ));
+        out.push('\n');
+    }
+    out
+}
+
 /// The word of a `certified` cell.
 pub(crate) fn certified(yes: bool) -> &'static str {
     if yes { "yes" } else { "**no**" }

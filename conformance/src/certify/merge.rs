@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use super::Status;
-use super::matrix::{certified, header, row, tally};
+use super::matrix::{certified, family_rows, header, row};
 
 /// Why a report cannot be merged; each names the file.
 #[derive(Debug, thiserror::Error)]
@@ -253,18 +253,17 @@ pub fn markdown(merged: &Merged) -> String {
             .iter()
             .map(|(host, _, b)| format!("{host}: {}", b.name)),
     ));
-    for family in &families {
-        let cells = columns.iter().map(|(_, r, b)| {
-            tally(
-                r.cases
-                    .iter()
-                    .filter(|c| c.family == *family && c.backend == b.name)
-                    .map(|c| c.status),
-            )
-        });
-        out.push_str(&row(family, cells));
-        out.push('\n');
-    }
+    out.push_str(&family_rows(
+        families.iter().map(|f| f.as_ref()),
+        &columns,
+        |(_, r, b), family| {
+            r.cases
+                .iter()
+                .filter(|c| c.family == family && c.backend == b.name)
+                .map(|c| c.status)
+                .collect()
+        },
+    ));
     out.push_str(&row(
         "**enforcement**",
         columns

@@ -61,8 +61,7 @@ struct Stage {
 
 impl Stage {
     fn new(step: &AttackStep) -> Result<Stage, StepError> {
-        let world =
-            World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+        let world = World::new().map_err(super::world_error)?;
         let spelled = world.workspace(step.workspace);
         let cwd = match step.workspace {
             WorkspaceSpelling::Missing | WorkspaceSpelling::File => world.ws.clone(),
@@ -260,12 +259,7 @@ enum Came {
 }
 
 pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError> {
-    let provider = backend.provider.as_ref().ok_or_else(|| {
-        StepError::Harness(format!(
-            "backend {} cannot confine on this host",
-            backend.name
-        ))
-    })?;
+    let provider = super::confining(backend)?;
     let after = step.after_ms.map(Duration::from_millis).unwrap_or_default();
     if after > MAX_AFTER {
         return Err(StepError::Unmet(format!(

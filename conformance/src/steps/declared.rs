@@ -114,12 +114,7 @@ fn check(path: &Path, kind: ProtectedKind, before: ProtectedBefore) -> Option<St
 }
 
 pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), StepError> {
-    let provider = backend.provider.as_ref().ok_or_else(|| {
-        StepError::Harness(format!(
-            "backend {} cannot confine on this host",
-            backend.name
-        ))
-    })?;
+    let provider = super::confining(backend)?;
     let declared: Vec<DeclaredProtectedPath> = backend
         .external()
         .map(|e| e.differences.protected.clone())
@@ -130,8 +125,7 @@ pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), StepErro
             backend.name
         )));
     }
-    let world =
-        World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+    let world = World::new().map_err(super::world_error)?;
     let ws = world.ws.clone();
     let mut script = String::new();
     let mut env: Vec<(OsString, OsString)> = vec![("W".into(), ws.clone().into_os_string())];

@@ -375,14 +375,8 @@ pub(super) fn run(backend: &Backend, step: &EffectStep) -> Result<(), StepError>
 }
 
 fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), StepError> {
-    let provider = backend.provider.as_ref().ok_or_else(|| {
-        StepError::Harness(format!(
-            "backend {} cannot confine on this host",
-            backend.name
-        ))
-    })?;
-    let world = World::for_effect(step.shape)
-        .map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+    let provider = super::confining(backend)?;
+    let world = World::for_effect(step.shape).map_err(super::world_error)?;
     let place = place(&world, step.shape, step.op)?;
     let policy = ProviderPolicy::new(step.mode, place.root.clone())
         .with_temp_dir(place.temp_dir.clone())

@@ -40,14 +40,8 @@ fn forgeries(rules: &[RunnerFailureRule]) -> Vec<(String, i32)> {
 }
 
 pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), StepError> {
-    let provider = backend.provider.as_ref().ok_or_else(|| {
-        StepError::Harness(format!(
-            "backend {} cannot confine on this host",
-            backend.name
-        ))
-    })?;
-    let world =
-        World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+    let provider = super::confining(backend)?;
+    let world = World::new().map_err(super::world_error)?;
     let ws = world.ws.clone();
     let policy = ProviderPolicy::new(step.mode, ws.clone())
         .with_temp_dir(None)

@@ -275,16 +275,10 @@ fn name(target: NetTarget) -> &'static str {
 }
 
 pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), StepError> {
-    let provider = backend.provider.as_ref().ok_or_else(|| {
-        StepError::Harness(format!(
-            "backend {} cannot confine on this host",
-            backend.name
-        ))
-    })?;
+    let provider = super::confining(backend)?;
     // The payload is only ever pointed at its workspace: a small world is enough to see it
     // write nothing.
-    let world =
-        World::small().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+    let world = World::small().map_err(super::world_error)?;
     let workspace = world.workspace(WorkspaceSpelling::Ws);
     let before = world.snapshot();
     let listeners = Listeners::start()?;
@@ -322,15 +316,7 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), StepError> {
         ))
     })?;
     let report = confined.class_report(EnforcementClass::Network);
-    let reported = if report.ungoverned.is_empty() {
-        format!("reports network {}", report.enforcement)
-    } else {
-        format!(
-            "reports network {} (ungoverned: {})",
-            report.enforcement,
-            report.ungoverned.join(", ")
-        )
-    };
+    let reported = super::reported(&report, "network");
     let mut options = LaunchOptions::in_dir(&workspace);
     options.env = dressed.env;
     options.env_remove.push("TMPDIR".into());
@@ -339,31 +325,13 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), StepError> {
     let done = launch::run(&confined, &options);
     std::thread::sleep(GRACE);
     let records = listeners.finish();
-    let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&done.stderr).into_owned();
     if let Classification::RunnerFailure { detail, .. } = &done.classification {
         return Err(StepError::Unmet(format!(
             "the runner failed under network {}: {detail}",
             step.network
         )));
     }
-    if done.timed_out {
-        return Err(StepError::Unmet(format!(
-            "the call timed out; stdout {stdout:?}"
-        )));
-    }
-    if !stdout.starts_with(&started) {
-        return Err(StepError::Unmet(format!(
-            "the payload never ran (stdout {stdout:?}, stderr {stderr:?})"
-        )));
-    }
-    let changed = before.diff(&world.snapshot(), &[]);
-    if !changed.is_empty() {
-        return Err(StepError::Unmet(format!(
-            "the payload changed the world: {}",
-            changed.join("; ")
-        )));
-    }
+    let (stdout, stderr) = super::probe_ran(&done, &started, &world, &before)?;
     let seen = |t: NetTarget| {
         records
             .iter()

@@ -214,14 +214,8 @@ pub(super) fn bind_race(
             step.iterations
         )));
     }
-    let provider = backend.provider.as_ref().ok_or_else(|| {
-        StepError::Harness(format!(
-            "backend {} cannot confine on this host",
-            backend.name
-        ))
-    })?;
-    let world = crate::world::World::new()
-        .map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+    let provider = super::confining(backend)?;
+    let world = crate::world::World::new().map_err(super::world_error)?;
     let nest = world.ws.join("nest");
     let partner = world.ws.join("nest.swap");
     let inner = nest.join("inner");

@@ -28,8 +28,7 @@ fn fakes(step: &SelectStep) -> Result<Option<crate::suite::FakeRunners>, StepErr
 pub(super) fn run(step: &SelectStep) -> Result<(), StepError> {
     let sandboxctl = sandbox_local::probe::locate_sibling("sandboxctl", "sandbox-cli")
         .map_err(StepError::harness)?;
-    let world =
-        World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+    let world = World::new().map_err(super::world_error)?;
     let ws = world.ws.clone();
     let outside = world.outside.clone();
     let fakes = fakes(step)?;

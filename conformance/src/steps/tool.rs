@@ -44,8 +44,7 @@ fn decision(answer: Answer) -> Decision {
 
 impl Rig {
     fn new(backend: &Backend, setup: &ToolSetup) -> Result<Rig, StepError> {
-        let world =
-            World::new().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+        let world = World::new().map_err(super::world_error)?;
         // The deployment's configured root is always the world's workspace; the session's cwd
         // (which wins) is the workspace the case names, spelled as it says.
         let configured = world.ws.clone();

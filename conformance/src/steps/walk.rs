@@ -95,14 +95,8 @@ fn payload(name: &str, mark: &str, not_into: &[PathBuf]) -> String {
 }
 
 pub(super) fn run(backend: &Backend, step: &WalkStep) -> Result<(), StepError> {
-    let provider = backend.provider.as_ref().ok_or_else(|| {
-        StepError::Harness(format!(
-            "backend {} cannot confine on this host",
-            backend.name
-        ))
-    })?;
-    let world = World::for_effect(crate::model::Shape::Inside)
-        .map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+    let provider = super::confining(backend)?;
+    let world = World::for_effect(crate::model::Shape::Inside).map_err(super::world_error)?;
     let ws = world.ws.clone();
     // What this call may write on the host: the workspace and /tmp under workspace-write (no
     // $TMPDIR is given), /dev/null always, and whatever the backend declared for this mode.
@@ -111,16 +105,7 @@ pub(super) fn run(backend: &Backend, step: &WalkStep) -> Result<(), StepError> {
         writable.push(ws.clone());
         writable.extend(std::fs::canonicalize("/tmp").ok());
     }
-    if let Some(external) = backend.external() {
-        writable.extend(
-            external
-                .differences
-                .extra_writable
-                .iter()
-                .filter(|w| w.modes.contains(&step.mode))
-                .map(|w| std::fs::canonicalize(&w.path).unwrap_or_else(|_| w.path.clone())),
-        );
-    }
+    writable.extend(backend.declared_writable(step.mode));
     let name = format!(
         ".{}-{}",
         draw_one(&["lock", "cache", "stamp", "tmp", "pid"]),
@@ -186,14 +171,7 @@ pub(super) fn run(backend: &Backend, step: &WalkStep) -> Result<(), StepError> {
             }
         }
     }
-    if !stdout.lines().any(|l| l == mark) {
-        return Err(StepError::Unmet(format!(
-            "the payload did not run to its end (no mark): exit {:?}, {}, stderr {:?}",
-            done.exit_code(),
-            serde_json::to_string(&done.classification).unwrap_or_default(),
-            String::from_utf8_lossy(&done.stderr).trim()
-        )));
-    }
+    super::ran_to_mark(&done, &stdout, &mark)?;
     if landed.is_empty() {
         Ok(())
     } else {

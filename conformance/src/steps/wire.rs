@@ -116,6 +116,35 @@ impl Rig {
             })
             .collect()
     }
+
+    /// Checks the `log` and `knob_events` expectations against session `name`'s log on disk.
+    fn check_log(&self, name: &str, expect: &WireExpect) -> Result<(), StepError> {
+        if expect.log.is_none() && expect.knob_events.is_none() {
+            return Ok(());
+        }
+        let Some(id) = self.ids.get(name) else {
+            return Err(StepError::Unmet(format!(
+                "no session named {name:?} to read the log of"
+            )));
+        };
+        let types = self.log_types(id)?;
+        if let Some(want) = &expect.log
+            && &types != want
+        {
+            return Err(StepError::Unmet(format!(
+                "the log on disk should hold {want:?}, holds {types:?}"
+            )));
+        }
+        let knobs = types.iter().filter(|t| is_knob_event(t)).count();
+        if let Some(want) = expect.knob_events
+            && knobs != want
+        {
+            return Err(StepError::Unmet(format!(
+                "the log on disk should hold {want} knob event(s), holds {knobs}: {types:?}"
+            )));
+        }
+        Ok(())
+    }
 }
 
 fn select(options: &[SessionConfigOption]) -> Option<(String, Vec<String>)> {
@@ -315,32 +344,7 @@ pub(super) fn run(
             )));
         }
     }
-    let id_now = rig.ids.get(&name).cloned();
-    if expect.log.is_some() || expect.knob_events.is_some() {
-        let types = match &id_now {
-            Some(id) => rig.log_types(id)?,
-            None => {
-                return Err(StepError::Unmet(format!(
-                    "no session named {name:?} to read the log of"
-                )));
-            }
-        };
-        if let Some(want) = &expect.log
-            && &types != want
-        {
-            return Err(StepError::Unmet(format!(
-                "the log on disk should hold {want:?}, holds {types:?}"
-            )));
-        }
-        let knobs = types.iter().filter(|t| is_knob_event(t)).count();
-        if let Some(want) = expect.knob_events
-            && knobs != want
-        {
-            return Err(StepError::Unmet(format!(
-                "the log on disk should hold {want} knob event(s), holds {knobs}: {types:?}"
-            )));
-        }
-    }
+    rig.check_log(&name, expect)?;
     if let Some(want) = expect.mode_now {
         let got = rig
             .bridge
@@ -654,31 +658,7 @@ fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), St
             step.action
         )));
     }
-    if expect.log.is_some() || expect.knob_events.is_some() {
-        let types = match rig.ids.get(&name) {
-            Some(id) => rig.log_types(id)?,
-            None => {
-                return Err(StepError::Unmet(format!(
-                    "no session named {name:?} to read the log of"
-                )));
-            }
-        };
-        if let Some(want) = &expect.log
-            && &types != want
-        {
-            return Err(StepError::Unmet(format!(
-                "the log on disk should hold {want:?}, holds {types:?}"
-            )));
-        }
-        let knobs = types.iter().filter(|t| is_knob_event(t)).count();
-        if let Some(want) = expect.knob_events
-            && knobs != want
-        {
-            return Err(StepError::Unmet(format!(
-                "the log on disk should hold {want} knob event(s), holds {knobs}: {types:?}"
-            )));
-        }
-    }
+    rig.check_log(&name, expect)?;
     for (path, want) in &expect.files {
         super::check_file(&rig.workspace.join(path), want)?;
     }

@@ -157,14 +157,8 @@ fn payload(probes: &[Probe], name: &str, mark: &str) -> String {
 }
 
 pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), StepError> {
-    let provider = backend.provider.as_ref().ok_or_else(|| {
-        StepError::Harness(format!(
-            "backend {} cannot confine on this host",
-            backend.name
-        ))
-    })?;
-    let world = World::for_effect(crate::model::Shape::Inside)
-        .map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+    let provider = super::confining(backend)?;
+    let world = World::for_effect(crate::model::Shape::Inside).map_err(super::world_error)?;
     let ws = world.ws.clone();
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)
@@ -178,16 +172,7 @@ pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), StepErro
         writable.extend(std::fs::canonicalize("/tmp").ok());
         writable.extend(std::fs::canonicalize("/dev/shm").ok());
     }
-    if let Some(external) = backend.external() {
-        writable.extend(
-            external
-                .differences
-                .extra_writable
-                .iter()
-                .filter(|w| w.modes.contains(&step.mode))
-                .map(|w| std::fs::canonicalize(&w.path).unwrap_or_else(|_| w.path.clone())),
-        );
-    }
+    writable.extend(backend.declared_writable(step.mode));
     let probes = probes(home.as_deref(), &writable);
     let name = format!(
         "{}-{}",
@@ -218,14 +203,7 @@ pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), StepErro
             .filter(|l| l.starts_with("OPENED "))
             .map(|l| format!("opened {} for writing", &l["OPENED ".len()..])),
     );
-    if !stdout.lines().any(|l| l == mark) {
-        return Err(StepError::Unmet(format!(
-            "the payload did not run to its end (no mark): exit {:?}, {}, stderr {:?}",
-            done.exit_code(),
-            serde_json::to_string(&done.classification).unwrap_or_default(),
-            String::from_utf8_lossy(&done.stderr).trim()
-        )));
-    }
+    super::ran_to_mark(&done, &stdout, &mark)?;
     if wrong.is_empty() {
         Ok(())
     } else {

@@ -423,7 +423,7 @@ mod tests {
 
     #[test]
     fn a_bad_extra_root_is_a_load_error_with_its_code_and_a_good_one_reaches_every_call() {
-        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let dir = sandbox_test_support::scratch_dir("unit-");
         let base = std::fs::canonicalize(dir.path()).expect("canon");
         let (ws, extra) = (base.join("ws"), base.join("extra"));
         std::fs::create_dir_all(&ws).expect("ws");
@@ -451,7 +451,7 @@ mod tests {
 
     #[test]
     fn a_bad_socket_allowance_is_a_load_error_with_its_code_and_a_good_one_reaches_every_call() {
-        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let dir = sandbox_test_support::scratch_dir("unit-");
         let base = std::fs::canonicalize(dir.path()).expect("canon");
         let (ws, extra, agent) = (base.join("ws"), base.join("extra"), base.join("agent"));
         for d in [&ws, &extra, &agent] {

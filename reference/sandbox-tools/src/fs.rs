@@ -428,7 +428,7 @@ mod tests {
     }
 
     fn world() -> World {
-        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let dir = sandbox_test_support::scratch_dir("unit-");
         let base = std::fs::canonicalize(dir.path()).expect("canonical");
         let (ws, outside) = (base.join("ws"), base.join("outside"));
         std::fs::create_dir_all(&ws).expect("ws");
@@ -557,7 +557,7 @@ mod direct_callers {
 
     #[test]
     fn a_direct_write_is_confined_at_the_deployment_default() {
-        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let dir = sandbox_test_support::scratch_dir("unit-");
         let base = std::fs::canonicalize(dir.path()).expect("canonical");
         let (ws, outside) = (base.join("ws"), base.join("outside"));
         std::fs::create_dir_all(&ws).expect("ws");
@@ -602,7 +602,7 @@ mod protected_and_extra_roots {
 
     #[test]
     fn hooks_and_config_are_denied_existing_or_not_and_the_rest_of_git_is_not() {
-        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let dir = sandbox_test_support::scratch_dir("unit-");
         let base = std::fs::canonicalize(dir.path()).expect("canonical");
         let (ws, bare) = (base.join("ws"), base.join("bare"));
         std::fs::create_dir_all(ws.join(".git/hooks")).expect("hooks");
@@ -664,7 +664,7 @@ mod protected_and_extra_roots {
     #[test]
     fn git_surface_found_per_repository_is_denied_and_the_commondir_route_stops_at_its_last_write()
     {
-        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let dir = sandbox_test_support::scratch_dir("unit-");
         let ws = std::fs::canonicalize(dir.path())
             .expect("canonical")
             .join("ws");

@@ -419,7 +419,7 @@ mod tests {
     fn writable_set_is_empty_for_read_only_and_deduplicated_for_workspace_write() {
         let tmp_canon = canonical_path(Path::new("/tmp")).expect("canon");
         // A workspace outside /tmp keeps its own root beside /tmp.
-        let outside = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let outside = sandbox_test_support::scratch_dir("unit-");
         let root = std::fs::canonicalize(outside.path()).expect("canonical");
         std::fs::create_dir(root.join("ws")).expect("mkdir");
         let ro = policy(ConfinedMode::ReadOnly, &root, root.to_str());
@@ -483,7 +483,7 @@ mod tests {
 
     #[test]
     fn a_temp_dir_that_would_widen_the_set_is_refused() {
-        let outside = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let outside = sandbox_test_support::scratch_dir("unit-");
         let root = std::fs::canonicalize(outside.path()).expect("canonical");
         std::fs::create_dir(root.join("ws")).expect("mkdir");
         std::fs::write(root.join("file"), "x").expect("file");

@@ -139,14 +139,8 @@ impl NonBlockingOpen for std::fs::OpenOptions {
 }
 
 pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), StepError> {
-    let provider = backend.provider.as_ref().ok_or_else(|| {
-        StepError::Harness(format!(
-            "backend {} cannot confine on this host",
-            backend.name
-        ))
-    })?;
-    let world =
-        World::small().map_err(|e| StepError::Harness(format!("cannot build the world: {e}")))?;
+    let provider = super::confining(backend)?;
+    let world = World::small().map_err(super::world_error)?;
     let workspace = world.workspace(WorkspaceSpelling::Ws);
     let before = world.snapshot();
     let msg = format!("touch-{}", crate::world::draw_hex(12));
@@ -167,15 +161,7 @@ pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), StepError
         .confine(&dressed.argv, &policy)
         .map_err(|e| StepError::Harness(format!("confine refused: {e}")))?;
     let report = confined.class_report(EnforcementClass::HostIpc);
-    let reported = if report.ungoverned.is_empty() {
-        format!("reports host-ipc {}", report.enforcement)
-    } else {
-        format!(
-            "reports host-ipc {} (ungoverned: {})",
-            report.enforcement,
-            report.ungoverned.join(", ")
-        )
-    };
+    let reported = super::reported(&report, "host-ipc");
     let mut options = LaunchOptions::in_dir(&workspace);
     options.env = dressed.env;
     options.env_remove.push("TMPDIR".into());
@@ -183,29 +169,11 @@ pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), StepError
     crate::survivors::tag_launch(&mut options);
     let done = launch::run(&confined, &options);
     std::thread::sleep(GRACE);
-    let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&done.stderr).into_owned();
     let effect = (route.check)(&msg)?;
     if let Classification::RunnerFailure { detail, .. } = &done.classification {
         return Err(StepError::Unmet(format!("the runner failed: {detail}")));
     }
-    if done.timed_out {
-        return Err(StepError::Unmet(format!(
-            "the call timed out; stdout {stdout:?}"
-        )));
-    }
-    if !stdout.starts_with(&started) {
-        return Err(StepError::Unmet(format!(
-            "the payload never ran (stdout {stdout:?}, stderr {stderr:?})"
-        )));
-    }
-    let changed = before.diff(&world.snapshot(), &[]);
-    if !changed.is_empty() {
-        return Err(StepError::Unmet(format!(
-            "the payload changed the world: {}",
-            changed.join("; ")
-        )));
-    }
+    let (stdout, stderr) = super::probe_ran(&done, &started, &world, &before)?;
     if let Some(effect) = effect {
         let liar = if report.enforcement == ClassEnforcement::Full {
             "; it claims full"
