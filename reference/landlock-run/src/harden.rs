@@ -248,7 +248,8 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 ///    with `O_CREAT` or `O_TMPFILE`; refusing the bits regardless changes nothing else).
 ///
 /// The mode filter also refuses `unshare` and `clone` with `CLONE_NEWUSER` (`EPERM`): the payload
-/// makes no user namespace of its own; and it closes the host's IPC ([`add_host_ipc_rules`]:
+/// makes no user namespace of its own; `prlimit64` on any process but the caller (`EPERM`): it
+/// changes no other process's resource limits; and it closes the host's IPC ([`add_host_ipc_rules`]:
 /// unix and vsock sockets, keyrings, and SysV IPC and POSIX message queues unless `ipc` says the
 /// IPC namespace is private).
 ///
@@ -299,6 +300,16 @@ pub fn install_setuid_guard(ipc: IpcGuard, unix: UnixSockets) -> Result<(), Stri
         .map_err(|e| format!("cannot build the user-namespace guard: {e}"))?;
         rules.insert(nr, vec![condition]);
     }
+    // No hand on another process's resource limits: `prlimit64` naming any pid but 0 (itself)
+    // fails with EPERM. Landlock does not govern it and, without a PID namespace, the payload
+    // sees the host's processes of its uid: it could set the monitor's or sandboxctl's
+    // RLIMIT_NOFILE to 0 (blinding the post-call guard, leaving the monitor unable to kill a
+    // survivor), or raise a host process's core limit and cut its CPU limit so the kernel dumps
+    // its core into that process's directory. `setrlimit` and `prlimit(0, ...)` keep working.
+    let other_pid = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0)
+        .and_then(|c| SeccompRule::new(vec![c]))
+        .map_err(|e| format!("cannot build the resource-limit guard: {e}"))?;
+    rules.insert(libc::SYS_prlimit64, vec![other_pid]);
     add_host_ipc_rules(&mut rules, ipc, unix)?;
     let filter = SeccompFilter::new(
         rules,

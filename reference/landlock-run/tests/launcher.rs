@@ -821,6 +821,76 @@ fn a_scoped_payload_cannot_signal_outside_its_domain_unless_capped_below_6() {
     }
 }
 
+/// Without a PID namespace the payload sees the host's processes of its uid; Landlock does not
+/// govern `prlimit`. A payload that could set another process's limits could blind the caller
+/// (RLIMIT_NOFILE 0 leaves the monitor unable to list a survivor, sandboxctl's guard unable to
+/// revert) or make the kernel dump a host process's core where that process runs. At every ABI
+/// the guard refuses it; the payload's own limits stay its to set.
+#[test]
+fn a_payload_cannot_change_another_processs_resource_limits_at_any_abi() {
+    for who in identities() {
+        for cap in [None, Some("2")] {
+            let mut victim = if who == Who::Unprivileged && is_root() {
+                let mut c = Command::new("setpriv");
+                c.args([
+                    "--reuid=65534",
+                    "--regid=65534",
+                    "--clear-groups",
+                    "sleep",
+                    "600",
+                ]);
+                c
+            } else {
+                let mut c = Command::new("sleep");
+                c.arg("600");
+                c
+            }
+            .spawn()
+            .expect("victim");
+            let pid = victim.id();
+            let limits = format!("/proc/{pid}/limits");
+            let before = fs::read_to_string(&limits).expect("the victim's limits");
+            let mut args = vec!["--ro", "/", "--rw", "/dev/null"];
+            if let Some(cap) = cap {
+                args.extend(["--abi-cap", cap]);
+            }
+            let out = launch_as(
+                who,
+                &args,
+                &format!(
+                    "prlimit --pid {pid} --nofile=0:0 --core=unlimited --cpu=1 2>/dev/null \
+                       && echo CHANGED-VICTIM
+                     prlimit --pid $PPID --nofile=0:0 2>/dev/null && echo CHANGED-CALLER
+                     prlimit --nofile=64:64 sh -c 'ulimit -n' && ulimit -n 32 && echo OWN-OK"
+                ),
+            );
+            let after = fs::read_to_string(&limits).expect("the victim's limits");
+            let _ = victim.kill();
+            let _ = victim.wait();
+            let said = stdout(&out);
+            assert!(
+                out.status.success(),
+                "{who:?} cap {cap:?}: {}",
+                stderr(&out)
+            );
+            assert_eq!(
+                before, after,
+                "{who:?} cap {cap:?}: the victim's limits changed"
+            );
+            assert!(
+                !said.contains("CHANGED"),
+                "{who:?} cap {cap:?}: a prlimit on another process succeeded: {said}"
+            );
+            assert_eq!(
+                said,
+                "64\nOWN-OK\n",
+                "{who:?} cap {cap:?}: the payload's own limits: {}",
+                stderr(&out)
+            );
+        }
+    }
+}
+
 #[test]
 fn a_payload_cannot_reach_an_outside_abstract_socket_at_any_abi() {
     use std::os::linux::net::SocketAddrExt;
