@@ -60,6 +60,10 @@ enum Entry {
         mode: u32,
         size: u64,
         mtime: (i64, i64),
+        /// Its hard links: a file of git's surface with another name can be changed through
+        /// that name by a later call elsewhere (one in `/tmp`, say), where no guard of this
+        /// workspace looks.
+        links: u64,
     },
     Dir {
         mode: u32,
@@ -384,8 +388,12 @@ impl GitGuard {
             // A new directory stays (`git init`, `git worktree add`); what it holds is judged
             // entry by entry.
             Entry::Dir { .. } => true,
+            // A file of git's surface with a second name (a hard link from or into `/tmp`) is
+            // never benign: a later call could change it through that name.
             Entry::File {
-                bytes: Some(bytes), ..
+                bytes: Some(bytes),
+                links: 1,
+                ..
             } => match name {
                 "config" | "config.worktree" => {
                     let old = match self.before.entries.get(path) {
@@ -1032,6 +1040,7 @@ fn entry_of(path: &Path, meta: &std::fs::Metadata) -> Entry {
             mode: meta.permissions().mode() & 0o7777,
             size: meta.len(),
             mtime,
+            links: meta.nlink(),
         }
     } else {
         Entry::Other(meta.mode())

@@ -121,9 +121,26 @@ pub(super) fn remove_beneath(anchor: &Path, path: &Path) -> Result<(), String> {
     let dir = match open_dir_beneath(anchor, &parent) {
         Ok(d) => d,
         // Its parent is gone or no directory: nothing of it is left to remove there.
-        Err(_) => return Ok(()),
+        Err(_) if !is_directory_chain(anchor, &parent) => return Ok(()),
+        // Anything else (no descriptor left, no permission) leaves it in place: say so.
+        Err(e) => return Err(e),
     };
     remove_at(&dir, &name)
+}
+
+/// Whether every component of `rel` beneath `anchor` is a real directory (no symlink), looked
+/// at without a descriptor: a removal whose folder could not be opened counts as done only when
+/// that folder is really gone, never because the guard ran out of descriptors.
+pub(super) fn is_directory_chain(anchor: &Path, rel: &Path) -> bool {
+    let mut at = anchor.to_path_buf();
+    std::iter::once(None)
+        .chain(rel.components().map(Some))
+        .all(|c| {
+            if let Some(c) = c {
+                at.push(c);
+            }
+            std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir())
+        })
 }
 
 fn remove_at(dir: &OwnedFd, name: &OsStr) -> Result<(), String> {

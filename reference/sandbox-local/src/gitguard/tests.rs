@@ -770,3 +770,62 @@ fn worktrees_and_submodules_named_like_data_folders_are_judged_and_kept() {
         "{lines:#?}"
     );
 }
+
+#[test]
+fn a_file_of_gits_surface_with_a_second_name_gets_an_inode_of_its_own_again() {
+    let (_d, ws, outside) = world();
+    let module_config = ws.join(".git/modules/sub/config");
+    let before = std::fs::read(&module_config).expect("the submodule's config");
+    let g = guard(&ws);
+    // Attack round 4, under Landlock (bwrap's binds make a link across them EXDEV): a hard
+    // link between the workspace and /tmp is a name a later call in another workspace may
+    // write, where no guard of this one looks. Both ways: a second name outside for a
+    // config that stays byte for byte the same, and a new repository's config that is a link
+    // to a file outside.
+    std::fs::hard_link(&module_config, outside.join("alias")).expect("ln out");
+    git(&ws, &["init", "-q", "nested"]);
+    let nested_config = ws.join("nested/.git/config");
+    let planted = outside.join("planted");
+    std::fs::copy(&nested_config, &planted).expect("copy");
+    std::fs::remove_file(&nested_config).expect("rm");
+    std::fs::hard_link(&planted, &nested_config).expect("ln in");
+    let lines = g.settle();
+    for path in [&module_config, &nested_config] {
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.contains("reverted") && l.ends_with(path.to_str().expect("utf-8"))),
+            "{}: {lines:#?}",
+            path.display()
+        );
+    }
+    // The later call elsewhere: it writes the names outside.
+    let marker = outside.join("ran");
+    for name in ["alias", "planted"] {
+        let mut text = std::fs::read_to_string(outside.join(name)).expect("outside name");
+        text.push_str(&format!(
+            "[core]\n\tfsmonitor = touch {}\n",
+            marker.display()
+        ));
+        std::fs::write(outside.join(name), text).expect("write outside");
+    }
+    assert_eq!(std::fs::read(&module_config).expect("config"), before);
+    assert!(!std::fs::read_to_string(&nested_config).is_ok_and(|c| c.contains("fsmonitor")));
+    assert!(!host_status_runs_code(&ws, &marker));
+    assert!(!host_status_runs_code(&ws.join("nested"), &marker));
+}
+
+#[test]
+fn a_removal_counts_as_done_only_where_its_folder_is_really_gone() {
+    let (_d, ws, outside) = world();
+    std::os::unix::fs::symlink(&outside, ws.join("away")).expect("ln");
+    assert!(revert::is_directory_chain(&ws, Path::new(".git/hooks")));
+    assert!(revert::is_directory_chain(&ws, Path::new("")));
+    // Gone, or not a real directory: nothing of the entry is left there to remove.
+    assert!(!revert::is_directory_chain(
+        &ws,
+        Path::new(".git/nothing/here")
+    ));
+    assert!(!revert::is_directory_chain(&ws, Path::new("away")));
+    assert!(!revert::is_directory_chain(&ws, Path::new("a")));
+}
