@@ -105,7 +105,8 @@ pub(crate) struct RunArgs {
     pub(crate) writable_roots: Vec<PathBuf>,
     /// A path inside each writable root that is never written, added to the defaults
     /// (sandbox::DEFAULT_PROTECTED_PATHS: git's fixed config and hook files, .husky, hook
-    /// managers' and mise's configs, editor and agent folders; repeatable; relative, no `..`).
+    /// managers', mise's and toolchain files, editor and agent folders; repeatable; relative, no
+    /// `..`).
     #[arg(long, value_parser = protected_path)]
     pub(crate) protect: Vec<ProtectedPath>,
     /// A named unix socket on the host the command may connect to (repeatable; an ssh agent's

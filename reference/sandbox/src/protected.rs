@@ -29,11 +29,12 @@ pub const BAD_PROTECTED_PATH: &str = "BAD_PROTECTED_PATH";
 /// `git commit` (pre-commit, lefthook: a hook there is a command the person's commit runs), and
 /// the folders and files that make an editor, an agent or the person's shell run code when the
 /// project is opened, the agent started or the shell enters the folder (mise runs the hooks and
-/// sources the files of a config it trusted once by path). A deployment replaces the list (`protected_paths`); the rest of git's
+/// sources the files of a config it trusted once by path; a toolchain file may name a folder
+/// whose `cargo` or `node` then runs for every command, the editor's own included). A deployment replaces the list (`protected_paths`); the rest of git's
 /// surface (nested repositories, linked worktrees, submodules, folders made into bare
 /// repositories, the folder `core.hooksPath` names) is found per call ([`is_git_surface`],
 /// [`GitDirShape`]).
-pub const DEFAULT_PROTECTED_PATHS: [&str; 39] = [
+pub const DEFAULT_PROTECTED_PATHS: [&str; 42] = [
     ".git/hooks",
     ".git/config",
     ".git/commondir",
@@ -73,6 +74,9 @@ pub const DEFAULT_PROTECTED_PATHS: [&str; 39] = [
     ".mise",
     ".config/mise.toml",
     ".config/mise",
+    "rust-toolchain.toml",
+    "rust-toolchain",
+    ".tool-versions",
 ];
 
 /// True when `relative` (a path relative to a writable root) has the shape of a file git reads as
