@@ -92,6 +92,10 @@ struct Surface {
     /// Folders that could not be listed (the after-call scan first tries to make them listable):
     /// what they hold is unknown, so the call is a denial.
     blind: Vec<PathBuf>,
+    /// The `.git` entries at the top of the writable places outside the roots (`/tmp/.git`,
+    /// `$TMPDIR/.git`) that exist: git in any folder below one that is no repository of its
+    /// own (a build directory, a tool's checkout) takes it for its repository.
+    temp_repos: Vec<PathBuf>,
 }
 
 /// The guard of one call (see the module docs).
@@ -314,6 +318,12 @@ impl GitGuard {
                 record_tree(extra, &mut surface);
             }
         }
+        surface.temp_repos = self
+            .unwatched
+            .iter()
+            .map(|u| u.join(".git"))
+            .filter(|g| std::fs::symlink_metadata(g).is_ok())
+            .collect();
         surface
     }
 
@@ -640,6 +650,20 @@ impl CallGuard for GitGuard {
                 "git's code surface",
                 path,
             ));
+        }
+        // A repository the call made at the top of a writable place outside the roots: the
+        // person's tools that run git below it (in a build directory in /tmp, say) would run
+        // its config and hooks. The guard does not walk those places, but their top is cheap
+        // to look at.
+        for repo in &after.temp_repos {
+            if self.before.temp_repos.contains(repo) {
+                continue;
+            }
+            let Some(place) = repo.parent() else {
+                continue;
+            };
+            let why = "a repository at the top of a writable place outside the roots, which git below it would take for its own";
+            lines.push(line(remove_beneath(place, repo), "reverted", why, repo));
         }
         // New or changed symlinks into a writable place nobody watches.
         for (path, target) in &after.links {

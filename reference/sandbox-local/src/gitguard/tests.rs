@@ -829,3 +829,46 @@ fn a_removal_counts_as_done_only_where_its_folder_is_really_gone() {
     assert!(!revert::is_directory_chain(&ws, Path::new("away")));
     assert!(!revert::is_directory_chain(&ws, Path::new("a")));
 }
+
+#[test]
+fn a_repository_made_at_the_top_of_the_temp_dir_goes_and_one_that_was_there_stays() {
+    let (_d, ws, outside) = world();
+    // A temp dir strictly below a temp area, so it is a writable place outside the roots.
+    let temp = sandbox_test_support::scratch_dir("gitguard-tmpdir-");
+    let temp = sandbox::canonical_path(temp.path()).expect("canonical");
+    let policy =
+        ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws).with_temp_dir(Some(temp.clone()));
+    let g: Box<dyn CallGuard> = Box::new(GitGuard::before(&policy).expect("a guard"));
+    // Attack round 4: a bare repository made a worktree's, with an fsmonitor, at the top of
+    // $TMPDIR; the person's git in any folder below it that is no repository ran it.
+    let marker = outside.join("ran");
+    git(&temp, &["init", "-q", "--bare", ".git"]);
+    git(
+        &temp,
+        &["--git-dir", ".git", "config", "core.bare", "false"],
+    );
+    git(
+        &temp,
+        &["--git-dir", ".git", "config", "core.worktree", ".."],
+    );
+    let monitor = format!("touch {}; false", marker.display());
+    git(
+        &temp,
+        &["--git-dir", ".git", "config", "core.fsmonitor", &monitor],
+    );
+    std::fs::create_dir(temp.join("build-1")).expect("mkdir");
+    let lines = g.settle();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.ends_with(temp.join(".git").to_str().expect("utf-8"))),
+        "{lines:#?}"
+    );
+    assert!(std::fs::symlink_metadata(temp.join(".git")).is_err());
+    assert!(!host_status_runs_code(&temp.join("build-1"), &marker));
+    // One that was there before the call is the person's: it stays.
+    git(&temp, &["init", "-q"]);
+    let g: Box<dyn CallGuard> = Box::new(GitGuard::before(&policy).expect("a guard"));
+    assert_eq!(g.settle(), Vec::<String>::new());
+    assert!(temp.join(".git/HEAD").exists());
+}
