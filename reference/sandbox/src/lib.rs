@@ -68,8 +68,9 @@ pub use mode::{ConfinedMode, ModeParseError, NetworkMode, SandboxEnforcement, Sa
 pub use paths::{PathError, canonical_path, check_unix_sockets, is_within, writable_roots};
 pub use policy::{ExecutionPolicy, ProviderPolicy};
 pub use protected::{
-    BAD_PROTECTED_PATH, DEFAULT_PROTECTED_PATHS, GitDirShape, ProtectedPath, ProtectedPathError,
-    ProtectedPlan, is_git_dir_surface, is_git_surface, protected_plan,
+    BAD_PROTECTED_PATH, DEFAULT_PROTECTED_PATHS, GitDirShape, PROTECTED_IN_EVERY_FOLDER,
+    ProtectedPath, ProtectedPathError, ProtectedPlan, is_git_dir_surface, is_git_surface,
+    protected_plan,
 };
 pub use roots::{ExtraRoot, Roots};
 pub use state::{

@@ -79,6 +79,22 @@ pub const DEFAULT_PROTECTED_PATHS: [&str; 42] = [
     ".tool-versions",
 ];
 
+/// The default protected paths that a tool reads from the folder it runs in and from every
+/// folder above it, not only from a project's top: `cargo` in `member/` takes
+/// `member/rust-toolchain.toml` (whose `path` names the folder its `cargo` then runs from), mise
+/// and asdf take `member/.tool-versions` or `member/mise.toml`. Where a deployment protects one
+/// of these, it is protected in every folder of a root (the check after the call finds and
+/// reverts it there).
+pub const PROTECTED_IN_EVERY_FOLDER: [&str; 7] = [
+    "rust-toolchain.toml",
+    "rust-toolchain",
+    ".tool-versions",
+    "mise.toml",
+    ".mise.toml",
+    "mise.local.toml",
+    ".mise.local.toml",
+];
+
 /// True when `relative` (a path relative to a writable root) has the shape of a file git reads as
 /// config or runs as code in some repository inside the root: a `.git` entry itself anywhere (a
 /// nested repository's git directory, or a gitfile naming one), and, beneath any `.git`, the

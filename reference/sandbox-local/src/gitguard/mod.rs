@@ -32,7 +32,7 @@
 //! that did could plant again after the revert).
 
 use std::collections::BTreeMap;
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -113,6 +113,9 @@ pub struct GitGuard {
     /// The writable roots outside every anchor (`/tmp`, `$TMPDIR`): the payload fills them, the
     /// guard does not watch them.
     unwatched: Vec<PathBuf>,
+    /// The protected names that apply in every folder, not only at a top
+    /// ([`sandbox::PROTECTED_IN_EVERY_FOLDER`], where the policy protects them).
+    everywhere: Vec<OsString>,
     /// The surface before the call, shared with every guard of a call in flight over the same
     /// roots ([`IN_FLIGHT`]).
     before: Arc<Surface>,
@@ -180,12 +183,18 @@ impl GitGuard {
             .into_iter()
             .filter(|root| !anchors.iter().any(|a| root.starts_with(a)))
             .collect();
-        let patterns = policy
+        let patterns: Vec<PathBuf> = policy
             .protected_paths
             .iter()
             .map(|p| p.as_path().to_path_buf())
             .collect();
+        let everywhere = sandbox::PROTECTED_IN_EVERY_FOLDER
+            .iter()
+            .filter(|name| patterns.iter().any(|p| p.as_os_str() == **name))
+            .map(OsString::from)
+            .collect();
         let mut guard = GitGuard {
+            everywhere,
             mode: policy.mode,
             anchors,
             protected,
@@ -251,6 +260,14 @@ impl GitGuard {
         {
             return true;
         }
+        // A file tools read from every folder up the tree, in any folder of a root.
+        if self.anchor_of(path).is_some()
+            && path
+                .file_name()
+                .is_some_and(|n| self.everywhere.iter().any(|e| e == n))
+        {
+            return true;
+        }
         if self.anchors.iter().any(|a| {
             path.strip_prefix(a)
                 .is_ok_and(|rel| !rel.as_os_str().is_empty() && sandbox::is_git_surface(rel))
@@ -305,7 +322,7 @@ impl GitGuard {
     fn scan(&self, when: Scan) -> Surface {
         let mut surface = Surface::default();
         for anchor in &self.anchors {
-            walk(anchor, &mut surface, when);
+            walk(anchor, &mut surface, when, &self.everywhere);
         }
         let at_tops: Vec<PathBuf> = self.protected_at(&surface.tops).collect();
         for extra in self
@@ -830,7 +847,7 @@ fn shape_of(dir: &Path) -> GitDirShape {
 /// Walks `dir`, a folder outside any git directory, recording the watched paths. There only an
 /// entry named `.git`, a folder git takes for a bare repository or a symlink can matter, so the
 /// walk costs one `readdir` per directory, no `stat`, and a `readlink` per symlink.
-fn walk(dir: &Path, surface: &mut Surface, when: Scan) {
+fn walk(dir: &Path, surface: &mut Surface, when: Scan, everywhere: &[OsString]) {
     let Some(entries) = list(dir, surface, when) else {
         return;
     };
@@ -851,7 +868,10 @@ fn walk(dir: &Path, surface: &mut Surface, when: Scan) {
         let Ok(kind) = entry.file_type() else {
             continue;
         };
-        if name == ".git" {
+        if everywhere.contains(&name) {
+            // A file tools read from every folder up the tree: judged wherever it is.
+            record_tree(&entry.path(), surface);
+        } else if name == ".git" {
             let path = entry.path();
             surface.tops.push(dir.to_path_buf());
             if kind.is_dir() {
@@ -869,7 +889,7 @@ fn walk(dir: &Path, surface: &mut Surface, when: Scan) {
             }
         } else if kind.is_dir() {
             // A bare repository's objects too: a gitlink's worktree may hide there.
-            walk(&entry.path(), surface, when);
+            walk(&entry.path(), surface, when, everywhere);
         }
     }
 }

@@ -872,3 +872,41 @@ fn a_repository_made_at_the_top_of_the_temp_dir_goes_and_one_that_was_there_stay
     assert_eq!(g.settle(), Vec::<String>::new());
     assert!(temp.join(".git/HEAD").exists());
 }
+
+#[test]
+fn a_toolchain_file_in_any_folder_is_judged_and_the_fence_denies_it() {
+    let (_d, ws, _) = world();
+    std::fs::create_dir_all(ws.join("member/deep")).expect("mkdir");
+    std::fs::write(ws.join("member/deep/mise.toml"), "[tools]\n").expect("the person's");
+    let g = guard(&ws);
+    // Attack round 5: cargo in member/ takes member/rust-toolchain.toml, whose `path` names
+    // the folder its cargo then runs from; the person's `rustc --version` there ran it.
+    let planted = ws.join("member/rust-toolchain.toml");
+    std::fs::write(&planted, "[toolchain]\npath = \"/var/tmp/tc\"\n").expect("plant");
+    std::fs::write(
+        ws.join("member/deep/.tool-versions"),
+        "nodejs path:/var/tmp/tc\n",
+    )
+    .expect("plant");
+    std::fs::write(ws.join("member/deep/mise.toml"), "[hooks]\nenter = \"x\"\n").expect("edit");
+    std::fs::write(ws.join("member/notes.toml"), "ok\n").expect("ordinary");
+    let lines = g.settle();
+    assert_eq!(lines.len(), 3, "{lines:#?}");
+    assert!(std::fs::symlink_metadata(&planted).is_err());
+    assert!(std::fs::symlink_metadata(ws.join("member/deep/.tool-versions")).is_err());
+    assert_eq!(
+        std::fs::read_to_string(ws.join("member/deep/mise.toml")).expect("restored"),
+        "[tools]\n"
+    );
+    assert!(ws.join("member/notes.toml").exists());
+    let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws);
+    let fence = GitGuard::before(&policy).expect("a guard");
+    assert!(fence.watches(&ws.join("member/rust-toolchain")));
+    assert!(!fence.watches(&ws.join("member/Cargo.toml")));
+    // A deployment that does not protect them: judged nowhere below the top.
+    let narrow = policy.with_protected_paths(vec![
+        sandbox::ProtectedPath::new(".git/hooks").expect("pattern"),
+    ]);
+    let fence = GitGuard::before(&narrow).expect("a guard");
+    assert!(!fence.watches(&ws.join("member/rust-toolchain.toml")));
+}
