@@ -130,6 +130,12 @@ pub fn operator_host_ipc() -> ClassReport {
 pub const PROTECTED_NEEDS_MOUNT_NAMESPACE: &str =
     "protected paths: no private mount namespace on this host (not root, user namespaces refused)";
 
+/// What the launcher leaves of the protected class below Landlock ABI 6 (an older kernel, or
+/// `--abi-cap`): signals are not scoped, so the payload can kill the process that called it
+/// (its other threads' ids too), and a caller killed before the call ends never runs the check
+/// after the call that reverts git's surface (attack round 4).
+pub const PROTECTED_CALLER_SIGNALLABLE: &str = "git surface: below Landlock ABI 6 the payload can signal the process that called it, and a caller killed before the call ends reverts nothing";
+
 /// The per-class capabilities of a backend: files as its probe found them, the network as
 /// [`network_capability`] says, the protected paths as `protected` says (bwrap and Seatbelt
 /// always; the launcher when it may mount).
@@ -433,7 +439,13 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         ungoverned: report.ungoverned.clone(),
         allowed: Vec::new(),
     };
-    let protected = if report.protect {
+    let signals_scoped = report
+        .scoped
+        .iter()
+        .any(|s| s == landlock_run::SCOPE_SIGNAL);
+    let protected = if report.protect && !signals_scoped {
+        ClassReport::with_gaps([PROTECTED_CALLER_SIGNALLABLE])
+    } else if report.protect {
         ClassReport::full()
     } else {
         ClassReport {

@@ -433,7 +433,7 @@ fn host_ipc_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
 /// mount covers in this call (they do not exist yet, or a symlink is on the way), each named.
 /// Seatbelt denies by path, so nothing is uncovered for it.
 fn protected_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
-    if capability.enforcement != sandbox::ClassEnforcement::Full {
+    if capability.enforcement == sandbox::ClassEnforcement::NotGoverned {
         return capability;
     }
     let uncovered = set
@@ -442,7 +442,11 @@ fn protected_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
         .iter()
         .filter(|_| set.protected_by_mounts)
         .map(|p| format!("{UNCOVERED_PREFIX}{}", p.display()));
-    ClassReport::with_gaps(uncovered.chain([GIT_SURFACE_GAP.to_owned()]))
+    ClassReport::with_gaps(
+        uncovered
+            .chain([GIT_SURFACE_GAP.to_owned()])
+            .chain(capability.ungoverned),
+    )
 }
 
 /// What no dialect prevents of git's code surface, named in every launch's protected class: it
@@ -480,7 +484,8 @@ pub(crate) fn wrap(
     // launch); its report says `not-governed` instead.
     let mut set = set.clone();
     set.protected_by_mounts = backend != Backend::Seatbelt;
-    if capabilities.get(EnforcementClass::Protected).enforcement != sandbox::ClassEnforcement::Full
+    if capabilities.get(EnforcementClass::Protected).enforcement
+        == sandbox::ClassEnforcement::NotGoverned
     {
         set.protected.pinned.clear();
         set.protected.read_only.clear();
