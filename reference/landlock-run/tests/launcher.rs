@@ -775,28 +775,25 @@ fn assert_kernel_scopes() {
     );
 }
 
+/// A process outside the sandbox, of the user the launcher runs as (`sleep 600`; the test kills
+/// it): what a payload could signal or change without its guards.
+fn outside_process(who: Who) -> std::process::Child {
+    let argv = launcher_argv(who);
+    // The launcher's own argv prefix (`setpriv ...` for the unprivileged user), with `sleep`
+    // in place of the launcher.
+    let mut cmd = Command::new(if argv.len() > 1 { &argv[0] } else { "sleep" });
+    if argv.len() > 1 {
+        cmd.args(&argv[1..argv.len() - 1]).arg("sleep");
+    }
+    cmd.arg("600").spawn().expect("an outside process")
+}
+
 #[test]
 fn a_scoped_payload_cannot_signal_outside_its_domain_unless_capped_below_6() {
     assert_kernel_scopes();
     for who in identities() {
         // An outside process of the payload's own user, which it could signal without scoping.
-        let mut victim = if who == Who::Unprivileged && is_root() {
-            let mut c = Command::new("setpriv");
-            c.args([
-                "--reuid=65534",
-                "--regid=65534",
-                "--clear-groups",
-                "sleep",
-                "30",
-            ]);
-            c
-        } else {
-            let mut c = Command::new("sleep");
-            c.arg("30");
-            c
-        }
-        .spawn()
-        .expect("victim");
+        let mut victim = outside_process(who);
         let pid = victim.id();
         let scoped = launch_as(who, &["--ro", "/"], &format!("kill -TERM {pid}"));
         std::thread::sleep(Duration::from_millis(100));
@@ -830,23 +827,7 @@ fn a_scoped_payload_cannot_signal_outside_its_domain_unless_capped_below_6() {
 fn a_payload_cannot_change_another_processs_resource_limits_at_any_abi() {
     for who in identities() {
         for cap in [None, Some("2")] {
-            let mut victim = if who == Who::Unprivileged && is_root() {
-                let mut c = Command::new("setpriv");
-                c.args([
-                    "--reuid=65534",
-                    "--regid=65534",
-                    "--clear-groups",
-                    "sleep",
-                    "600",
-                ]);
-                c
-            } else {
-                let mut c = Command::new("sleep");
-                c.arg("600");
-                c
-            }
-            .spawn()
-            .expect("victim");
+            let mut victim = outside_process(who);
             let pid = victim.id();
             let limits = format!("/proc/{pid}/limits");
             let before = fs::read_to_string(&limits).expect("the victim's limits");
