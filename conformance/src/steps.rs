@@ -280,8 +280,8 @@ fn world_error(e: std::io::Error) -> StepError {
     StepError::Harness(format!("cannot build the world: {e}"))
 }
 
-/// What a confined launch reported for one class, as a failure message shows it: `reports <label> full`,
-/// with the ungoverned parts named when there are any.
+/// What a confined launch reported for one class, as a failure message shows it (`reports
+/// <label> full`), with the ungoverned parts named when there are any.
 #[cfg(target_os = "linux")]
 fn reported(report: &sandbox::ClassReport, label: &str) -> String {
     if report.ungoverned.is_empty() {

@@ -443,16 +443,14 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         .scoped
         .iter()
         .any(|s| s == landlock_run::SCOPE_SIGNAL);
-    let protected = if report.protect && !signals_scoped {
-        ClassReport::with_gaps([PROTECTED_CALLER_SIGNALLABLE])
-    } else if report.protect {
-        ClassReport::full()
-    } else {
-        ClassReport {
+    let protected = match (report.protect, signals_scoped) {
+        (true, true) => ClassReport::full(),
+        (true, false) => ClassReport::with_gaps([PROTECTED_CALLER_SIGNALLABLE]),
+        (false, _) => ClassReport {
             enforcement: sandbox::ClassEnforcement::NotGoverned,
             ungoverned: vec![PROTECTED_NEEDS_MOUNT_NAMESPACE.into()],
             allowed: Vec::new(),
-        }
+        },
     };
     Ok(ProbeFacts {
         enforcement,

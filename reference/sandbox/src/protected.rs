@@ -30,10 +30,11 @@ pub const BAD_PROTECTED_PATH: &str = "BAD_PROTECTED_PATH";
 /// the folders and files that make an editor, an agent or the person's shell run code when the
 /// project is opened, the agent started or the shell enters the folder (mise runs the hooks and
 /// sources the files of a config it trusted once by path; a toolchain file may name a folder
-/// whose `cargo` or `node` then runs for every command, the editor's own included). A deployment replaces the list (`protected_paths`); the rest of git's
-/// surface (nested repositories, linked worktrees, submodules, folders made into bare
-/// repositories, the folder `core.hooksPath` names) is found per call ([`is_git_surface`],
-/// [`GitDirShape`]).
+/// whose `cargo` or `node` then runs for every command, the editor's own included). A deployment
+/// replaces the list (`protected_paths`); the rest of git's surface (nested repositories, linked
+/// worktrees, submodules, folders made into bare repositories, the folder `core.hooksPath`
+/// names) is found per call ([`is_git_surface`], [`GitDirShape`]), and the names of
+/// [`PROTECTED_IN_EVERY_FOLDER`] in every folder.
 pub const DEFAULT_PROTECTED_PATHS: [&str; 42] = [
     ".git/hooks",
     ".git/config",

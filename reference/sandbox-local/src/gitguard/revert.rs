@@ -132,14 +132,12 @@ pub(super) fn remove_beneath(anchor: &Path, path: &Path) -> Result<(), String> {
 /// at without a descriptor: a removal whose folder could not be opened counts as done only when
 /// that folder is really gone, never because the guard ran out of descriptors.
 pub(super) fn is_directory_chain(anchor: &Path, rel: &Path) -> bool {
+    let real_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir());
     let mut at = anchor.to_path_buf();
-    std::iter::once(None)
-        .chain(rel.components().map(Some))
-        .all(|c| {
-            if let Some(c) = c {
-                at.push(c);
-            }
-            std::fs::symlink_metadata(&at).is_ok_and(|m| m.is_dir())
+    real_dir(&at)
+        && rel.components().all(|c| {
+            at.push(c);
+            real_dir(&at)
         })
 }
 
