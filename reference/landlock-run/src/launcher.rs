@@ -2,7 +2,7 @@
 //! Landlock ruleset, drop its capabilities and stray descriptors, then exec the payload. See the
 //! crate documentation for the command-line contract; [`crate::run`] is the entry point.
 
-use crate::{harden, monitor, protect};
+use crate::{emulate, harden, init, monitor, notify, protect};
 use sandbox::status::Record;
 
 use std::ffi::OsString;
@@ -48,11 +48,24 @@ struct Launch {
     read_write_ids: Vec<Option<(u64, u64)>>,
     pinned: Vec<PathBuf>,
     protected: Vec<PathBuf>,
+    /// `--pid-namespace`: run the launch in a PID namespace of its own (see `crate::init`).
+    pid_namespace: bool,
+    /// `--prevent`: the emulator carries out the payload's creates and writes under the rules of
+    /// `crate::emulate::rules` (git's surface and the protected paths refused while it runs).
+    prevent: bool,
+    /// `--anchor ROOT`: a writable root the protected paths are relative to.
+    anchors: Vec<PathBuf>,
+    /// `--protected-rel REL`: a protected path relative to every anchor and worktree top.
+    protected_rel: Vec<PathBuf>,
+    /// `--protected-name NAME`: a name protected in every folder under an anchor.
+    protected_names: Vec<OsString>,
+    /// `--stage DIR`: where new git directories are made private (without it they are refused).
+    stage: Option<PathBuf>,
     payload: Vec<OsString>,
 }
 
 enum Mode {
-    Launch(Launch),
+    Launch(Box<Launch>),
     Probe {
         abi_cap: Option<u32>,
     },
@@ -102,6 +115,9 @@ pub(crate) fn main() -> ExitCode {
                 Ok(s) => s,
                 Err(failure) => return fail(None, &failure.to_string()),
             };
+            if launch.pid_namespace || launch.prevent {
+                return launch_with_init(&launch, status);
+            }
             match monitor::fork() {
                 Err(msg) => fail(status.as_mut(), &msg),
                 Ok(monitor::Side::Monitor(monitor)) => {
@@ -118,15 +134,269 @@ pub(crate) fn main() -> ExitCode {
     }
 }
 
+/// A launch with an init (a PID namespace of its own, or an emulator): the monitor, then the
+/// init ([`crate::init`]), then the emulator when asked, then the payload.
+fn launch_with_init(launch: &Launch, mut status: Option<File>) -> ExitCode {
+    let own_namespace = launch.pid_namespace && init::new_pid_namespace_for_children().is_ok();
+    let pipe = if own_namespace {
+        match init::ending_pipe() {
+            Ok(p) => Some(p),
+            Err(msg) => return fail(status.as_mut(), &msg),
+        }
+    } else {
+        None
+    };
+    match monitor::fork() {
+        Err(msg) => fail(status.as_mut(), &msg),
+        Ok(monitor::Side::Monitor(mut monitor)) => {
+            drop(status);
+            if let Some((read, write)) = pipe {
+                drop(write);
+                monitor = monitor.with_ending(read);
+            }
+            monitor.supervise()
+        }
+        Ok(monitor::Side::Payload(payload)) => {
+            let report = pipe.map(|(read, write)| {
+                drop(read);
+                write
+            });
+            let can_mount = match outer(launch, &payload, own_namespace) {
+                Ok(m) => m,
+                Err(failure) => return fail(status.as_mut(), &failure.to_string()),
+            };
+            run_init(launch, status, report, can_mount)
+        }
+    }
+}
+
+/// In the init: forks the rest of the launch, serves it, and ends as it ended.
+fn run_init(
+    launch: &Launch,
+    mut status: Option<File>,
+    report: Option<OwnedFd>,
+    can_mount: bool,
+) -> ExitCode {
+    let stage_root = launch
+        .stage
+        .as_deref()
+        .filter(|_| launch.prevent && can_mount);
+    let channel = match stage_root.map(init::stage_channel).transpose() {
+        Ok(c) => c,
+        Err(msg) => return fail(status.as_mut(), &msg),
+    };
+    let (mut server, client) = match channel {
+        Some((s, c)) => (Some(s), Some(c)),
+        None => (None, None),
+    };
+    let init_pid = nix::unistd::getpid();
+    // SAFETY: the launcher is single-threaded (no thread is ever spawned before this fork), so
+    // the child may run any code, allocation included, exactly as the parent would.
+    #[allow(unsafe_code)]
+    let forked = unsafe { nix::unistd::fork() };
+    match forked {
+        Err(e) => fail(status.as_mut(), &format!("cannot fork: {e}")),
+        Ok(nix::unistd::ForkResult::Child) => {
+            drop(server);
+            drop(report);
+            if let Err(failure) = follow_parent(init_pid) {
+                return fail(status.as_mut(), &failure.to_string());
+            }
+            if launch.prevent {
+                emulate_and_run(launch, status, client)
+            } else {
+                match inner(launch) {
+                    Ok(()) => exec(&launch.payload, status.as_mut()),
+                    Err(failure) => fail(status.as_mut(), &failure.to_string()),
+                }
+            }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            drop(status);
+            drop(client);
+            let ending = init::wait_serving(child, server.as_mut());
+            if let Some(s) = &server {
+                s.finish();
+            }
+            init::empty_the_namespace();
+            match (report, ending) {
+                (Some(pipe), e) => {
+                    init::report_ending(&pipe, e);
+                    ExitCode::from(exit_byte(e))
+                }
+                (None, init::Ending::Code(c)) => {
+                    ExitCode::from(u8::try_from(c & 0xff).unwrap_or(u8::MAX))
+                }
+                (None, init::Ending::Signal(sig)) => monitor::die_by(sig),
+            }
+        }
+    }
+}
+
+/// The exit status byte of an ending (a death by signal as the shell spells it).
+fn exit_byte(e: init::Ending) -> u8 {
+    match e {
+        init::Ending::Code(c) => u8::try_from(c & 0xff).unwrap_or(u8::MAX),
+        init::Ending::Signal(s) => u8::try_from(128 + s).unwrap_or(u8::MAX),
+    }
+}
+
+/// Dies with `parent` (`SIGKILL`), and fails when it is already gone.
+fn follow_parent(parent: nix::unistd::Pid) -> Result<(), Failure> {
+    nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL).map_err(|e| {
+        Failure::Harden(format!("cannot ask for a signal when the parent dies: {e}"))
+    })?;
+    if nix::unistd::getppid() != parent {
+        return Err(Failure::Harden(
+            "the launcher's parent exited before the payload started".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// In the emulator's process: restrict like the payload, fork the payload (which restricts once
+/// more and hands back its listener), then answer its calls until it ends, and end as it did.
+fn emulate_and_run(
+    launch: &Launch,
+    mut status: Option<File>,
+    stager: Option<init::StageClient>,
+) -> ExitCode {
+    let me = nix::unistd::getpid();
+    let setup = restrict_quietly(launch)
+        .and_then(|()| harden::drop_capabilities().map_err(Failure::Harden))
+        .and_then(|()| {
+            nix::sys::socket::socketpair(
+                nix::sys::socket::AddressFamily::Unix,
+                nix::sys::socket::SockType::SeqPacket,
+                None,
+                nix::sys::socket::SockFlag::SOCK_CLOEXEC,
+            )
+            .map_err(|e| Failure::Harden(format!("cannot make the emulator's channel: {e}")))
+        });
+    let (mine, theirs) = match setup {
+        Ok(pair) => pair,
+        Err(failure) => return fail(status.as_mut(), &failure.to_string()),
+    };
+    // SAFETY: the launcher is still single-threaded here (the emulator's threads start only
+    // after this fork), so the child may run any code.
+    #[allow(unsafe_code)]
+    let forked = unsafe { nix::unistd::fork() };
+    match forked {
+        Err(e) => fail(status.as_mut(), &format!("cannot fork: {e}")),
+        Ok(nix::unistd::ForkResult::Child) => {
+            drop(mine);
+            let ready = follow_parent(me)
+                .and_then(|()| inner(launch))
+                .and_then(|()| notify::install().map_err(Failure::Harden))
+                .and_then(|listener| init::send_fd(&theirs, &listener).map_err(Failure::Harden));
+            drop(theirs);
+            match ready {
+                Ok(()) => exec(&launch.payload, status.as_mut()),
+                Err(failure) => fail(status.as_mut(), &failure.to_string()),
+            }
+        }
+        Ok(nix::unistd::ForkResult::Parent { child }) => {
+            drop(status);
+            drop(theirs);
+            let listener = init::recv_fd(&mine);
+            drop(mine);
+            let rules = emulate::rules::Rules::new(
+                launch.anchors.clone(),
+                launch.protected_rel.clone(),
+                launch.protected_names.clone(),
+                stager.is_some(),
+            );
+            let ending = match listener {
+                Some(l) => {
+                    let stager = stager.map(|s| Box::new(s) as Box<dyn emulate::Stager>);
+                    let mut emulator =
+                        emulate::Emulator::new(notify::Listener::new(l), rules, stager);
+                    serve(&mut emulator, child)
+                }
+                // The payload's process failed before it could hand its listener over (and
+                // said why on the status channel): wait for it.
+                None => init::wait_serving(child, None),
+            };
+            match ending {
+                init::Ending::Code(c) => ExitCode::from(u8::try_from(c & 0xff).unwrap_or(u8::MAX)),
+                init::Ending::Signal(sig) => monitor::die_by(sig),
+            }
+        }
+    }
+}
+
+/// Answers the payload's stopped calls until `child` (the payload's own process) ends.
+fn serve(emulator: &mut emulate::Emulator, child: nix::unistd::Pid) -> init::Ending {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let pidfd = monitor::pidfd_open(child).ok();
+    loop {
+        match init::reap(child) {
+            Ok(Some(ending)) => return ending,
+            Ok(None) => {}
+            Err(e) => {
+                eprintln!("{DIAGNOSTIC_PREFIX}the emulator lost the payload: {e}");
+                return init::Ending::Code(FAILURE_EXIT_CODE);
+            }
+        }
+        let mut fds = vec![PollFd::new(emulator.fd(), PollFlags::POLLIN)];
+        if let Some(p) = &pidfd {
+            fds.push(PollFd::new(p.as_fd(), PollFlags::POLLIN));
+        }
+        let _ = poll(&mut fds, PollTimeout::NONE);
+        let call = fds[0]
+            .revents()
+            .is_some_and(|r| r.contains(PollFlags::POLLIN));
+        let hangup = fds[0]
+            .revents()
+            .is_some_and(|r| r.intersects(PollFlags::POLLHUP | PollFlags::POLLERR));
+        drop(fds);
+        if call {
+            emulator.handle_one();
+        } else if hangup && pidfd.is_none() {
+            // No process holds the filter any more and the pidfd is missing: wait for the end.
+            return init::wait_serving(child, None);
+        }
+    }
+}
+
 /// In the payload's process, in order: settle under the monitor, leave the caller's session (no
 /// controlling terminal, so no `TIOCSTI` keystroke injection into the caller's shell; the monitor,
 /// still in the caller's process group, is what stops the tree), restrict, drop capabilities,
 /// keep every descriptor above 2 from crossing the exec, refuse the setuid and setgid bits.
 fn prepare(launch: &Launch, payload: &monitor::Payload) -> Result<(), Failure> {
+    outer(launch, payload, false)?;
+    inner(launch)
+}
+
+/// Settles under the monitor, leaves the caller's session and makes the launch's mounts (the
+/// protected paths; with `own_pid_namespace`, a `/proc` of that namespace). Returns whether the
+/// launch has a mount namespace of its own (where git directories can be staged).
+fn outer(
+    launch: &Launch,
+    payload: &monitor::Payload,
+    own_pid_namespace: bool,
+) -> Result<bool, Failure> {
     payload.settle().map_err(Failure::Harden)?;
     nix::unistd::setsid()
         .map_err(|e| Failure::Harden(format!("cannot start a new session for the payload: {e}")))?;
-    protect::apply(&launch.pinned, &launch.protected).map_err(Failure::Protect)?;
+    let wanted = own_pid_namespace || (launch.prevent && launch.stage.is_some());
+    let mounted =
+        protect::apply(&launch.pinned, &launch.protected, wanted).map_err(Failure::Protect)?;
+    if own_pid_namespace {
+        if !mounted {
+            return Err(Failure::Protect(
+                "cannot make a mount namespace for the PID namespace's /proc".into(),
+            ));
+        }
+        init::mount_proc().map_err(Failure::Protect)?;
+    }
+    Ok(mounted)
+}
+
+/// Restricts this process, drops its capabilities and stray descriptors and installs the guards:
+/// the payload's own process, just before exec.
+fn inner(launch: &Launch) -> Result<(), Failure> {
     restrict(launch)?;
     harden::drop_capabilities().map_err(Failure::Harden)?;
     harden::cloexec_above_stderr().map_err(Failure::Harden)?;
@@ -152,6 +422,12 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
     let mut read_write_ids = Vec::new();
     let mut pinned = Vec::new();
     let mut protected = Vec::new();
+    let mut pid_namespace = false;
+    let mut prevent = false;
+    let mut anchors = Vec::new();
+    let mut protected_rel = Vec::new();
+    let mut protected_names = Vec::new();
+    let mut stage = None;
     let mut probe = false;
     let mut probe_child = None;
     let mut it = args.into_iter();
@@ -165,7 +441,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                 if payload.is_empty() {
                     return Err(Failure::Usage("nothing to run after --".into()));
                 }
-                return Ok(Mode::Launch(Launch {
+                return Ok(Mode::Launch(Box::new(Launch {
                     abi_cap,
                     status_fd,
                     net_restricted,
@@ -177,8 +453,14 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     read_write_ids,
                     pinned,
                     protected,
+                    pid_namespace,
+                    prevent,
+                    anchors,
+                    protected_rel,
+                    protected_names,
+                    stage,
                     payload,
-                }));
+                })));
             }
             Some("--ro") => read_only.push(PathBuf::from(value("--ro", it.next())?)),
             Some("--rw") => {
@@ -207,6 +489,28 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
             }
             Some("--pin") => pinned.push(PathBuf::from(value("--pin", it.next())?)),
             Some("--protect") => protected.push(PathBuf::from(value("--protect", it.next())?)),
+            Some("--pid-namespace") => pid_namespace = true,
+            Some("--prevent") => prevent = true,
+            Some("--anchor") => anchors.push(PathBuf::from(value("--anchor", it.next())?)),
+            Some("--protected-rel") => {
+                let rel = PathBuf::from(value("--protected-rel", it.next())?);
+                if rel.is_absolute() || rel.as_os_str().is_empty() {
+                    return Err(Failure::Usage(format!(
+                        "--protected-rel takes a relative path, not {rel:?}"
+                    )));
+                }
+                protected_rel.push(rel);
+            }
+            Some("--protected-name") => {
+                let name = value("--protected-name", it.next())?;
+                if name.is_empty() || Path::new(&name).components().count() != 1 {
+                    return Err(Failure::Usage(format!(
+                        "--protected-name takes one file name, not {name:?}"
+                    )));
+                }
+                protected_names.push(name);
+            }
+            Some("--stage") => stage = Some(PathBuf::from(value("--stage", it.next())?)),
             Some("--abi-cap") => {
                 let v = value("--abi-cap", it.next())?;
                 let n = v
@@ -403,6 +707,16 @@ fn effective_abi(status: LandlockStatus, target: ABI) -> u32 {
 }
 
 fn restrict(launch: &Launch) -> Result<(), Failure> {
+    restrict_with(launch, true)
+}
+
+/// [`restrict`] without the partial-enforcement notice (the emulator's own restriction: the
+/// payload's prints it).
+fn restrict_quietly(launch: &Launch) -> Result<(), Failure> {
+    restrict_with(launch, false)
+}
+
+fn restrict_with(launch: &Launch, notice: bool) -> Result<(), Failure> {
     let abi = target_abi(launch.abi_cap);
     let handled = governed(abi);
     let net = launch.net_restricted && net::wants_net(launch.abi_cap);
@@ -451,7 +765,7 @@ fn restrict(launch: &Launch) -> Result<(), Failure> {
     if !status.no_new_privs {
         return Err(Failure::Harden("no_new_privs could not be set".into()));
     }
-    if effective_abi(status.landlock, abi) < FULL_ENFORCEMENT_ABI {
+    if notice && effective_abi(status.landlock, abi) < FULL_ENFORCEMENT_ABI {
         eprintln!("{PARTIAL_NOTICE}");
     }
     Ok(())

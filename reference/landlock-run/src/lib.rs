@@ -113,12 +113,18 @@ use std::process::ExitCode;
 use serde_json::json;
 
 #[cfg(target_os = "linux")]
+mod emulate;
+#[cfg(target_os = "linux")]
 mod harden;
+#[cfg(target_os = "linux")]
+mod init;
 #[cfg(target_os = "linux")]
 mod launcher;
 #[cfg(target_os = "linux")]
 mod monitor;
 pub mod net;
+#[cfg(target_os = "linux")]
+mod notify;
 #[cfg(target_os = "linux")]
 mod protect;
 

@@ -26,6 +26,9 @@ pub enum Side {
 pub struct Monitor {
     payload: Pid,
     watched: SigSet,
+    /// Where the launch's init reports how the launch ended, when it is PID 1 of a namespace of
+    /// its own (PID 1 cannot die by a signal of its own to mirror one).
+    ending: Option<OwnedFd>,
 }
 
 /// The payload's half of the fork.
@@ -88,6 +91,7 @@ pub fn fork() -> Result<Side, String> {
         ForkResult::Parent { child } => Ok(Side::Monitor(Monitor {
             payload: child,
             watched,
+            ending: None,
         })),
     }
 }
@@ -100,10 +104,15 @@ impl Payload {
     pub fn settle(&self) -> Result<(), String> {
         prctl::set_pdeathsig(Signal::SIGKILL)
             .map_err(|e| format!("cannot ask for a signal when the monitor dies: {e}"))?;
-        if getppid() != self.monitor {
+        // PID 1 of a namespace of its own sees its parent, the monitor, as 0: out of reach.
+        let in_own_namespace = getpid().as_raw() == 1;
+        let parent = getppid();
+        if parent != self.monitor && !(in_own_namespace && parent.as_raw() == 0) {
             return Err("the monitor exited before the payload started".into());
         }
-        guard_the_monitor(self.monitor, self.monitor_group)?;
+        if !in_own_namespace {
+            guard_the_monitor(self.monitor, self.monitor_group)?;
+        }
         if self.sigchld_ignored {
             set_disposition(Signal::SIGCHLD, SigHandler::SigIgn)
                 .map_err(|e| format!("cannot restore the SIGCHLD disposition: {e}"))?;
@@ -115,6 +124,12 @@ impl Payload {
 }
 
 impl Monitor {
+    /// The monitor of a launch whose init reports its ending on `pipe` ([`crate::init`]).
+    pub fn with_ending(mut self, pipe: OwnedFd) -> Monitor {
+        self.ending = Some(pipe);
+        self
+    }
+
     /// Waits for the payload or a terminating signal, kills and reaps every process left below
     /// the monitor, then ends as the payload did (or by the signal the monitor received).
     ///
@@ -123,7 +138,7 @@ impl Monitor {
     /// status goes to that tracer first, so no `SIGCHLD` and no `waitpid` ever tells the monitor
     /// the payload ended while the tracer lives. The pidfd becomes readable when the payload is a
     /// zombie, traced or not; the clean-up then kills the tracer, which releases the zombie.
-    pub fn supervise(self) -> ExitCode {
+    pub fn supervise(mut self) -> ExitCode {
         let signals = match SignalFd::with_flags(
             &self.watched,
             SfdFlags::SFD_CLOEXEC | SfdFlags::SFD_NONBLOCK,
@@ -140,9 +155,17 @@ impl Monitor {
         // Landlock (Linux 5.13) implies pidfd_open (5.3); should it fail all the same (no
         // descriptor left), SIGCHLD alone still sees every untraced end.
         let pidfd = pidfd_open(self.payload).ok();
-        let ending = self.wait(&signals, pidfd.as_ref());
+        let (ending, own_signal) = self.wait(&signals, pidfd.as_ref());
         let reaped = kill_descendants(self.payload, Some(&signals));
-        match ending.or(reaped) {
+        // The init's own report wins over its exit status, unless the monitor was told to stop.
+        let reported = match self.ending.take() {
+            Some(pipe) if !own_signal => crate::init::read_ending(pipe).map(|e| match e {
+                crate::init::Ending::Code(c) => Ending::Code(c),
+                crate::init::Ending::Signal(s) => Ending::Signal(s),
+            }),
+            _ => None,
+        };
+        match reported.or(ending).or(reaped) {
             Some(Ending::Code(code)) => {
                 ExitCode::from(u8::try_from(code & 0xff).unwrap_or(u8::MAX))
             }
@@ -156,8 +179,16 @@ impl Monitor {
 
     /// Blocks until the payload ended or a watched signal other than `SIGCHLD` arrived. Returns
     /// how it ended, or `None` when the payload ended but its status is held by a tracer (the
-    /// clean-up reaps it once the tracer is dead).
-    fn wait(&self, signals: &SignalFd, pidfd: Option<&OwnedFd>) -> Option<Ending> {
+    /// clean-up reaps it once the tracer is dead), and whether it was the monitor that got a
+    /// signal.
+    fn wait(&self, signals: &SignalFd, pidfd: Option<&OwnedFd>) -> (Option<Ending>, bool) {
+        match self.wait_inner(signals, pidfd) {
+            Waited::Payload(e) => (e, false),
+            Waited::Signalled(sig) => (Some(Ending::Signal(sig)), true),
+        }
+    }
+
+    fn wait_inner(&self, signals: &SignalFd, pidfd: Option<&OwnedFd>) -> Waited {
         loop {
             let mut fds = vec![PollFd::new(signals.as_fd(), PollFlags::POLLIN)];
             if let Some(fd) = pidfd {
@@ -170,7 +201,7 @@ impl Monitor {
                         "{}cannot wait for the payload: {e}",
                         crate::DIAGNOSTIC_PREFIX
                     );
-                    return Some(Ending::Code(crate::FAILURE_EXIT_CODE));
+                    return Waited::Payload(Some(Ending::Code(crate::FAILURE_EXIT_CODE)));
                 }
             }
             let payload_ended = fds
@@ -181,27 +212,37 @@ impl Monitor {
                 match signals.read_signal() {
                     Ok(Some(info)) if info.ssi_signo == Signal::SIGCHLD as u32 => {}
                     Ok(Some(info)) => {
-                        return Some(Ending::Signal(
+                        return Waited::Signalled(
                             i32::try_from(info.ssi_signo).unwrap_or(libc::SIGTERM),
-                        ));
+                        );
                     }
                     Ok(None) => break,
                     Err(Errno::EINTR) => {}
                     Err(e) => {
                         eprintln!("{}cannot read a signal: {e}", crate::DIAGNOSTIC_PREFIX);
-                        return Some(Ending::Code(crate::FAILURE_EXIT_CODE));
+                        return Waited::Payload(Some(Ending::Code(crate::FAILURE_EXIT_CODE)));
                     }
                 }
             }
             match reap_ready(self.payload) {
-                Reaped::Payload(ending) => return Some(ending),
-                Reaped::Failed => return Some(Ending::Code(crate::FAILURE_EXIT_CODE)),
-                Reaped::NoChild => return None,
-                Reaped::Others if payload_ended => return None,
+                Reaped::Payload(ending) => return Waited::Payload(Some(ending)),
+                Reaped::Failed => {
+                    return Waited::Payload(Some(Ending::Code(crate::FAILURE_EXIT_CODE)));
+                }
+                Reaped::NoChild => return Waited::Payload(None),
+                Reaped::Others if payload_ended => return Waited::Payload(None),
                 Reaped::Others => {}
             }
         }
     }
+}
+
+/// What [`Monitor::wait`] saw first.
+enum Waited {
+    /// The payload's process ended (how, when not held by a tracer).
+    Payload(Option<Ending>),
+    /// The monitor got this terminating signal.
+    Signalled(i32),
 }
 
 /// What one non-blocking reaping round found.
@@ -251,7 +292,7 @@ fn reap_ready(payload: Pid) -> Reaped {
 /// A pidfd for the payload (`pidfd_open(2)`): readable once it has ended, even while a tracer
 /// holds its exit status. nix and std (stable) have no wrapper.
 #[allow(unsafe_code)]
-fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
+pub(crate) fn pidfd_open(pid: Pid) -> Result<OwnedFd, Errno> {
     // SAFETY: pidfd_open(2) takes a pid and flags (0) by value and touches no memory of ours.
     let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid.as_raw(), 0 as libc::c_uint) };
     let fd = Errno::result(fd)?;
@@ -497,7 +538,7 @@ fn children_by_parent(me: u32) -> Vec<i32> {
 /// Ends the monitor by `sig`, as the payload ended, without leaving a core file of the monitor.
 /// Falls back to the shell convention `128 + sig` should the signal not end it.
 #[allow(unsafe_code)]
-fn die_by(sig: i32) -> ExitCode {
+pub(crate) fn die_by(sig: i32) -> ExitCode {
     let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
     // SAFETY: SIG_DFL installs no handler of ours; the sigset is a live local initialised by
     // sigemptyset before use; raise(3) only sends a signal to this single-threaded process.

@@ -50,10 +50,12 @@ pub fn private_mount_namespace() -> Result<(), String> {
 /// Pins each directory of `pinned` (shallowest first: a writable bind onto itself) and binds each
 /// path of `read_only` read-only onto itself, in a namespace made by
 /// [`private_mount_namespace`]. Then re-enters the working directory, so a payload started inside
-/// a protected directory sees the read-only mount too.
-pub fn apply(pinned: &[PathBuf], read_only: &[PathBuf]) -> Result<(), String> {
+/// a protected directory sees the read-only mount too. With nothing to bind, the namespace is
+/// made only when `wanted` (the launch stages git directories or mounts a `/proc`), and a host
+/// that refuses it then answers `Ok(false)`: the launch goes on without mounts.
+pub fn apply(pinned: &[PathBuf], read_only: &[PathBuf], wanted: bool) -> Result<bool, String> {
     if pinned.is_empty() && read_only.is_empty() {
-        return Ok(());
+        return Ok(wanted && private_mount_namespace().is_ok());
     }
     private_mount_namespace()?;
     for dir in pinned {
@@ -66,7 +68,7 @@ pub fn apply(pinned: &[PathBuf], read_only: &[PathBuf]) -> Result<(), String> {
         // A vanished working directory stays as it was; the payload sees what the caller left.
         let _ = std::env::set_current_dir(cwd);
     }
-    Ok(())
+    Ok(true)
 }
 
 const OPEN_TREE_CLONE: libc::c_uint = 1;
@@ -92,23 +94,41 @@ fn bind_onto_itself(path: &Path, read_only: bool) -> Result<(), String> {
         .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
     let target = nix::fcntl::openat2(nix::fcntl::AT_FDCWD, path, how)
         .map_err(|e| fail("open the protected path", e.into()))?;
+    bind_fd_onto(&target, &target, read_only)
+        .map(drop)
+        .map_err(|(what, e)| fail(what, e))
+}
+
+/// Clones the mount at `source` (an open descriptor, `O_PATH` is enough), makes the clone
+/// read-only when asked, and moves it onto `target` (another descriptor), with no path resolved
+/// in between. Returns the clone's descriptor (its mount id names the new mount).
+pub fn bind_fd_onto(
+    source: &OwnedFd,
+    target: &OwnedFd,
+    read_only: bool,
+) -> Result<OwnedFd, (&'static str, std::io::Error)> {
     let empty = CString::default();
     // SAFETY: open_tree(2) has no wrapper in std, nix or libc. The descriptor is open and owned
-    // here, the path is a valid NUL-terminated empty string, and the flags are the documented
-    // constants; the kernel returns a new descriptor or -1.
+    // by the caller, the path is a valid NUL-terminated empty string, and the flags are the
+    // documented constants; the kernel returns a new descriptor or -1.
     #[allow(unsafe_code)]
     let tree = unsafe {
         libc::syscall(
             libc::SYS_open_tree,
-            target.as_raw_fd(),
+            source.as_raw_fd(),
             empty.as_ptr(),
             OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint,
         )
     };
     if tree < 0 {
-        return Err(fail("clone the mount of", std::io::Error::last_os_error()));
+        return Err(("clone the mount of", std::io::Error::last_os_error()));
     }
-    let tree_fd = i32::try_from(tree).map_err(|_| format!("open_tree returned {tree}"))?;
+    let tree_fd = i32::try_from(tree).map_err(|_| {
+        (
+            "clone the mount of",
+            std::io::Error::other(format!("open_tree returned {tree}")),
+        )
+    })?;
     // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
     #[allow(unsafe_code)]
     let tree = unsafe { OwnedFd::from_raw_fd(tree_fd) };
@@ -134,7 +154,7 @@ fn bind_onto_itself(path: &Path, read_only: bool) -> Result<(), String> {
             )
         };
         if rc < 0 {
-            return Err(fail(
+            return Err((
                 "make read-only the bind of",
                 std::io::Error::last_os_error(),
             ));
@@ -154,9 +174,9 @@ fn bind_onto_itself(path: &Path, read_only: bool) -> Result<(), String> {
         )
     };
     if rc < 0 {
-        return Err(fail("bind onto itself", std::io::Error::last_os_error()));
+        return Err(("bind onto itself", std::io::Error::last_os_error()));
     }
-    Ok(())
+    Ok(tree)
 }
 
 /// True when this process could make a private mount namespace and mount in it (asked in a

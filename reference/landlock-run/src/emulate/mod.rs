@@ -1,0 +1,604 @@
+//! The emulator: the process between the launcher's init and the payload that carries out, or
+//! refuses, every call of the payload that creates a name or opens a file for writing
+//! ([`crate::notify`] stops them in the kernel). It restricts itself with the payload's own
+//! Landlock ruleset and holds no capability, so what it does on the payload's behalf is checked
+//! by the kernel exactly as the payload's own call would be; the payload then restricts itself
+//! once more (a nested domain), so the emulator may read its memory and descriptors while the
+//! payload can neither trace nor (from Landlock ABI 6) signal it.
+//!
+//! Each call's path is read once from the payload's memory and resolved here
+//! ([`resolve`]); the emulator then acts on the descriptors it resolved, never on a path the
+//! payload could change meanwhile (another thread rewriting the string after a check is the
+//! classic hole of a supervisor that lets the kernel re-read it). [`rules`] decides. Calls are
+//! handled one at a time, which also serialises a rename against a create that races it.
+//!
+//! What it changes for a payload: nothing for ordinary work; git's code surface and the
+//! protected paths fail with `EACCES` while the call runs; a new `.git` (and a new linked
+//! worktree's or submodule's git directory) is private to the sandbox until the call ends, when
+//! the caller judges it and moves it into place; and `landlock_restrict_self` fails with
+//! `EPERM`, because a Landlock domain the payload added would not bind the emulator, which
+//! creates files for it.
+
+pub mod resolve;
+pub mod rules;
+
+use std::collections::HashSet;
+use std::ffi::{OsStr, OsString};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStringExt;
+use std::sync::Arc;
+
+use nix::errno::Errno;
+use nix::fcntl::{AtFlags, OFlag};
+use nix::sys::stat::Mode;
+
+use crate::notify::{Call, Listener, Notification};
+use resolve::{Found, Task, resolve};
+use rules::{Op, Rules, Verdict};
+
+/// What makes a new git directory private: the launcher's init, which can mount.
+pub trait Stager {
+    /// Makes the just-created directory (`dir`) or file at `target` private to the sandbox,
+    /// with `mode`; returns the mount id of what now covers it.
+    fn stage(&mut self, target: &OwnedFd, dir: bool, mode: u32) -> Result<u64, Errno>;
+}
+
+/// The emulator's state.
+pub struct Emulator {
+    listener: Arc<Listener>,
+    rules: Rules,
+    stager: Option<Box<dyn Stager>>,
+    /// Mount ids of the staged git directories.
+    staged: HashSet<u64>,
+}
+
+/// What a handled call answers.
+enum Answer {
+    Value(i64),
+    Error(Errno),
+    Fd(OwnedFd, bool),
+    /// Answered by a thread (an open that may block: a FIFO).
+    Later,
+}
+
+impl From<Result<i64, Errno>> for Answer {
+    fn from(r: Result<i64, Errno>) -> Answer {
+        match r {
+            Ok(v) => Answer::Value(v),
+            Err(e) => Answer::Error(e),
+        }
+    }
+}
+
+impl Emulator {
+    /// An emulator answering `listener`'s calls under `rules`.
+    pub fn new(listener: Listener, rules: Rules, stager: Option<Box<dyn Stager>>) -> Emulator {
+        // Modes are masked with each caller's own umask, read per call.
+        nix::sys::stat::umask(Mode::empty());
+        Emulator {
+            listener: Arc::new(listener),
+            rules,
+            stager,
+            staged: HashSet::new(),
+        }
+    }
+
+    /// The listener's descriptor, to poll on.
+    pub fn fd(&self) -> std::os::fd::BorrowedFd<'_> {
+        self.listener.fd().as_fd()
+    }
+
+    /// Receives and answers one stopped call (a call whose thread died is dropped).
+    pub fn handle_one(&mut self) {
+        let Ok(n) = self.listener.recv() else {
+            return;
+        };
+        let answer = match Call::of(n.nr) {
+            None => Answer::Error(Errno::ENOSYS),
+            Some(call) => match Task::of(n.tid) {
+                Err(e) => Answer::Error(e),
+                Ok(task) => self.dispatch(call, &task, &n),
+            },
+        };
+        match answer {
+            Answer::Value(v) => self.listener.answer(n.id, v, 0),
+            Answer::Error(e) => self.listener.answer(n.id, 0, e as i32),
+            Answer::Fd(fd, cloexec) => self.listener.answer_fd(n.id, &fd, cloexec),
+            Answer::Later => {}
+        }
+    }
+
+    fn dispatch(&mut self, call: Call, task: &Task, n: &Notification) -> Answer {
+        let a = n.args;
+        let int = |v: u64| v as u32 as i32;
+        match call {
+            Call::Open => self.open(task, n, libc::AT_FDCWD, a[0], int(a[1]), a[2] as u32),
+            Call::OpenAt => self.open(task, n, int(a[0]), a[1], int(a[2]), a[3] as u32),
+            Call::Creat => self.open(
+                task,
+                n,
+                libc::AT_FDCWD,
+                a[0],
+                libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC,
+                a[1] as u32,
+            ),
+            Call::Mkdir => self.make(task, n, libc::AT_FDCWD, a[0], Make::Dir(a[1] as u32)),
+            Call::MkdirAt => self.make(task, n, int(a[0]), a[1], Make::Dir(a[2] as u32)),
+            Call::Mknod => self.make(task, n, libc::AT_FDCWD, a[0], Make::Node(a[1] as u32, a[2])),
+            Call::MknodAt => self.make(task, n, int(a[0]), a[1], Make::Node(a[2] as u32, a[3])),
+            Call::Symlink => self.make(task, n, libc::AT_FDCWD, a[1], Make::Symlink(a[0])),
+            Call::SymlinkAt => self.make(task, n, int(a[1]), a[2], Make::Symlink(a[0])),
+            Call::Link => self
+                .link(task, n, (libc::AT_FDCWD, a[0]), (libc::AT_FDCWD, a[1]), 0)
+                .into(),
+            Call::LinkAt => self
+                .link(task, n, (int(a[0]), a[1]), (int(a[2]), a[3]), int(a[4]))
+                .into(),
+            Call::Rename => self
+                .rename(task, n, (libc::AT_FDCWD, a[0]), (libc::AT_FDCWD, a[1]), 0)
+                .into(),
+            Call::RenameAt => self
+                .rename(task, n, (int(a[0]), a[1]), (int(a[2]), a[3]), 0)
+                .into(),
+            Call::RenameAt2 => self
+                .rename(task, n, (int(a[0]), a[1]), (int(a[2]), a[3]), a[4] as u32)
+                .into(),
+            Call::Truncate => self.truncate(task, n, a[0], a[1] as i64).into(),
+            Call::LandlockRestrictSelf => Answer::Error(Errno::EPERM),
+        }
+    }
+
+    /// Reads the path at `addr` and resolves it from `dirfd` for `task`.
+    fn path(&self, task: &Task, dirfd: i32, addr: u64, follow: bool) -> Result<Found, Errno> {
+        let path = task.read_string(addr)?;
+        let start = if path.first() == Some(&b'/') {
+            task.root()?
+        } else {
+            task.dir(dirfd)?
+        };
+        resolve(task, &start, &path, follow)
+    }
+
+    /// Whether the call is still waiting: checked after reading its memory and `/proc`, before
+    /// acting, so a thread that died (and a pid reused meanwhile) is never acted for.
+    fn still(&self, n: &Notification) -> Result<(), Errno> {
+        if self.listener.valid(n.id) {
+            Ok(())
+        } else {
+            Err(Errno::ESRCH)
+        }
+    }
+
+    fn judge(
+        &self,
+        parent: &OwnedFd,
+        name: &OsStr,
+        op: Op,
+        moved: Option<(&OwnedFd, &OsStr)>,
+    ) -> Verdict {
+        self.rules.judge(&self.staged, parent, name, op, moved)
+    }
+
+    fn open(
+        &mut self,
+        task: &Task,
+        n: &Notification,
+        dirfd: i32,
+        addr: u64,
+        flags: i32,
+        mode: u32,
+    ) -> Answer {
+        match self.open_inner(task, n, dirfd, addr, flags, mode) {
+            Ok(answer) => answer,
+            Err(e) => Answer::Error(e),
+        }
+    }
+
+    fn open_inner(
+        &mut self,
+        task: &Task,
+        n: &Notification,
+        dirfd: i32,
+        addr: u64,
+        flags: i32,
+        mode: u32,
+    ) -> Result<Answer, Errno> {
+        let creat = flags & libc::O_CREAT != 0;
+        let follow = flags & libc::O_NOFOLLOW == 0 && !(creat && flags & libc::O_EXCL != 0);
+        let found = self.path(task, dirfd, addr, follow)?;
+        let cloexec = flags & libc::O_CLOEXEC != 0;
+        let oflags = OFlag::from_bits_retain(flags) | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+        let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
+        let (parent, name, trailing) = match found {
+            Found::Magic { dir, name } => {
+                self.still(n)?;
+                if writes && self.magic_denied(&dir, &name) {
+                    return Err(Errno::EACCES);
+                }
+                let fd = nix::fcntl::openat(&dir, name.as_os_str(), oflags, Mode::empty())?;
+                return Ok(Answer::Fd(fd, cloexec));
+            }
+            Found::Entry {
+                parent,
+                name,
+                trailing_slash,
+            } => (parent, name, trailing_slash),
+        };
+        let call_name = Found::call_name(&name, trailing);
+        let existing =
+            nix::sys::stat::fstatat(&parent, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW);
+        let op = match &existing {
+            Ok(_) if writes => Some(Op::WriteExisting),
+            Ok(_) => None,
+            Err(Errno::ENOENT) if creat => Some(Op::CreateFile),
+            Err(Errno::ENOENT) => return Err(Errno::ENOENT),
+            Err(e) => return Err(*e),
+        };
+        self.still(n)?;
+        let mode = Mode::from_bits_truncate(mode & !task.umask() & 0o7777);
+        match op.map(|op| self.judge(&parent, &name, op, None)) {
+            Some(Verdict::Deny) => return Err(Errno::EACCES),
+            Some(Verdict::StageFile) => {
+                self.stage_file(&parent, &name, mode)?;
+                let again = oflags & !(OFlag::O_CREAT | OFlag::O_EXCL) | OFlag::O_NOFOLLOW;
+                let fd = nix::fcntl::openat(&parent, name.as_os_str(), again, Mode::empty())?;
+                return Ok(Answer::Fd(fd, cloexec));
+            }
+            Some(Verdict::StageDir) => return Err(Errno::EACCES),
+            Some(Verdict::Allow) | None => {}
+        }
+        let fifo = existing
+            .as_ref()
+            .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
+        let oflags = oflags | OFlag::O_NOFOLLOW;
+        if fifo && flags & libc::O_NONBLOCK == 0 {
+            // An open of a FIFO waits for its other end: answered from a thread, so the other
+            // calls of the payload go on meanwhile.
+            let listener = Arc::clone(&self.listener);
+            let id = n.id;
+            std::thread::spawn(move || {
+                match nix::fcntl::openat(&parent, call_name.as_os_str(), oflags, mode) {
+                    Ok(fd) => listener.answer_fd(id, &fd, cloexec),
+                    Err(e) => listener.answer(id, 0, e as i32),
+                }
+            });
+            return Ok(Answer::Later);
+        }
+        let fd = nix::fcntl::openat(&parent, call_name.as_os_str(), oflags, mode)?;
+        Ok(Answer::Fd(fd, cloexec))
+    }
+
+    /// Whether a write through a procfs magic link lands on a name the rules refuse (a file
+    /// opened read-only, reopened for writing through `/proc/self/fd/N`).
+    fn magic_denied(&self, dir: &OwnedFd, name: &OsStr) -> bool {
+        let Ok(obj) =
+            nix::fcntl::openat(dir, name, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+        else {
+            return false;
+        };
+        let Some(path) = resolve::fd_path(&obj) else {
+            return false;
+        };
+        let (Some(up), Some(file)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        let Ok(parent) = nix::fcntl::open(
+            up,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        ) else {
+            // Where the file is cannot be told: refuse rather than guess.
+            return true;
+        };
+        self.judge(&parent, file, Op::WriteExisting, None) == Verdict::Deny
+    }
+
+    /// Creates `name` in `parent` empty (`O_EXCL`), then has it staged.
+    fn stage_file(&mut self, parent: &OwnedFd, name: &OsStr, mode: Mode) -> Result<(), Errno> {
+        let made = nix::fcntl::openat(
+            parent,
+            name,
+            OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_WRONLY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            mode,
+        )?;
+        drop(made);
+        self.stage_at(parent, name, false, mode.bits())
+    }
+
+    fn stage_at(
+        &mut self,
+        parent: &OwnedFd,
+        name: &OsStr,
+        dir: bool,
+        mode: u32,
+    ) -> Result<(), Errno> {
+        let target = nix::fcntl::openat(
+            parent,
+            name,
+            OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )?;
+        let Some(stager) = self.stager.as_mut() else {
+            return Err(Errno::EACCES);
+        };
+        match stager.stage(&target, dir, mode) {
+            Ok(id) => {
+                self.staged.insert(id);
+                Ok(())
+            }
+            Err(e) => {
+                // What could not be made private must not stay on the host.
+                let flag = if dir {
+                    nix::unistd::UnlinkatFlags::RemoveDir
+                } else {
+                    nix::unistd::UnlinkatFlags::NoRemoveDir
+                };
+                let _ = nix::unistd::unlinkat(parent, name, flag);
+                Err(e)
+            }
+        }
+    }
+
+    fn make(&mut self, task: &Task, n: &Notification, dirfd: i32, addr: u64, what: Make) -> Answer {
+        self.make_inner(task, n, dirfd, addr, what).into()
+    }
+
+    fn make_inner(
+        &mut self,
+        task: &Task,
+        n: &Notification,
+        dirfd: i32,
+        addr: u64,
+        what: Make,
+    ) -> Result<i64, Errno> {
+        let target = match what {
+            Make::Symlink(at) => Some(task.read_string(at)?),
+            _ => None,
+        };
+        let (parent, name, trailing) = match self.path(task, dirfd, addr, false)? {
+            Found::Entry {
+                parent,
+                name,
+                trailing_slash,
+            } => (parent, name, trailing_slash),
+            Found::Magic { .. } => return Err(Errno::EEXIST),
+        };
+        self.still(n)?;
+        let umask = task.umask();
+        let call_name = Found::call_name(&name, trailing);
+        let op = match what {
+            Make::Dir(_) => Op::CreateDir,
+            _ => Op::CreateOther,
+        };
+        let verdict = self.judge(&parent, &name, op, None);
+        match (what, verdict) {
+            (_, Verdict::Deny) | (Make::Node(..) | Make::Symlink(_), Verdict::StageDir) => {
+                Err(Errno::EACCES)
+            }
+            (_, Verdict::StageFile) => Err(Errno::EACCES),
+            (Make::Dir(mode), v) => {
+                let mode = mode & !umask & 0o7777;
+                nix::sys::stat::mkdirat(
+                    &parent,
+                    call_name.as_os_str(),
+                    Mode::from_bits_truncate(mode),
+                )?;
+                if v == Verdict::StageDir {
+                    self.stage_at(&parent, &name, true, mode)?;
+                }
+                Ok(0)
+            }
+            (Make::Node(mode, dev), _) => {
+                let kind = mode & libc::S_IFMT;
+                let perm = mode & !libc::S_IFMT & !umask & 0o7777;
+                // SAFETY: mknodat(2) with a descriptor we own, a valid C string and plain
+                // integers; nix's wrapper cannot pass a raw file type of 0 (a regular file).
+                let c = std::ffi::CString::new(call_name.into_vec()).map_err(|_| Errno::EINVAL)?;
+                #[allow(unsafe_code)]
+                let rc = unsafe { libc::mknodat(parent.as_raw_fd(), c.as_ptr(), kind | perm, dev) };
+                Errno::result(rc).map(|_| 0)
+            }
+            (Make::Symlink(_), _) => {
+                let target = OsString::from_vec(target.unwrap_or_default());
+                nix::unistd::symlinkat(target.as_os_str(), &parent, call_name.as_os_str())?;
+                Ok(0)
+            }
+        }
+    }
+
+    fn link(
+        &mut self,
+        task: &Task,
+        n: &Notification,
+        (odir, oaddr): (i32, u64),
+        (ndir, naddr): (i32, u64),
+        flags: i32,
+    ) -> Result<i64, Errno> {
+        let follow = flags & libc::AT_SYMLINK_FOLLOW != 0;
+        let empty = flags & libc::AT_EMPTY_PATH != 0;
+        let old = task.read_string(oaddr)?;
+        let source = if empty && old.is_empty() {
+            None
+        } else {
+            Some(self.path(task, odir, oaddr, follow)?)
+        };
+        let (np, nn, trailing) = match self.path(task, ndir, naddr, false)? {
+            Found::Entry {
+                parent,
+                name,
+                trailing_slash,
+            } => (parent, name, trailing_slash),
+            Found::Magic { .. } => return Err(Errno::EEXIST),
+        };
+        self.still(n)?;
+        if self.judge(&np, &nn, Op::CreateOther, None) != Verdict::Allow {
+            return Err(Errno::EACCES);
+        }
+        let new_name = Found::call_name(&nn, trailing);
+        match source {
+            None => {
+                // The descriptor itself (an O_TMPFILE file, most often): linked through its
+                // /proc entry, which is how an unprivileged process may do it.
+                let via = task.fd_path(odir);
+                if let Ok(obj) = nix::fcntl::open(
+                    via.as_str(),
+                    OFlag::O_PATH | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                ) && self.fd_denied(&obj)
+                {
+                    return Err(Errno::EACCES);
+                }
+                nix::unistd::linkat(
+                    nix::fcntl::AT_FDCWD,
+                    via.as_str(),
+                    &np,
+                    new_name.as_os_str(),
+                    AtFlags::AT_SYMLINK_FOLLOW,
+                )?;
+            }
+            Some(Found::Magic { dir, name }) => {
+                if self.magic_denied(&dir, &name) {
+                    return Err(Errno::EACCES);
+                }
+                nix::unistd::linkat(
+                    &dir,
+                    name.as_os_str(),
+                    &np,
+                    new_name.as_os_str(),
+                    AtFlags::AT_SYMLINK_FOLLOW,
+                )?;
+            }
+            Some(Found::Entry { parent, name, .. }) => {
+                // A second name for a file the rules keep unwritten would let it be written.
+                if self.judge(&parent, &name, Op::WriteExisting, None) == Verdict::Deny {
+                    return Err(Errno::EACCES);
+                }
+                nix::unistd::linkat(
+                    &parent,
+                    name.as_os_str(),
+                    &np,
+                    new_name.as_os_str(),
+                    AtFlags::empty(),
+                )?;
+            }
+        }
+        Ok(0)
+    }
+
+    /// Whether an open object's own name is one the rules refuse to write.
+    fn fd_denied(&self, obj: &OwnedFd) -> bool {
+        let Some(path) = resolve::fd_path(obj) else {
+            return false;
+        };
+        let (Some(up), Some(file)) = (path.parent(), path.file_name()) else {
+            return false;
+        };
+        nix::fcntl::open(
+            up,
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .is_ok_and(|parent| self.judge(&parent, file, Op::WriteExisting, None) == Verdict::Deny)
+    }
+
+    fn rename(
+        &mut self,
+        task: &Task,
+        n: &Notification,
+        (odir, oaddr): (i32, u64),
+        (ndir, naddr): (i32, u64),
+        flags: u32,
+    ) -> Result<i64, Errno> {
+        let entry = |f: Found| match f {
+            Found::Entry {
+                parent,
+                name,
+                trailing_slash,
+            } => Ok((parent, name, trailing_slash)),
+            Found::Magic { .. } => Err(Errno::EXDEV),
+        };
+        let (op, on, ot) = entry(self.path(task, odir, oaddr, false)?)?;
+        let (np, nn, nt) = entry(self.path(task, ndir, naddr, false)?)?;
+        self.still(n)?;
+        let is_dir = |p: &OwnedFd, name: &OsString| {
+            nix::sys::stat::fstatat(p, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)
+                .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR)
+        };
+        let moved_dir = is_dir(&op, &on);
+        let verdict = self.judge(
+            &np,
+            &nn,
+            Op::RenameTarget { dir: moved_dir },
+            Some((&op, &on)),
+        );
+        if verdict != Verdict::Allow {
+            return Err(Errno::EACCES);
+        }
+        if flags & libc::RENAME_EXCHANGE != 0 {
+            let back = Op::RenameTarget {
+                dir: is_dir(&np, &nn),
+            };
+            if self.judge(&op, &on, back, Some((&np, &nn))) != Verdict::Allow {
+                return Err(Errno::EACCES);
+            }
+        }
+        let (old_name, new_name) = (Found::call_name(&on, ot), Found::call_name(&nn, nt));
+        nix::fcntl::renameat2(
+            &op,
+            old_name.as_os_str(),
+            &np,
+            new_name.as_os_str(),
+            nix::fcntl::RenameFlags::from_bits_retain(flags),
+        )?;
+        Ok(0)
+    }
+
+    fn truncate(
+        &mut self,
+        task: &Task,
+        n: &Notification,
+        addr: u64,
+        len: i64,
+    ) -> Result<i64, Errno> {
+        let (dir, name, magic) = match self.path(task, libc::AT_FDCWD, addr, true)? {
+            Found::Entry { parent, name, .. } => (parent, name, false),
+            Found::Magic { dir, name } => (dir, name, true),
+        };
+        self.still(n)?;
+        let denied = if magic {
+            self.magic_denied(&dir, &name)
+        } else {
+            self.judge(&dir, &name, Op::WriteExisting, None) == Verdict::Deny
+        };
+        if denied {
+            return Err(Errno::EACCES);
+        }
+        let flags = if magic {
+            AtFlags::empty()
+        } else {
+            AtFlags::AT_SYMLINK_NOFOLLOW
+        };
+        let st = nix::sys::stat::fstatat(&dir, name.as_os_str(), flags)?;
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFDIR => return Err(Errno::EISDIR),
+            libc::S_IFREG => {}
+            _ => return Err(Errno::EINVAL),
+        }
+        let mut oflags = OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+        if !magic {
+            oflags |= OFlag::O_NOFOLLOW;
+        }
+        let fd = nix::fcntl::openat(&dir, name.as_os_str(), oflags, Mode::empty())?;
+        nix::unistd::ftruncate(&fd, len)?;
+        Ok(0)
+    }
+}
+
+/// What a `make` call creates.
+#[derive(Clone, Copy)]
+enum Make {
+    Dir(u32),
+    Node(u32, u64),
+    /// The address of the link's target string.
+    Symlink(u64),
+}
