@@ -255,7 +255,11 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 ///
 /// Ordinary modes (`chmod 755`, `cp -p`, `tar x`) are untouched.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub fn install_setuid_guard(ipc: IpcGuard, unix: UnixSockets) -> Result<(), String> {
+pub fn install_setuid_guard(
+    ipc: IpcGuard,
+    unix: UnixSockets,
+    host_pids: bool,
+) -> Result<(), String> {
     use std::collections::BTreeMap;
 
     use seccompiler::{
@@ -309,7 +313,10 @@ pub fn install_setuid_guard(ipc: IpcGuard, unix: UnixSockets) -> Result<(), Stri
     let other_pid = SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0)
         .and_then(|c| SeccompRule::new(vec![c]))
         .map_err(|e| format!("cannot build the resource-limit guard: {e}"))?;
-    rules.insert(libc::SYS_prlimit64, vec![other_pid]);
+    rules.insert(libc::SYS_prlimit64, vec![other_pid.clone()]);
+    if host_pids {
+        add_host_process_rules(&mut rules, &other_pid)?;
+    }
     add_host_ipc_rules(&mut rules, ipc, unix)?;
     let filter = SeccompFilter::new(
         rules,
@@ -328,7 +335,53 @@ pub fn install_setuid_guard(ipc: IpcGuard, unix: UnixSockets) -> Result<(), Stri
 
 /// Without a guard for this architecture there is nothing to install; `--probe` says so.
 #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub fn install_setuid_guard(_ipc: IpcGuard, _unix: UnixSockets) -> Result<(), String> {
+pub fn install_setuid_guard(
+    _ipc: IpcGuard,
+    _unix: UnixSockets,
+    _host_pids: bool,
+) -> Result<(), String> {
+    Ok(())
+}
+
+/// Without a PID namespace of its own the payload names the host's processes of its uid: the
+/// calls Landlock does not govern that act on another process's scheduling fail with `EPERM`
+/// when they name any pid but 0 (the caller): `sched_setscheduler`, `sched_setparam`,
+/// `sched_setattr`, `sched_setaffinity` and `setpriority` and `ioprio_set` naming a process
+/// (a payload that starved its monitor with `SCHED_IDLE` and one CPU kept its tree alive 30 s
+/// past a timeout: attack round 5); `setpriority` and `ioprio_set` naming a process group or a
+/// user fail whatever they name. In a PID namespace of its own none of them reaches the host,
+/// and a thread may still pin or re-prioritise its siblings.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn add_host_process_rules(
+    rules: &mut std::collections::BTreeMap<i64, Vec<seccompiler::SeccompRule>>,
+    other_pid: &seccompiler::SeccompRule,
+) -> Result<(), String> {
+    use seccompiler::{SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompRule};
+    let err = |e: seccompiler::BackendError| format!("cannot build the host-process guard: {e}");
+    for nr in [
+        libc::SYS_sched_setscheduler,
+        libc::SYS_sched_setparam,
+        libc::SYS_sched_setattr,
+        libc::SYS_sched_setaffinity,
+    ] {
+        rules.insert(nr, vec![other_pid.clone()]);
+    }
+    // setpriority(which, who, prio) and ioprio_set(which, who, ioprio): which 0 names a process
+    // (IOPRIO_WHO_PROCESS is 1), anything else a group or a user.
+    for (nr, process) in [(libc::SYS_setpriority, 0u64), (libc::SYS_ioprio_set, 1u64)] {
+        let named = SeccompRule::new(vec![
+            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, process)
+                .map_err(err)?,
+            SeccompCondition::new(1, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, 0).map_err(err)?,
+        ])
+        .map_err(err)?;
+        let grouped = SeccompRule::new(vec![
+            SeccompCondition::new(0, SeccompCmpArgLen::Dword, SeccompCmpOp::Ne, process)
+                .map_err(err)?,
+        ])
+        .map_err(err)?;
+        rules.insert(nr, vec![named, grouped]);
+    }
     Ok(())
 }
 

@@ -10,7 +10,7 @@
 use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use nix::errno::Errno;
 use nix::fcntl::OFlag;
@@ -143,8 +143,11 @@ pub struct StageClient {
 }
 
 /// A connected pair for staging, the server's end for the init and the client's for the
-/// emulator. `root` is the staging directory (`--stage`), private to the caller.
-pub fn stage_channel(root: &Path) -> Result<(StageServer, StageClient), String> {
+/// emulator. `fd` is the staging directory the caller handed over (`--stage-fd`), private to it;
+/// it is opened again here by its path in this mount namespace (a mount of another namespace
+/// cannot be cloned), and must be the very same directory.
+pub fn stage_channel(fd: i32) -> Result<(StageServer, StageClient), String> {
+    use nix::fcntl::{OpenHow, ResolveFlag};
     let (a, b) = socketpair(
         AddressFamily::Unix,
         SockType::SeqPacket,
@@ -152,16 +155,39 @@ pub fn stage_channel(root: &Path) -> Result<(StageServer, StageClient), String> 
         SockFlag::SOCK_CLOEXEC,
     )
     .map_err(|e| format!("cannot make the staging channel: {e}"))?;
-    let root_fd = nix::fcntl::open(
-        root,
-        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-        Mode::empty(),
-    )
-    .map_err(|e| format!("cannot open the staging directory {}: {e}", root.display()))?;
+    // SAFETY: fcntl(F_GETFD) on a raw number only reads its flags (EBADF when it is not open).
+    #[allow(unsafe_code)]
+    if unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0 {
+        return Err(format!("--stage-fd {fd} is not an open descriptor"));
+    }
+    // SAFETY: the caller handed this open descriptor over for exactly this use; nothing else in
+    // this process refers to it, so taking sole ownership once is sound.
+    #[allow(unsafe_code)]
+    let handed = unsafe { OwnedFd::from_raw_fd(fd) };
+    let _ = nix::fcntl::fcntl(
+        &handed,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    );
+    let want = nix::sys::stat::fstat(&handed)
+        .map_err(|e| format!("--stage-fd {fd} is not an open directory: {e}"))?;
+    let root = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .map_err(|e| format!("cannot tell where --stage-fd {fd} is: {e}"))?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_NO_SYMLINKS | ResolveFlag::RESOLVE_NO_MAGICLINKS);
+    let root_fd = nix::fcntl::openat2(nix::fcntl::AT_FDCWD, root.as_path(), how)
+        .map_err(|e| format!("cannot open the staging directory {}: {e}", root.display()))?;
+    let here = nix::sys::stat::fstat(&root_fd).map_err(|e| e.to_string())?;
+    if (here.st_dev, here.st_ino) != (want.st_dev, want.st_ino) {
+        return Err(format!(
+            "the staging directory {} is not the one handed over",
+            root.display()
+        ));
+    }
     Ok((
         StageServer {
             sock: a,
-            root: root.to_path_buf(),
+            root,
             root_fd,
             next: 0,
             targets: Vec::new(),
@@ -376,23 +402,33 @@ pub fn wait_serving(child: Pid, mut stage: Option<&mut StageServer>) -> Ending {
 }
 
 /// Makes the children this process forks from now on PID 1 and below of a new PID namespace: a
-/// plain one when it may (root), else one owned by a new user namespace that maps this uid and
-/// gid onto themselves (so nothing changes for the payload's files). Called by the monitor before
-/// it forks; the monitor itself stays where it is, out of the payload's sight.
-pub fn new_pid_namespace_for_children() -> Result<(), String> {
+/// plain one when it may (root with its capabilities), else one owned by a new user namespace
+/// that maps this uid and gid onto themselves (so nothing changes for the payload's files).
+/// Called by the monitor before it forks; the monitor itself stays where it is, out of the
+/// payload's sight. `Ok(false)` when the host allows neither (the launch goes on without one);
+/// `Err` when the user namespace was made but its identity could not be mapped: this process
+/// then has no usable identity, and the launch fails closed.
+pub fn new_pid_namespace_for_children() -> Result<bool, String> {
     use nix::sched::{CloneFlags, unshare};
     if unshare(CloneFlags::CLONE_NEWPID).is_ok() {
-        return Ok(());
+        return Ok(true);
     }
     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
-    unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID)
-        .map_err(|e| format!("no privilege and no user namespace: {e}"))?;
+    // Root without CAP_SYS_ADMIN (a capability-dropped container) cannot map uid 0 into a user
+    // namespace of its own (that needs CAP_SETFCAP): it would end up as the overflow uid.
+    if uid.is_root() || nix::unistd::geteuid().is_root() {
+        return Ok(false);
+    }
+    if unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWPID).is_err() {
+        return Ok(false);
+    }
     let write = |file: &str, text: String| {
         std::fs::write(file, text).map_err(|e| format!("cannot write {file}: {e}"))
     };
     write("/proc/self/setgroups", "deny".into())?;
     write("/proc/self/uid_map", format!("{uid} {uid} 1\n"))?;
-    write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))
+    write("/proc/self/gid_map", format!("{gid} {gid} 1\n"))?;
+    Ok(true)
 }
 
 /// Mounts a `/proc` of this PID namespace (this process is its PID 1, in a mount namespace of

@@ -24,6 +24,10 @@ use landlock::{
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 
+/// Set in the launch's init when the launch has a PID namespace of its own (the processes it
+/// forks inherit it): the payload's guard then need not keep it from the host's processes.
+static OWN_PID_NAMESPACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// A parsed command line.
 struct Launch {
     abi_cap: Option<u32>,
@@ -50,6 +54,9 @@ struct Launch {
     protected: Vec<PathBuf>,
     /// `--pid-namespace`: run the launch in a PID namespace of its own (see `crate::init`).
     pid_namespace: bool,
+    /// `--pids private`: the caller gave the launcher a PID namespace of its own (bwrap's
+    /// `--unshare-pid`), so the host's processes are out of sight already.
+    pids_private: bool,
     /// `--prevent`: the emulator carries out the payload's creates and writes under the rules of
     /// `crate::emulate::rules` (git's surface and the protected paths refused while it runs).
     prevent: bool,
@@ -59,8 +66,9 @@ struct Launch {
     protected_rel: Vec<PathBuf>,
     /// `--protected-name NAME`: a name protected in every folder under an anchor.
     protected_names: Vec<OsString>,
-    /// `--stage DIR`: where new git directories are made private (without it they are refused).
-    stage: Option<PathBuf>,
+    /// `--stage-fd FD`: an inherited directory where new git directories are made private
+    /// (without it they are refused).
+    stage_fd: Option<i32>,
     payload: Vec<OsString>,
 }
 
@@ -111,6 +119,17 @@ pub(crate) fn main() -> ExitCode {
         Mode::Probe { abi_cap } => probe(abi_cap),
         Mode::ProbeChild { abi_cap, target } => probe_child(abi_cap, &target),
         Mode::Launch(launch) => {
+            // Before this process opens anything: a number that is not an inherited directory
+            // now would later name a descriptor of the launcher's own.
+            if let Some(fd) = launch.stage_fd.filter(|_| launch.prevent)
+                && !inherited_directory(fd)
+            {
+                let msg = format!(
+                    "--stage-fd {fd} is not an open directory handed to the launcher (an argv \
+                     carried to another process leaves its descriptors behind)"
+                );
+                return fail(None, &msg);
+            }
             let mut status = match launch.status_fd.map(open_status_fd).transpose() {
                 Ok(s) => s,
                 Err(failure) => return fail(None, &failure.to_string()),
@@ -137,7 +156,14 @@ pub(crate) fn main() -> ExitCode {
 /// A launch with an init (a PID namespace of its own, or an emulator): the monitor, then the
 /// init ([`crate::init`]), then the emulator when asked, then the payload.
 fn launch_with_init(launch: &Launch, mut status: Option<File>) -> ExitCode {
-    let own_namespace = launch.pid_namespace && init::new_pid_namespace_for_children().is_ok();
+    let own_namespace = match launch.pid_namespace {
+        false => false,
+        true => match init::new_pid_namespace_for_children() {
+            Ok(made) => made,
+            Err(msg) => return fail(status.as_mut(), &msg),
+        },
+    };
+    OWN_PID_NAMESPACE.store(own_namespace, std::sync::atomic::Ordering::Relaxed);
     let pipe = if own_namespace {
         match init::ending_pipe() {
             Ok(p) => Some(p),
@@ -170,6 +196,17 @@ fn launch_with_init(launch: &Launch, mut status: Option<File>) -> ExitCode {
     }
 }
 
+/// Whether `fd` is open in this process and names a directory.
+fn inherited_directory(fd: i32) -> bool {
+    // SAFETY: fstat on a raw number only reads into the buffer given (EBADF when not open); the
+    // number is not taken over here.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::fstat(fd, &mut st) == 0 && (st.st_mode & libc::S_IFMT) == libc::S_IFDIR
+    }
+}
+
 /// In the init: forks the rest of the launch, serves it, and ends as it ended.
 fn run_init(
     launch: &Launch,
@@ -177,11 +214,8 @@ fn run_init(
     report: Option<OwnedFd>,
     can_mount: bool,
 ) -> ExitCode {
-    let stage_root = launch
-        .stage
-        .as_deref()
-        .filter(|_| launch.prevent && can_mount);
-    let channel = match stage_root.map(init::stage_channel).transpose() {
+    let stage_fd = launch.stage_fd.filter(|_| launch.prevent && can_mount);
+    let channel = match stage_fd.map(init::stage_channel).transpose() {
         Ok(c) => c,
         Err(msg) => return fail(status.as_mut(), &msg),
     };
@@ -380,7 +414,7 @@ fn outer(
     payload.settle().map_err(Failure::Harden)?;
     nix::unistd::setsid()
         .map_err(|e| Failure::Harden(format!("cannot start a new session for the payload: {e}")))?;
-    let wanted = own_pid_namespace || (launch.prevent && launch.stage.is_some());
+    let wanted = own_pid_namespace || (launch.prevent && launch.stage_fd.is_some());
     let mounted =
         protect::apply(&launch.pinned, &launch.protected, wanted).map_err(Failure::Protect)?;
     if own_pid_namespace {
@@ -407,7 +441,10 @@ fn inner(launch: &Launch) -> Result<(), Failure> {
     if launch.unguarded {
         return Ok(());
     }
-    harden::install_setuid_guard(launch.ipc, launch.unix_sockets).map_err(Failure::Harden)
+    let host_pids =
+        !launch.pids_private && !OWN_PID_NAMESPACE.load(std::sync::atomic::Ordering::Relaxed);
+    harden::install_setuid_guard(launch.ipc, launch.unix_sockets, host_pids)
+        .map_err(Failure::Harden)
 }
 
 fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
@@ -423,11 +460,12 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
     let mut pinned = Vec::new();
     let mut protected = Vec::new();
     let mut pid_namespace = false;
+    let mut pids_private = false;
     let mut prevent = false;
     let mut anchors = Vec::new();
     let mut protected_rel = Vec::new();
     let mut protected_names = Vec::new();
-    let mut stage = None;
+    let mut stage_fd = None;
     let mut probe = false;
     let mut probe_child = None;
     let mut it = args.into_iter();
@@ -454,11 +492,12 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     pinned,
                     protected,
                     pid_namespace,
+                    pids_private,
                     prevent,
                     anchors,
                     protected_rel,
                     protected_names,
-                    stage,
+                    stage_fd,
                     payload,
                 })));
             }
@@ -490,6 +529,18 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
             Some("--pin") => pinned.push(PathBuf::from(value("--pin", it.next())?)),
             Some("--protect") => protected.push(PathBuf::from(value("--protect", it.next())?)),
             Some("--pid-namespace") => pid_namespace = true,
+            Some("--pids") => {
+                let v = value("--pids", it.next())?;
+                pids_private = match v.to_str() {
+                    Some("private") => true,
+                    Some("host") => false,
+                    _ => {
+                        return Err(Failure::Usage(format!(
+                            "--pids takes private or host, not {v:?}"
+                        )));
+                    }
+                };
+            }
             Some("--prevent") => prevent = true,
             Some("--anchor") => anchors.push(PathBuf::from(value("--anchor", it.next())?)),
             Some("--protected-rel") => {
@@ -510,7 +561,17 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                 }
                 protected_names.push(name);
             }
-            Some("--stage") => stage = Some(PathBuf::from(value("--stage", it.next())?)),
+            Some("--stage-fd") => {
+                let v = value("--stage-fd", it.next())?;
+                let n = v
+                    .to_str()
+                    .and_then(|s| s.parse::<i32>().ok())
+                    .filter(|n| *n > 2)
+                    .ok_or_else(|| {
+                        Failure::Usage(format!("--stage-fd takes a descriptor above 2, not {v:?}"))
+                    })?;
+                stage_fd = Some(n);
+            }
             Some("--abi-cap") => {
                 let v = value("--abi-cap", it.next())?;
                 let n = v
@@ -985,6 +1046,7 @@ fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
             let guard = match harden::install_setuid_guard(
                 harden::IpcGuard::HostNamespace,
                 harden::UnixSockets::Refused,
+                true,
             ) {
                 Err(e) => return fail(None, &e),
                 Ok(()) if !harden::SETUID_GUARD_SUPPORTED => false,

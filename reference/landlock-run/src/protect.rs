@@ -25,6 +25,13 @@ use nix::sched::{CloneFlags, unshare};
 pub fn private_mount_namespace() -> Result<(), String> {
     if unshare(CloneFlags::CLONE_NEWNS).is_err() {
         let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+        // Root without CAP_SYS_ADMIN cannot map uid 0 into a user namespace of its own (that
+        // needs CAP_SETFCAP): it would be left in one as the overflow uid.
+        if uid.is_root() || nix::unistd::geteuid().is_root() {
+            return Err(
+                "cannot make a private mount namespace for the protected paths (root without CAP_SYS_ADMIN, and uid 0 cannot be mapped into a user namespace without CAP_SETFCAP)".into(),
+            );
+        }
         unshare(CloneFlags::CLONE_NEWUSER | CloneFlags::CLONE_NEWNS).map_err(|e| {
             format!(
                 "cannot make a private mount namespace for the protected paths (no privilege and no user namespace): {e}"

@@ -94,10 +94,11 @@ fn stage_dir(w: &World, who: Who) -> PathBuf {
 /// The launcher's flags for a prevented, PID-namespaced launch over `w`'s workspace.
 fn prevent_args(w: &World, stage: &Path) -> Vec<String> {
     let ws = w.ws().to_owned();
-    let mut args: Vec<String> = ["--pid-namespace", "--prevent", "--stage"]
+    // The staging directory is handed over as descriptor 9 ([`spawn`] opens it).
+    let _ = stage;
+    let mut args: Vec<String> = ["--pid-namespace", "--prevent", "--stage-fd", "9"]
         .map(String::from)
         .to_vec();
-    args.push(stage.to_str().expect("utf8").into());
     args.extend(["--anchor".into(), ws.clone()]);
     for rel in [
         ".git/hooks",
@@ -120,10 +121,16 @@ fn prevent_args(w: &World, stage: &Path) -> Vec<String> {
     args
 }
 
-fn spawn(who: Who, args: &[String], script: &str) -> Child {
-    launcher(who)
+/// Spawns the launcher as `who` with `args`, the staging directory `stage` open as descriptor 9
+/// (opened by a shell as root before it drops to `who`), running `script`.
+fn spawn(who: Who, stage: &Path, args: &[String], script: &str) -> Child {
+    Command::new("bash")
+        .args(["-c", "exec 9<\"$0\" && exec \"$@\""])
+        .arg(stage)
+        .args(launcher_argv(who))
         .args(args)
         .args(["--", "bash", "-c", script])
+        .current_dir("/")
         .env("GIT_CONFIG_COUNT", "2")
         .env("GIT_CONFIG_KEY_0", "safe.directory")
         .env("GIT_CONFIG_VALUE_0", "*")
@@ -199,7 +206,7 @@ while [ ! -e {ws}/go ]; do sleep 0.05; done
             hook_q = shell_quote(&hook),
             fsm_q = shell_quote(&fsm),
         );
-        let child = spawn(who, &prevent_args(&w, &stage), &script);
+        let child = spawn(who, &stage, &prevent_args(&w, &stage), &script);
         let results = w.ws.join("results");
         assert!(
             wait_for(&results, Duration::from_secs(120)),
@@ -293,7 +300,7 @@ echo ok
 "#,
             up = up.display()
         );
-        let out = spawn(who, &prevent_args(&w, &stage), &script)
+        let out = spawn(who, &stage, &prevent_args(&w, &stage), &script)
             .wait_with_output()
             .expect("wait");
         assert!(
@@ -395,7 +402,11 @@ fn a_pid_namespaced_launch_mirrors_its_payload_and_leaves_no_survivor() {
         let ws = w.ws();
         let stage = stage_dir(&w, who);
         let args = prevent_args(&w, &stage);
-        let run = |script: &str| spawn(who, &args, script).wait_with_output().expect("wait");
+        let run = |script: &str| {
+            spawn(who, &stage, &args, script)
+                .wait_with_output()
+                .expect("wait")
+        };
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(run("exit 42").status.code(), Some(42), "{who:?}");
         assert_eq!(run("kill -9 $$").status.signal(), Some(9), "{who:?}");

@@ -13,7 +13,8 @@
 //! handled one at a time, which also serialises a rename against a create that races it.
 //!
 //! What it changes for a payload: nothing for ordinary work; git's code surface and the
-//! protected paths fail with `EACCES` while the call runs; a new `.git` (and a new linked
+//! protected paths fail with `EROFS` while the call runs (the protected paths' own dialect: an
+//! existing one is a read-only bind); a new `.git` (and a new linked
 //! worktree's or submodule's git directory) is private to the sandbox until the call ends, when
 //! the caller judges it and moves it into place; and `landlock_restrict_self` fails with
 //! `EPERM`, because a Landlock domain the payload added would not bind the emulator, which
@@ -35,6 +36,11 @@ use nix::sys::stat::Mode;
 use crate::notify::{Call, Listener, Notification};
 use resolve::{Found, Task, resolve};
 use rules::{Op, Rules, Verdict};
+
+/// The error of a refused call: `EROFS`, as a protected path that exists already answers (a
+/// read-only bind), so every dialect reads it as a denial (bwrap's `EROFS`, not its `EACCES`,
+/// which a payload's own permission errors print too).
+const REFUSED: Errno = Errno::EROFS;
 
 /// What makes a new git directory private: the launcher's init, which can mount.
 pub trait Stager {
@@ -213,7 +219,7 @@ impl Emulator {
             Found::Magic { dir, name } => {
                 self.still(n)?;
                 if writes && self.magic_denied(&dir, &name) {
-                    return Err(Errno::EACCES);
+                    return Err(REFUSED);
                 }
                 let fd = nix::fcntl::openat(&dir, name.as_os_str(), oflags, Mode::empty())?;
                 return Ok(Answer::Fd(fd, cloexec));
@@ -237,19 +243,32 @@ impl Emulator {
         self.still(n)?;
         let mode = Mode::from_bits_truncate(mode & !task.umask() & 0o7777);
         match op.map(|op| self.judge(&parent, &name, op, None)) {
-            Some(Verdict::Deny) => return Err(Errno::EACCES),
+            Some(Verdict::Deny) => return Err(REFUSED),
             Some(Verdict::StageFile) => {
                 self.stage_file(&parent, &name, mode)?;
                 let again = oflags & !(OFlag::O_CREAT | OFlag::O_EXCL) | OFlag::O_NOFOLLOW;
                 let fd = nix::fcntl::openat(&parent, name.as_os_str(), again, Mode::empty())?;
                 return Ok(Answer::Fd(fd, cloexec));
             }
-            Some(Verdict::StageDir) => return Err(Errno::EACCES),
+            Some(Verdict::StageDir) => return Err(REFUSED),
             Some(Verdict::Allow) | None => {}
         }
         let fifo = existing
             .as_ref()
             .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
+        if flags & libc::O_TRUNC != 0 && flags & libc::O_ACCMODE == libc::O_RDONLY && !fifo {
+            // `O_RDONLY | O_TRUNC` truncates on Linux, which Landlock below ABI 3 does not see:
+            // it must be allowed to write there.
+            let probe = OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC;
+            if existing.is_ok() {
+                drop(nix::fcntl::openat(
+                    &parent,
+                    name.as_os_str(),
+                    probe,
+                    Mode::empty(),
+                )?);
+            }
+        }
         let oflags = oflags | OFlag::O_NOFOLLOW;
         if fifo && flags & libc::O_NONBLOCK == 0 {
             // An open of a FIFO waits for its other end: answered from a thread, so the other
@@ -319,7 +338,7 @@ impl Emulator {
             Mode::empty(),
         )?;
         let Some(stager) = self.stager.as_mut() else {
-            return Err(Errno::EACCES);
+            return Err(REFUSED);
         };
         match stager.stage(&target, dir, mode) {
             Ok(id) => {
@@ -373,9 +392,9 @@ impl Emulator {
         let verdict = self.judge(&parent, &name, op, None);
         match (what, verdict) {
             (_, Verdict::Deny) | (Make::Node(..) | Make::Symlink(_), Verdict::StageDir) => {
-                Err(Errno::EACCES)
+                Err(REFUSED)
             }
-            (_, Verdict::StageFile) => Err(Errno::EACCES),
+            (_, Verdict::StageFile) => Err(REFUSED),
             (Make::Dir(mode), v) => {
                 let mode = mode & !umask & 0o7777;
                 nix::sys::stat::mkdirat(
@@ -432,7 +451,7 @@ impl Emulator {
         };
         self.still(n)?;
         if self.judge(&np, &nn, Op::CreateOther, None) != Verdict::Allow {
-            return Err(Errno::EACCES);
+            return Err(REFUSED);
         }
         let new_name = Found::call_name(&nn, trailing);
         match source {
@@ -446,7 +465,7 @@ impl Emulator {
                     Mode::empty(),
                 ) && self.fd_denied(&obj)
                 {
-                    return Err(Errno::EACCES);
+                    return Err(REFUSED);
                 }
                 nix::unistd::linkat(
                     nix::fcntl::AT_FDCWD,
@@ -458,7 +477,7 @@ impl Emulator {
             }
             Some(Found::Magic { dir, name }) => {
                 if self.magic_denied(&dir, &name) {
-                    return Err(Errno::EACCES);
+                    return Err(REFUSED);
                 }
                 nix::unistd::linkat(
                     &dir,
@@ -471,7 +490,7 @@ impl Emulator {
             Some(Found::Entry { parent, name, .. }) => {
                 // A second name for a file the rules keep unwritten would let it be written.
                 if self.judge(&parent, &name, Op::WriteExisting, None) == Verdict::Deny {
-                    return Err(Errno::EACCES);
+                    return Err(REFUSED);
                 }
                 nix::unistd::linkat(
                     &parent,
@@ -532,14 +551,14 @@ impl Emulator {
             Some((&op, &on)),
         );
         if verdict != Verdict::Allow {
-            return Err(Errno::EACCES);
+            return Err(REFUSED);
         }
         if flags & libc::RENAME_EXCHANGE != 0 {
             let back = Op::RenameTarget {
                 dir: is_dir(&np, &nn),
             };
             if self.judge(&op, &on, back, Some((&np, &nn))) != Verdict::Allow {
-                return Err(Errno::EACCES);
+                return Err(REFUSED);
             }
         }
         let (old_name, new_name) = (Found::call_name(&on, ot), Found::call_name(&nn, nt));
@@ -571,7 +590,7 @@ impl Emulator {
             self.judge(&dir, &name, Op::WriteExisting, None) == Verdict::Deny
         };
         if denied {
-            return Err(Errno::EACCES);
+            return Err(REFUSED);
         }
         let flags = if magic {
             AtFlags::empty()

@@ -6,6 +6,8 @@
 //! The rules are judged on the directory a name is created or written in (a descriptor) and the
 //! name, after the emulator resolved the path as the kernel would for the payload:
 //!
+//! Refused calls fail with `EROFS`.
+//!
 //! - Inside a staged git directory (a mount the launcher made private to the sandbox) anything
 //!   goes: the host sees an empty directory until the caller judges and merges it after the call.
 //! - A new `.git` (a directory, or a file: a gitfile) is staged; anything else named `.git` (a
@@ -57,7 +59,7 @@ pub enum Op {
 pub enum Verdict {
     /// Carry the call out.
     Allow,
-    /// Refuse it (`EACCES`, as Landlock refuses a write).
+    /// Refuse it (`EROFS`, as a protected path bound read-only refuses a write).
     Deny,
     /// Create the directory, then make it private to the sandbox (a staged git directory).
     StageDir,
