@@ -5,7 +5,10 @@
 //!
 //! Why Landlock and not the reference bwrap backend: bwrap's argv binds descriptors the provider
 //! opened and pinned (`--bind-fd N`), and an answer over the protocol carries an argv, not
-//! descriptors, so the harness's spawn would not have them. The launcher's argv stands alone.
+//! descriptors, so the harness's spawn would not have them. The launcher's argv stands alone
+//! once the provider is told not to stage new git directories while the call runs (that hands
+//! the launcher a directory by descriptor too): git's surface is then checked after the call
+//! alone, by the settle the harness asks for.
 //!
 //! Certify it as a backend author would (the suite's own test does exactly this,
 //! `the_worked_example_in_rust_is_certified` in `conformance/tests/certify.rs`):
@@ -34,7 +37,10 @@ const NAME: &str = "rust-example";
 
 fn main() -> ExitCode {
     // One provider for the whole run: it probes the launcher once, on first use.
-    let provider = LocalProvider::new(LocalConfig::only(Backend::Landlock));
+    let provider = LocalProvider::new(LocalConfig {
+        prevent_while_running: false,
+        ..LocalConfig::only(Backend::Landlock)
+    });
     // The checks of confined calls not settled yet, by request id.
     let mut guards: Vec<(u64, Box<dyn CallGuard>)> = Vec::new();
     let mut stdout = std::io::stdout();

@@ -28,6 +28,15 @@ fn main() -> ExitCode {
         eprintln!("reference-backend: {name:?} is not a local reference backend");
         return ExitCode::from(2);
     };
+    // The argv leaves this process, so no descriptor goes with it: the launcher cannot be handed
+    // its staging directory, and git's surface is checked after the call alone (settled).
+    let provider: Option<std::sync::Arc<dyn sandbox::SandboxProvider>> =
+        backend.local_config().map(|c| {
+            let mut config = c.clone();
+            config.prevent_while_running = false;
+            std::sync::Arc::new(sandbox_local::LocalProvider::new(config))
+                as std::sync::Arc<dyn sandbox::SandboxProvider>
+        });
     let stdin = std::io::stdin();
     let mut stdout = std::io::stdout();
     // The checks of confined calls not settled yet, by request id.
@@ -115,14 +124,11 @@ fn main() -> ExitCode {
                     .with_allow_unix_sockets(policy.allow_unix_sockets);
                 policy.cwd = cwd;
                 let argv: Vec<_> = argv.into_iter().map(Into::into).collect();
-                match backend.provider.as_ref().map(|p| p.confine(&argv, &policy)) {
+                match provider.as_ref().map(|p| p.confine(&argv, &policy)) {
                     Some(Ok(c)) => {
                         // The provider's check after the call, settled when the harness says
                         // the call is over.
-                        let guard = backend
-                            .provider
-                            .as_ref()
-                            .and_then(|p| p.call_guard(&policy));
+                        let guard = provider.as_ref().and_then(|p| p.call_guard(&policy));
                         let settle = guard.is_some();
                         if let Some(g) = guard {
                             guards.push((id, g));

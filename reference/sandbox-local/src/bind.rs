@@ -252,3 +252,27 @@ pub fn open_binds(
     }
     Ok(binds)
 }
+
+/// The launch's staging directory (see [`crate::stage`]), bound read-write at its own path for
+/// the launcher inside bwrap, which stages new git directories there. Not a writable root: the
+/// payload's Landlock rules do not grant it, it reaches a staged directory only through the
+/// mount the launcher puts over the new `.git`.
+pub fn open_stage(stage: &Path, fds: &mut LaunchFds) -> Result<FdBind, BindError> {
+    let fd = nix::fcntl::open(
+        stage,
+        PATH_ONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| BindError {
+        code: "STAGING_UNAVAILABLE",
+        what: "the staging directory",
+        path: stage.to_path_buf(),
+        why: e.to_string(),
+    })?;
+    Ok(FdBind {
+        fd: fds.add(fd),
+        dest: stage.to_path_buf(),
+        writable: true,
+        identity: None,
+    })
+}

@@ -165,12 +165,19 @@ pub fn run_guarded(
     guard: Option<Box<dyn sandbox::CallGuard>>,
 ) -> Finished {
     let mut done = run(launch, options);
-    let Some(guard) = guard else { return done };
-    let reverted = guard.settle();
-    if reverted.is_empty() {
-        return done;
+    if let Some(guard) = guard {
+        deny_with(&mut done, &guard.settle());
     }
-    for line in &reverted {
+    done
+}
+
+/// Appends each line (each carries the marker) to `done`'s stderr and makes the call a denial,
+/// unless the payload never ran.
+fn deny_with(done: &mut Finished, lines: &[String]) {
+    if lines.is_empty() {
+        return;
+    }
+    for line in lines {
         if !done.stderr.is_empty() && !done.stderr.ends_with(b"\n") {
             done.stderr.push(b'\n');
         }
@@ -183,10 +190,9 @@ pub fn run_guarded(
         Classification::RunnerFailure { .. } | Classification::StartFailed { .. }
     ) {
         done.classification = Classification::Denied {
-            line: reverted[0].clone(),
+            line: lines[0].clone(),
         };
     }
-    done
 }
 
 /// How many times a launch is started when its runner failed only because a mount below `/`
@@ -199,13 +205,20 @@ const VANISHED_MOUNT_TRIES: usize = 3;
 /// the sandbox, and nothing of the payload has run.
 pub fn run(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
     let mut tries = 0;
-    loop {
+    let mut done = loop {
         let done = run_once(launch, options);
         tries += 1;
         if tries >= VANISHED_MOUNT_TRIES || !never_ran_for_a_vanished_mount(&done) {
-            return done;
+            break done;
         }
+    };
+    // The git directories the launcher staged go into place, judged, once every process of the
+    // call is gone (before a caller's guard judges the whole).
+    if let Some(s) = launch.fds.staging() {
+        let lines = crate::stage::merge(&s.dir, &s.roots, sandbox::SandboxMode::WorkspaceWrite);
+        deny_with(&mut done, &lines);
     }
+    done
 }
 
 /// True when `done` is a runner failure before the payload ran (proved by the status channel),

@@ -12,9 +12,30 @@ pub mod gitguard;
 pub mod launch;
 pub mod probe;
 pub mod profile;
+#[cfg(target_os = "linux")]
+pub mod stage;
+/// Staging needs the Linux launcher; elsewhere there is none.
+#[cfg(not(target_os = "linux"))]
+pub mod stage {
+    /// No staging directory off Linux: the launcher that would fill it does not run there.
+    pub fn create(
+        _policy: &sandbox::ProviderPolicy,
+    ) -> Option<(std::path::PathBuf, std::path::PathBuf, std::os::fd::OwnedFd)> {
+        None
+    }
+
+    /// Nothing to merge off Linux.
+    pub fn merge(
+        _dir: &std::path::Path,
+        _roots: &[std::path::PathBuf],
+        _mode: sandbox::SandboxMode,
+    ) -> Vec<String> {
+        Vec::new()
+    }
+}
 mod provider;
 
 pub use provider::{
-    Backend, DEFAULT_PROBE_TIMEOUT, GIT_SURFACE_GAP, LocalConfig, LocalProvider, OperatorError,
-    OperatorRunner, Selection, SelectionError,
+    Backend, DEFAULT_PROBE_TIMEOUT, GIT_NAMED_SURFACE_GAP, GIT_SURFACE_GAP, LocalConfig,
+    LocalProvider, OperatorError, OperatorRunner, Selection, SelectionError,
 };

@@ -130,11 +130,12 @@ pub fn operator_host_ipc() -> ClassReport {
 pub const PROTECTED_NEEDS_MOUNT_NAMESPACE: &str =
     "protected paths: no private mount namespace on this host (not root, user namespaces refused)";
 
-/// What the launcher leaves of the protected class below Landlock ABI 6 (an older kernel, or
-/// `--abi-cap`): signals are not scoped, so the payload can kill the process that called it
-/// (its other threads' ids too), and a caller killed before the call ends never runs the check
-/// after the call that reverts git's surface (attack round 4).
-pub const PROTECTED_CALLER_SIGNALLABLE: &str = "git surface: below Landlock ABI 6 the payload can signal the process that called it, and a caller killed before the call ends reverts nothing";
+/// What the launcher leaves of the host-IPC class on a host where it cannot make a PID namespace
+/// (the same hosts where it cannot make a mount namespace: both need root or a user namespace):
+/// the host's processes of the payload's uid are in sight in `/proc`, and within reach of calls
+/// Landlock does not govern (signals below ABI 6; its seccomp guard refuses rescheduling,
+/// re-prioritising, pinning and limiting another process, and signalling its monitor).
+pub const HOST_PROCESSES_IN_REACH: &str = "host processes: no PID namespace on this host (the payload sees the host's processes in /proc, and below Landlock ABI 6 can signal those of its uid)";
 
 /// The per-class capabilities of a backend: files as its probe found them, the network as
 /// [`network_capability`] says, the protected paths as `protected` says (bwrap and Seatbelt
@@ -333,6 +334,7 @@ fn functional(
     };
     let policy = sandbox::ProviderPolicy::new(sandbox::ConfinedMode::ReadOnly, scratch.path());
     let launch_argv = wrap(
+        config.prevent_while_running,
         backend,
         program,
         guard.as_deref(),
@@ -443,14 +445,26 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         .scoped
         .iter()
         .any(|s| s == landlock_run::SCOPE_SIGNAL);
-    let protected = match (report.protect, signals_scoped) {
-        (true, true) => ClassReport::full(),
-        (true, false) => ClassReport::with_gaps([PROTECTED_CALLER_SIGNALLABLE]),
-        (false, _) => ClassReport {
-            enforcement: sandbox::ClassEnforcement::NotGoverned,
-            ungoverned: vec![PROTECTED_NEEDS_MOUNT_NAMESPACE.into()],
-            allowed: Vec::new(),
-        },
+    // Where the launcher may mount it also makes a PID namespace (both need root or a user
+    // namespace): the caller, whose check after the call judges what was staged, is then out of
+    // the payload's reach at any ABI, and git's surface is prevented while the call runs.
+    let _ = signals_scoped;
+    let (protected, host_ipc) = match report.protect {
+        true => (
+            ClassReport::full(),
+            host_ipc_capability(Backend::Landlock, report.setuid_guard),
+        ),
+        false => (
+            ClassReport {
+                enforcement: sandbox::ClassEnforcement::NotGoverned,
+                ungoverned: vec![PROTECTED_NEEDS_MOUNT_NAMESPACE.into()],
+                allowed: Vec::new(),
+            },
+            with_gap(
+                host_ipc_capability(Backend::Landlock, report.setuid_guard),
+                HOST_PROCESSES_IN_REACH,
+            ),
+        ),
     };
     Ok(ProbeFacts {
         enforcement,
@@ -462,9 +476,23 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
             files,
             network_capability(Backend::Landlock, &report.network),
             protected,
-            host_ipc_capability(Backend::Landlock, report.setuid_guard),
+            host_ipc,
         ),
     })
+}
+
+/// `report` with one more thing it leaves ungoverned (a full class becomes partial).
+fn with_gap(report: ClassReport, gap: &str) -> ClassReport {
+    let mut gaps = report.ungoverned;
+    gaps.push(gap.to_owned());
+    match report.enforcement {
+        sandbox::ClassEnforcement::NotGoverned => ClassReport {
+            enforcement: sandbox::ClassEnforcement::NotGoverned,
+            ungoverned: gaps,
+            allowed: report.allowed,
+        },
+        _ => ClassReport::with_gaps(gaps),
+    }
 }
 
 fn probe_seatbelt(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, ProbeError> {

@@ -31,6 +31,83 @@ pub struct WritableSet {
     /// The named unix sockets the deployment allowed (`allow_unix_sockets`, as configured and
     /// checked): the launcher is then told `--allow-unix-sockets`.
     pub unix_sockets: Vec<PathBuf>,
+    /// What the launcher prevents while the call runs (`--prevent`): set under `workspace-write`
+    /// when the policy protects paths.
+    pub prevent: Option<Prevention>,
+}
+
+/// What the launcher's emulator refuses while the call runs (git's code surface everywhere, and
+/// these protected paths), and where it stages new git directories.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Prevention {
+    /// The roots the protected paths are relative to (the workspace and the extra roots).
+    pub anchors: Vec<PathBuf>,
+    /// The protected paths, relative (they apply at every worktree top below an anchor too).
+    pub patterns: Vec<PathBuf>,
+    /// The names protected in every folder ([`sandbox::PROTECTED_IN_EVERY_FOLDER`] the policy
+    /// protects).
+    pub everywhere: Vec<OsString>,
+    /// The child descriptor of the launch's staging directory (made per launch by the provider);
+    /// without one, new git directories are refused.
+    pub stage_fd: Option<i32>,
+    /// The directory holding it, stable for this process: bwrap binds it at its own path so the
+    /// launcher inside finds the staging directory there.
+    pub stage_root: Option<PathBuf>,
+}
+
+impl Prevention {
+    /// The prevention of `policy`, or `None` when it has nothing to prevent (`read-only`, or no
+    /// protected path: then git's surface is not protected either).
+    pub fn of(policy: &ProviderPolicy) -> Option<Prevention> {
+        if policy.mode == sandbox::ConfinedMode::ReadOnly || policy.protected_paths.is_empty() {
+            return None;
+        }
+        let mut anchors: Vec<PathBuf> = Vec::new();
+        for root in std::iter::once(&policy.workspace_root)
+            .chain(policy.extra_roots.iter().map(|r| &r.path))
+        {
+            if let Ok(c) = sandbox::canonical_path(root)
+                && !anchors.contains(&c)
+            {
+                anchors.push(c);
+            }
+        }
+        let patterns: Vec<PathBuf> = policy
+            .protected_paths
+            .iter()
+            .map(|p| p.as_path().to_path_buf())
+            .collect();
+        let everywhere = sandbox::PROTECTED_IN_EVERY_FOLDER
+            .iter()
+            .filter(|name| patterns.iter().any(|p| p.as_os_str() == **name))
+            .map(OsString::from)
+            .collect();
+        Some(Prevention {
+            anchors,
+            patterns,
+            everywhere,
+            stage_fd: None,
+            stage_root: None,
+        })
+    }
+
+    /// The launcher's flags for it.
+    pub fn launcher_args(&self) -> Vec<OsString> {
+        let mut args = vec![os("--prevent")];
+        if let Some(fd) = self.stage_fd {
+            args.extend([os("--stage-fd"), os(&fd.to_string())]);
+        }
+        for a in &self.anchors {
+            args.extend([os("--anchor"), a.clone().into()]);
+        }
+        for p in &self.patterns {
+            args.extend([os("--protected-rel"), p.clone().into()]);
+        }
+        for n in &self.everywhere {
+            args.extend([os("--protected-name"), n.clone()]);
+        }
+        args
+    }
 }
 
 impl WritableSet {
@@ -73,6 +150,7 @@ impl WritableSet {
         set.protected = protected;
         sandbox::check_unix_sockets(policy)?;
         set.unix_sockets = policy.allow_unix_sockets.clone();
+        set.prevent = Prevention::of(policy);
         Ok(set)
     }
 }
@@ -221,6 +299,11 @@ pub fn bwrap_args(
         os("/proc/sys"),
     ];
     args.extend(BWRAP_ISOLATION.iter().map(|a| os(a)));
+    if guard.is_some() && set.prevent.is_some() {
+        // The launcher inside mounts the staged git directories; it drops this capability (and
+        // every other) before the payload runs.
+        args.extend([os("--cap-add"), os("CAP_SYS_ADMIN")]);
+    }
     if network.is_restricted() {
         args.push(os("--unshare-net"));
     }
@@ -272,7 +355,7 @@ pub fn bwrap_guard_args(
     if let Some(fd) = status_fd {
         args.extend([os("--status-fd"), os(&fd.to_string())]);
     }
-    args.extend([os("--ipc"), os("private")]);
+    args.extend([os("--ipc"), os("private"), os("--pids"), os("private")]);
     if !set.unix_sockets.is_empty() {
         args.push(os(ALLOW_UNIX_SOCKETS_FLAG));
     }
@@ -303,6 +386,9 @@ pub fn bwrap_guard_args(
         rw(root);
     }
     args.extend([os("--rw"), os("/dev")]);
+    if let Some(prevent) = &set.prevent {
+        args.extend(prevent.launcher_args());
+    }
     args.push(os("--"));
     args
 }
@@ -317,7 +403,9 @@ pub fn landlock_args(
     abi_cap: Option<u32>,
     status_fd: Option<i32>,
 ) -> Vec<OsString> {
-    let mut args = Vec::new();
+    // A PID namespace of its own wherever the launcher can make one: no host process of the
+    // payload's uid is then within its reach.
+    let mut args = vec![os("--pid-namespace")];
     if let Some(cap) = abi_cap {
         args.extend([os("--abi-cap"), os(&cap.to_string())]);
     }
@@ -346,6 +434,9 @@ pub fn landlock_args(
     }
     for path in &set.protected.read_only {
         args.extend([os("--protect"), path.clone().into()]);
+    }
+    if let Some(prevent) = &set.prevent {
+        args.extend(prevent.launcher_args());
     }
     args.push(os("--"));
     args

@@ -157,6 +157,11 @@ pub struct LocalConfig {
     /// Where usable probe verdicts are shared across processes ([`crate::cache`]); `None`
     /// probes in every process.
     pub verdict_cache: Option<PathBuf>,
+    /// Whether the launcher prevents git's code surface while a `workspace-write` call runs
+    /// (its emulator, `--prevent`; default on). A launch whose argv leaves this process (the
+    /// protocol's reference backend) cannot hand the launcher its staging descriptor, so it turns
+    /// this off and keeps the check after the call alone.
+    pub prevent_while_running: bool,
 }
 
 /// How long one probe may take by default before its backend counts as unusable: a guard against
@@ -176,6 +181,7 @@ impl Default for LocalConfig {
             operator: None,
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             verdict_cache: None,
+            prevent_while_running: true,
         }
     }
 }
@@ -436,6 +442,16 @@ fn protected_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
     if capability.enforcement == sandbox::ClassEnforcement::NotGoverned {
         return capability;
     }
+    if set.prevent.is_some() {
+        // The launcher's emulator refuses the protected paths that do not exist yet and git's
+        // surface in every git directory while the call runs, and stages new ones; what a
+        // config names outside its git directory is still only checked after the call.
+        return ClassReport::with_gaps(
+            [GIT_NAMED_SURFACE_GAP.to_owned()]
+                .into_iter()
+                .chain(capability.ungoverned),
+        );
+    }
     let uncovered = set
         .protected
         .uncovered
@@ -453,6 +469,12 @@ fn protected_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
 /// is checked and reverted after the call ([`crate::gitguard`]), which is not prevention.
 pub const GIT_SURFACE_GAP: &str = "git surface found per repository (nested repositories, .git/worktrees, .git/modules, core.hooksPath, included configs): reverted after the call, not prevented";
 
+/// What the launcher's emulator does not prevent of git's code surface, named in the protected
+/// class of a launch it runs in: what a repository's config names outside its git directory
+/// (a relative `core.hooksPath`'s folder, an `include.path` file) is an ordinary file to it,
+/// checked and reverted after the call ([`crate::gitguard`]).
+pub const GIT_NAMED_SURFACE_GAP: &str = "git surface a config names outside its git directory (core.hooksPath folders, included config files): reverted after the call, not prevented";
+
 /// How a launch names a protected path no mount covers (it does not exist when the call starts,
 /// or a symlink is on the way): the payload could create it.
 pub const UNCOVERED_PREFIX: &str = "protected path not covered (missing or behind a symlink): ";
@@ -464,6 +486,7 @@ pub const UNCOVERED_PREFIX: &str = "protected path not covered (missing or behin
 /// ([`bind::open_binds`]).
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn wrap(
+    prevent: bool,
     backend: Backend,
     program: &std::path::Path,
     guard: Option<&std::path::Path>,
@@ -484,20 +507,41 @@ pub(crate) fn wrap(
     // launch); its report says `not-governed` instead.
     let mut set = set.clone();
     set.protected_by_mounts = backend != Backend::Seatbelt;
+    let mounts_here = capabilities.get(EnforcementClass::Protected).enforcement
+        != sandbox::ClassEnforcement::NotGoverned;
     if capabilities.get(EnforcementClass::Protected).enforcement
         == sandbox::ClassEnforcement::NotGoverned
     {
         set.protected.pinned.clear();
         set.protected.read_only.clear();
     }
-    let set = &set;
     let mut fds = LaunchFds::default();
+    // Git's surface is prevented where the launcher runs and can mount; a launcher that cannot
+    // (the protected class not governed) still refuses it, and new git directories with it.
+    let launcher_inside = (backend == Backend::Landlock || guard.is_some()) && prevent;
+    match set.prevent.as_mut() {
+        Some(prevent) if launcher_inside => {
+            if mounts_here && let Some((root, dir, fd)) = crate::stage::create(policy) {
+                prevent.stage_fd = Some(fds.add(fd));
+                prevent.stage_root = Some(root);
+                fds.set_staging(sandbox::Staging {
+                    dir,
+                    roots: sandbox::writable_roots(policy).unwrap_or_default(),
+                });
+            }
+        }
+        _ => set.prevent = None,
+    }
+    let set = &set;
     let (args, status_channel) = match backend {
         // With the launcher inside, the status channel is the launcher's (its `exec` record is
         // written only once bwrap and the launcher both set up); bwrap's own status records
         // would say "ran" for a launcher that failed (exit 125, never exec'd).
         Backend::Bwrap => {
-            let binds = bind::open_binds(&profile::bwrap_binds(set), policy, &mut fds)?;
+            let mut binds = bind::open_binds(&profile::bwrap_binds(set), policy, &mut fds)?;
+            if let Some(root) = set.prevent.as_ref().and_then(|p| p.stage_root.as_ref()) {
+                binds.push(bind::open_stage(root, &mut fds)?);
+            }
             let format = match guard {
                 Some(_) => StatusFormat::LaunchReport,
                 None => StatusFormat::BwrapJson,
@@ -604,6 +648,7 @@ impl SandboxProvider for LocalProvider {
             _ => None,
         };
         wrap(
+            self.config.prevent_while_running,
             selection.backend,
             &selection.program,
             guard.as_deref(),

@@ -75,8 +75,21 @@ pub struct ConfinedArgv {
 /// spawner (`sandbox_local::launch`). They exist only in this process, so they are never
 /// serialized: a launch read from the wire carries none, and one written out names numbers
 /// nobody holds (its runner then fails closed). Cloning shares the descriptors.
+///
+/// It also carries the launch's staging directory, the one other resource of this process a
+/// launch holds: where the launcher makes new git directories private while the call runs, for
+/// the caller to judge and move into place after it (`sandbox_local::stage`).
 #[derive(Clone, Default)]
-pub struct LaunchFds(Vec<(i32, Arc<OwnedFd>)>);
+pub struct LaunchFds(Vec<(i32, Arc<OwnedFd>)>, Option<Staging>);
+
+/// A launch's staging directory and the writable roots its staged entries may go into.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Staging {
+    /// The directory (made by the provider for this launch).
+    pub dir: std::path::PathBuf,
+    /// The launch's writable roots, canonical: a staged entry is merged only beneath one.
+    pub roots: Vec<std::path::PathBuf>,
+}
 
 impl LaunchFds {
     /// The first number [`add`](Self::add) hands out: 0 to 2 are the standard streams and 3 is
@@ -117,12 +130,24 @@ impl LaunchFds {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Records the launch's staging directory (made by the provider, private to this process's
+    /// user, outside every writable root).
+    pub fn set_staging(&mut self, staging: Staging) {
+        self.1 = Some(staging);
+    }
+
+    /// The launch's staging directory, if it has one.
+    pub fn staging(&self) -> Option<&Staging> {
+        self.1.as_ref()
+    }
 }
 
 /// Equal when the same numbers carry the same open descriptors of this process.
 impl PartialEq for LaunchFds {
     fn eq(&self, other: &Self) -> bool {
         self.0.len() == other.0.len()
+            && self.1 == other.1
             && self
                 .0
                 .iter()

@@ -58,7 +58,7 @@ pub use classify::{
     Classification, Evidence, PayloadStatus, ProcessOutcome, SpawnErrorKind, SpawnFailure, classify,
 };
 pub use confined::{
-    CallGuard, ConfinedArgv, LaunchFds, RuleError, RunnerFailureRule, SandboxProvider,
+    CallGuard, ConfinedArgv, LaunchFds, RuleError, RunnerFailureRule, SandboxProvider, Staging,
     StatusChannel, StatusFormat,
 };
 pub use enforcement::{ClassEnforcement, ClassEnforcements, ClassReport, EnforcementClass};

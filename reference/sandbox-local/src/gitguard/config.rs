@@ -240,7 +240,7 @@ fn finish(mut value: Vec<u8>) -> String {
 
 /// True when git reads every key of the config as one that names no program and no other file
 /// ([`SAFE_KEYS`]) or one judged apart ([`JUDGED_KEYS`]), and git can read the file at all.
-pub(super) fn config_is_safe(bytes: &[u8]) -> bool {
+pub(crate) fn config_is_safe(bytes: &[u8]) -> bool {
     parse_config(bytes).is_some_and(|entries| {
         entries
             .iter()

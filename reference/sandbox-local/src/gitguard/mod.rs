@@ -46,7 +46,8 @@ mod revert;
 mod tests;
 
 pub use config::SAFE_KEYS;
-use config::{ConfigEntry, config_is_safe, parse_config};
+pub(crate) use config::config_is_safe;
+use config::{ConfigEntry, parse_config};
 use revert::{remove_beneath, restore};
 
 /// Files larger than this are compared by size and time only and cannot be restored.

@@ -1,0 +1,417 @@
+//! Staging: while a call runs, the launcher makes every new git directory it creates (a `.git`
+//! of `git init` or `git clone`, a linked worktree's or a submodule's git directory, a gitfile)
+//! private to the sandbox: the host sees an empty directory (or file) where the payload sees its
+//! own, so the person's git, run beside the call by an editor or a shell prompt, finds no
+//! repository there and runs nothing of it. The launcher records where each belongs
+//! (`N.target`: the path, then `device:inode`); after the call, once every process of it is
+//! gone, [`merge`] judges each staged git directory (what git's code surface it may keep: the
+//! rules of [`crate::gitguard`]), drops the rest, and moves it into place, its `HEAD` last (git
+//! takes a folder for a git directory only once it holds a `HEAD`). The post-call guard then
+//! judges the result as it judges any new repository.
+//!
+//! The staging directory lies outside every writable root, in this user's cache
+//! (`$XDG_CACHE_HOME/sandbox-conformance/stage/`, checked like the probe cache: not reachable by
+//! the policy's payload, not writable by others), one per launch, removed after the merge.
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+use nix::errno::Errno;
+use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
+use nix::sys::stat::Mode;
+use sandbox::{ProviderPolicy, SandboxMode};
+
+/// Names in a git directory that hold code or config git runs: judged before a staged git
+/// directory is merged.
+const HOOKS: &str = "hooks";
+
+/// Makes a fresh staging directory for one launch under `policy`: returns the directory of this
+/// process that holds it (the same for every launch of the process, so a launch's argv does not
+/// depend on which launch it is), the staging directory itself, and a descriptor of it for the
+/// launcher (`--stage-fd`). `None` when this user has no usable place for one: the launcher then
+/// refuses new git directories instead.
+pub fn create(policy: &ProviderPolicy) -> Option<(PathBuf, PathBuf, OwnedFd)> {
+    let base = crate::cache::default_dir()?.parent()?.join("stage");
+    let base =
+        sandbox::check_state_dir("the staging directory", &base, std::slice::from_ref(policy))
+            .ok()?;
+    let root = base.join(std::process::id().to_string());
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(&root)
+        .ok()?;
+    forget_the_dead(&base);
+    for attempt in 0..64u32 {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let dir = root.join(format!("call-{nanos:x}-{attempt}"));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => {
+                let fd = nix::fcntl::open(
+                    dir.as_path(),
+                    OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+                    Mode::empty(),
+                )
+                .ok()?;
+                return Some((root, dir, fd));
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(_) => return None,
+        }
+    }
+    None
+}
+
+/// Removes the staging directories of processes that are gone (one that was killed before it
+/// could merge leaves its own behind).
+fn forget_the_dead(base: &Path) {
+    let Ok(list) = std::fs::read_dir(base) else {
+        return;
+    };
+    for entry in list.filter_map(Result::ok) {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
+            .is_ok_and(|()| true)
+            || nix::errno::Errno::last() == Errno::EPERM;
+        if !alive
+            && std::path::Path::new(&format!("/proc/{pid}"))
+                .symlink_metadata()
+                .is_err()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// One staged entry: `N` in the staging directory and where it belongs.
+struct Staged {
+    source: PathBuf,
+    target: PathBuf,
+    id: (u64, u64),
+}
+
+fn staged_entries(dir: &Path) -> Vec<Staged> {
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut found: Vec<(u32, Staged)> = list
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            let n: u32 = name.strip_suffix(".target")?.parse().ok()?;
+            let text = std::fs::read_to_string(e.path()).ok()?;
+            let mut lines = text.lines();
+            let target = PathBuf::from(lines.next()?);
+            let (dev, ino) = lines.next()?.split_once(':')?;
+            Some((
+                n,
+                Staged {
+                    source: dir.join(n.to_string()),
+                    target,
+                    id: (dev.parse().ok()?, ino.parse().ok()?),
+                },
+            ))
+        })
+        .collect();
+    found.sort_by_key(|(n, _)| *n);
+    found.into_iter().map(|(_, s)| s).collect()
+}
+
+/// The denial line of a staged part that was not merged.
+fn line(policy_mode: SandboxMode, what: &str, path: &Path) -> String {
+    format!(
+        "{} {what} (git's code surface): {}",
+        sandbox::denial_marker(policy_mode),
+        path.display()
+    )
+}
+
+/// Opens `target` (absolute) beneath the writable root of `roots` that holds it, never following
+/// a symlink, and checks it is still the entry the launcher made (`id`).
+fn open_target(target: &Path, roots: &[PathBuf], id: (u64, u64)) -> Result<OwnedFd, String> {
+    let root = roots
+        .iter()
+        .filter(|r| target.starts_with(r))
+        .max_by_key(|r| r.as_os_str().len())
+        .ok_or_else(|| "outside every writable root".to_string())?;
+    let rel = target.strip_prefix(root).map_err(|e| e.to_string())?;
+    let root_fd = nix::fcntl::open(
+        root.as_path(),
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| e.to_string())?;
+    let how = OpenHow::new()
+        .flags(OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC)
+        .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+    let fd = nix::fcntl::openat2(&root_fd, rel, how).map_err(|e| e.to_string())?;
+    let st = nix::sys::stat::fstat(&fd).map_err(|e| e.to_string())?;
+    if (st.st_dev, st.st_ino) != id {
+        return Err("it is no longer the entry the launcher made".into());
+    }
+    Ok(fd)
+}
+
+/// Moves the staged git directories and gitfiles of `dir` into place and removes `dir`; returns
+/// a denial line for each part of git's code surface it did not merge (and for anything it could
+/// not put in place). `roots` are the launch's writable roots (canonical).
+pub fn merge(dir: &Path, roots: &[PathBuf], mode: SandboxMode) -> Vec<String> {
+    let mut lines = Vec::new();
+    let mut heads = Vec::new();
+    for s in staged_entries(dir) {
+        let target = match open_target(&s.target, roots, s.id) {
+            Ok(fd) => fd,
+            Err(why) => {
+                lines.push(format!(
+                    "{} not merged (git's code surface): {}: {why}",
+                    sandbox::denial_marker(mode),
+                    s.target.display()
+                ));
+                continue;
+            }
+        };
+        let Ok(meta) = std::fs::symlink_metadata(&s.source) else {
+            continue;
+        };
+        if meta.is_dir() {
+            sanitize(&s.source, &s.target, mode, &mut lines);
+            if let Err(e) = move_children(&s.source, &target, &s.target) {
+                lines.push(line(mode, &format!("not merged: {e}"), &s.target));
+            }
+            if s.source.join("HEAD").symlink_metadata().is_ok() {
+                heads.push((s.source.clone(), target, s.target.clone()));
+            }
+        } else if let Err(e) = copy_file_into(&s.source, &target) {
+            lines.push(line(mode, &format!("not merged: {e}"), &s.target));
+        }
+    }
+    for (source, target, shown) in heads {
+        if let Err(e) = move_entry(&source, OsStr::new("HEAD"), &target) {
+            lines.push(line(mode, &format!("not merged: {e}"), &shown.join("HEAD")));
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+    lines
+}
+
+/// Drops from the staged git directory `source` (and every git directory below it: a clone's
+/// submodules) what git would run or read as config that the guard would not keep: hooks other
+/// than `*.sample`, a config with a key that names a program, `info/attributes`, `remotes`,
+/// `branches`, and a `commondir` anywhere but a linked worktree's git directory (where it must
+/// lead back to the repository's, `../..`).
+fn sanitize(source: &Path, target: &Path, mode: SandboxMode, lines: &mut Vec<String>) {
+    let worktree_dir = target
+        .parent()
+        .and_then(Path::file_name)
+        .is_some_and(|n| n == "worktrees");
+    let mut stack = vec![(source.to_path_buf(), target.to_path_buf(), worktree_dir)];
+    while let Some((dir, shown, is_worktree)) = stack.pop() {
+        let mut drop_it = |rel: &str| {
+            let path = dir.join(rel);
+            let gone = if path.is_dir() && !path.is_symlink() {
+                std::fs::remove_dir_all(&path)
+            } else {
+                std::fs::remove_file(&path)
+            };
+            if gone.is_ok() {
+                lines.push(line(mode, "not merged", &shown.join(rel)));
+            }
+        };
+        if let Ok(hooks) = std::fs::read_dir(dir.join(HOOKS)) {
+            for hook in hooks.filter_map(Result::ok) {
+                let name = hook.file_name();
+                let sample = hook.file_type().is_ok_and(|t| t.is_file())
+                    && name.to_string_lossy().ends_with(".sample");
+                if !sample {
+                    drop_it(&format!("{HOOKS}/{}", name.to_string_lossy()));
+                }
+            }
+        }
+        for config in ["config", "config.worktree"] {
+            let path = dir.join(config);
+            if path.symlink_metadata().is_ok()
+                && !(path.is_file()
+                    && !path.is_symlink()
+                    && std::fs::read(&path).is_ok_and(|b| crate::gitguard::config_is_safe(&b)))
+            {
+                drop_it(config);
+            }
+        }
+        let commondir = dir.join("commondir");
+        if commondir.symlink_metadata().is_ok() {
+            let leads_back = is_worktree
+                && std::fs::read(&commondir).is_ok_and(|b| b.trim_ascii_end() == b"../..");
+            if !leads_back {
+                drop_it("commondir");
+            }
+        }
+        if dir.join("info/attributes").symlink_metadata().is_ok() {
+            drop_it("info/attributes");
+        }
+        // The old ways to name a remote (a push runs that repository's hooks): what they hold
+        // goes; `git init` makes an empty `branches`, which stays.
+        for folder in ["remotes", "branches"] {
+            let path = dir.join(folder);
+            match std::fs::read_dir(&path) {
+                Ok(list) if !path.is_symlink() => {
+                    for entry in list.filter_map(Result::ok) {
+                        drop_it(&format!("{folder}/{}", entry.file_name().to_string_lossy()));
+                    }
+                }
+                _ if path.symlink_metadata().is_ok() => drop_it(folder),
+                _ => {}
+            }
+        }
+        // Git directories below: a clone's submodules (`modules/<name>`, at any depth) and
+        // worktrees.
+        for (folder, worktree) in [("modules", false), ("worktrees", true)] {
+            collect_git_dirs(&dir.join(folder), &shown.join(folder), worktree, &mut stack);
+        }
+    }
+}
+
+fn collect_git_dirs(
+    dir: &Path,
+    shown: &Path,
+    worktree: bool,
+    out: &mut Vec<(PathBuf, PathBuf, bool)>,
+) {
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in list.filter_map(Result::ok) {
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let (path, shown) = (entry.path(), shown.join(entry.file_name()));
+        if path.join("HEAD").symlink_metadata().is_ok() {
+            out.push((path, shown, worktree));
+        } else if !worktree {
+            // A submodule named with slashes (`modules/a/b`).
+            collect_git_dirs(&path, &shown, false, out);
+        }
+    }
+}
+
+/// Moves every entry of `source` but `HEAD` into the directory `target`.
+fn move_children(source: &Path, target: &OwnedFd, shown: &Path) -> Result<(), String> {
+    let list = std::fs::read_dir(source).map_err(|e| e.to_string())?;
+    if std::fs::read_dir(format!("/proc/self/fd/{}", raw(target)))
+        .map_err(|e| e.to_string())?
+        .next()
+        .is_some()
+    {
+        return Err(format!("{} is not empty", shown.display()));
+    }
+    for entry in list.filter_map(Result::ok) {
+        let name = entry.file_name();
+        if name == "HEAD" {
+            continue;
+        }
+        move_entry(source, &name, target)?;
+    }
+    Ok(())
+}
+
+fn raw(fd: &impl AsFd) -> i32 {
+    use std::os::fd::AsRawFd;
+    fd.as_fd().as_raw_fd()
+}
+
+/// Renames `source/name` into `target` (a directory descriptor), copying when they lie on
+/// different filesystems.
+fn move_entry(source: &Path, name: &OsStr, target: &OwnedFd) -> Result<(), String> {
+    let dir = nix::fcntl::open(
+        source,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| e.to_string())?;
+    let target_dir = reopen_dir(target)?;
+    match nix::fcntl::renameat(&dir, name, &target_dir, name) {
+        Ok(()) => Ok(()),
+        Err(Errno::EXDEV) => copy_tree(&source.join(name), &target_dir, name),
+        Err(e) => Err(format!("{}: {e}", name.to_string_lossy())),
+    }
+}
+
+/// A directory descriptor (not `O_PATH`) for the directory `fd` holds.
+fn reopen_dir(fd: &OwnedFd) -> Result<OwnedFd, String> {
+    nix::fcntl::openat(
+        fd,
+        ".",
+        OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Copies `from` (a file, directory or symlink of the staging directory) to `name` in `dir`,
+/// never following a symlink on the target side.
+fn copy_tree(from: &Path, dir: &OwnedFd, name: &OsStr) -> Result<(), String> {
+    let meta = std::fs::symlink_metadata(from).map_err(|e| e.to_string())?;
+    let err = |e: Errno| format!("{}: {e}", from.display());
+    let perm = Mode::from_bits_truncate(meta.mode() & 0o7777 & !0o6000);
+    if meta.file_type().is_symlink() {
+        let link = std::fs::read_link(from).map_err(|e| e.to_string())?;
+        nix::unistd::symlinkat(link.as_os_str(), dir, name).map_err(err)
+    } else if meta.is_dir() {
+        nix::sys::stat::mkdirat(dir, name, perm).map_err(err)?;
+        let sub = nix::fcntl::openat(
+            dir,
+            name,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(err)?;
+        for entry in std::fs::read_dir(from)
+            .map_err(|e| e.to_string())?
+            .filter_map(Result::ok)
+        {
+            copy_tree(&entry.path(), &sub, &entry.file_name())?;
+        }
+        Ok(())
+    } else if meta.is_file() {
+        let out = nix::fcntl::openat(
+            dir,
+            name,
+            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            perm,
+        )
+        .map_err(err)?;
+        let mut out = std::fs::File::from(out);
+        let mut input = std::fs::File::open(from).map_err(|e| e.to_string())?;
+        std::io::copy(&mut input, &mut out).map_err(|e| e.to_string())?;
+        Ok(())
+    } else {
+        // A FIFO or socket the payload made in its git directory is not carried over.
+        Ok(())
+    }
+}
+
+/// Writes the staged file `source` (a gitfile) into the file `target` holds.
+fn copy_file_into(source: &Path, target: &OwnedFd) -> Result<(), String> {
+    let bytes = std::fs::read(source).map_err(|e| e.to_string())?;
+    // An `O_PATH` descriptor reopens through its /proc entry, which is the file itself.
+    let out = nix::fcntl::open(
+        format!("/proc/self/fd/{}", raw(target)).as_str(),
+        OFlag::O_WRONLY | OFlag::O_TRUNC | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .map_err(|e| e.to_string())?;
+    std::fs::File::from(out)
+        .write_all(&bytes)
+        .map_err(|e| e.to_string())
+}
