@@ -3,6 +3,7 @@
 mod attack;
 mod classify;
 mod declared;
+mod during;
 mod effect;
 mod forge;
 #[cfg(target_os = "linux")]
