@@ -100,7 +100,32 @@ impl CaseFailure {
     pub fn is_inconsistent(&self) -> bool {
         self.error.is_inconsistent()
     }
+
+    /// Whose failure it is: the backend's, the metamorphic check's, or the harness's own.
+    pub fn blame(&self) -> Blame {
+        match self.error {
+            StepError::Inconsistent(_) => Blame::Inconsistent,
+            StepError::Harness(_) | StepError::Unavailable { .. } => Blame::Harness,
+            StepError::Unmet(_) => Blame::Backend,
+        }
+    }
 }
+
+/// Whose failure a case's is: the report's `FAIL` (the backend's), `INCONSISTENT`, or `ERROR`
+/// (the harness could not set the case up or observe it: a missing tool, a world it could not
+/// build; never charged to the backend and never excused by an expectation file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blame {
+    /// The backend did not keep its promise.
+    Backend,
+    /// The backend answered a request and its renamed twin differently.
+    Inconsistent,
+    /// The harness's own trouble.
+    Harness,
+}
+
+/// How a harness error starts its message in the report and the test output.
+pub const HARNESS_ERROR: &str = "ERROR (the harness's own, not the backend's)";
 
 /// Runs every step of `case` against `backend`; the first unmet expectation is the error. `tool`
 /// steps of one case share one world, one session and one composition. Every confined launch of

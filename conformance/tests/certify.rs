@@ -1435,3 +1435,105 @@ fn a_backend_that_cannot_carry_a_name_refuses_and_those_cases_say_so() {
         );
     }
 }
+
+/// `certify` with `args` and its output directory `out` (whose previous report a test keeps).
+fn certify_into(
+    out: &Path,
+    args: &[&str],
+    command: &[String],
+    path: Option<&Path>,
+) -> std::process::Output {
+    let mut cmd = Command::new(CERTIFY);
+    cmd.args(args).arg("--out").arg(out);
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    if !command.is_empty() {
+        cmd.arg("--").args(command);
+    }
+    cmd.output().expect("run certify")
+}
+
+#[test]
+fn a_missing_expectations_file_is_a_usage_error_that_leaves_the_previous_report() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let previous = out.path().join("report.json");
+    std::fs::write(&previous, "{\"previous\": true}").expect("write");
+    let run = certify_into(
+        out.path(),
+        &["--expectations", "/nonexistent.yaml"],
+        &backend("example_bwrap_backend.py"),
+        None,
+    );
+    assert_eq!(run.status.code(), Some(2), "{run:?}");
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("--expectations /nonexistent.yaml"),
+        "{run:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&previous).expect("the previous report"),
+        "{\"previous\": true}"
+    );
+}
+
+#[test]
+fn an_unwritable_out_is_a_usage_error_before_the_first_case() {
+    // A report under a regular file cannot be written, as root or as a user.
+    let file = tempfile::NamedTempFile::new().expect("a file");
+    let out = file.path().join("certify-report");
+    let started = std::time::Instant::now();
+    let run = certify_into(&out, &["--backend", "bwrap"], &[], None);
+    assert_eq!(run.status.code(), Some(2), "{run:?}");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains(&format!("--out {}", out.display())) && stderr.contains("not a directory"),
+        "{stderr}"
+    );
+    // Refused before any case ran (a whole run takes tens of seconds).
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn without_tmux_the_tmux_cases_are_the_harness_error_never_a_backend_failure() {
+    // A PATH with every program of /usr/bin but tmux.
+    let bin = tempfile::tempdir().expect("tempdir");
+    for entry in std::fs::read_dir("/usr/bin").expect("/usr/bin").flatten() {
+        if entry.file_name() != "tmux" {
+            let _ = std::os::unix::fs::symlink(entry.path(), bin.path().join(entry.file_name()));
+        }
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let run = certify_into(
+        out.path(),
+        &["--backend", "bwrap", "--family", "host-ipc"],
+        &[],
+        Some(bin.path()),
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("this host lacks tmux"), "{stderr}");
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
+    )
+    .expect("json");
+    let tmux: Vec<(String, String)> = statuses(&report)
+        .into_iter()
+        .filter(|(t, _)| t.contains("tmux"))
+        .collect();
+    assert_eq!(tmux.len(), 4, "{tmux:?}");
+    assert!(tmux.iter().all(|(_, s)| s == "ERROR"), "{tmux:?}");
+    let messages: Vec<&str> = report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["trial"].as_str().is_some_and(|t| t.contains("tmux")))
+        .filter_map(|c| c["message"].as_str())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.contains("the harness's own") && m.contains("tmux is not installed")),
+        "{messages:?}"
+    );
+    // Every other case of the family ran as usual.
+    assert_eq!(count(&report, "FAIL"), 0, "{:?}", statuses(&report));
+}

@@ -16,7 +16,7 @@ use crate::load::{Suite, load_suite};
 use crate::model::{Level, Step};
 use crate::observed::{ClassesSeen, Observed};
 use crate::plan::{Trial, TrialKind, plan};
-use crate::steps::run_case;
+use crate::steps::{Blame, run_case};
 
 use super::host::{commit, host_facts};
 use super::verdict::verdict;
@@ -274,7 +274,7 @@ fn run_trial(
     std::thread::spawn(move || {
         let result = crate::world::with_case(seed, &name, || {
             run_case(&worker_backends[backend], &case)
-                .map_err(|e| (e.is_inconsistent(), crate::world::noted(e.to_string())))
+                .map_err(|e| (e.blame(), crate::world::noted(e.to_string())))
         });
         let _ = tx.send(result);
     });
@@ -292,7 +292,11 @@ fn run_trial(
             Status::Timeout,
             Some(format!("the case did not finish within {timeout:?}")),
         ),
-        (Ok(Err((true, message))), None) => (Status::Inconsistent, Some(message)),
+        (Ok(Err((Blame::Inconsistent, message))), None) => (Status::Inconsistent, Some(message)),
+        (Ok(Err((Blame::Harness, message))), None) => (
+            Status::Error,
+            Some(format!("{}: {message}", crate::steps::HARNESS_ERROR)),
+        ),
         (Ok(result), None) => match Judgement::of(
             result.map_err(|(_, message)| message),
             expected_failure.as_ref(),

@@ -416,7 +416,7 @@ fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), StepError
             .host_bash(&dir, "git rev-parse --absolute-git-dir")
             .map(|out| PathBuf::from(out.trim()))
             .map_err(|e| {
-                StepError::Harness(format!("the person's git rev-parse outside failed: {e}"))
+                StepError::Unmet(format!("the person's git rev-parse outside failed: {e}"))
             })?;
         let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
             (Ok(a), Ok(b)) => a == b,
@@ -443,7 +443,7 @@ fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), StepError
         )));
     }
     ran.map(|_| ()).map_err(|e| {
-        StepError::Harness(format!(
+        StepError::Unmet(format!(
             "the person's git commit or git status outside failed: {e}"
         ))
     })

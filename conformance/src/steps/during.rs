@@ -426,16 +426,10 @@ fn git_script() -> String {
     )
 }
 
-/// The `cargo` the person's shell finds: rustup's proxy in `$CARGO_HOME/bin` (or
-/// `~/.cargo/bin`) when there is one, which honours a toolchain file, else `cargo` on `PATH`.
-/// Never a toolchain's own `bin` a parent `cargo` put first on this process's `PATH`.
+/// The `cargo` the person's shell finds ([`crate::prerequisites::locate`]), never a
+/// toolchain's own `bin` a parent `cargo` put first on this process's `PATH`.
 fn cargo_proxy() -> PathBuf {
-    let home = std::env::var_os("CARGO_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")));
-    home.map(|h| h.join("bin/cargo"))
-        .filter(|p| p.is_file())
-        .unwrap_or_else(|| PathBuf::from("cargo"))
+    crate::prerequisites::locate("cargo").unwrap_or_else(|| PathBuf::from("cargo"))
 }
 
 /// Runs `script` with bash in `dir` on the host as the person's shell would: the environment a
