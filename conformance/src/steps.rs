@@ -8,6 +8,7 @@ mod effect;
 mod forge;
 #[cfg(target_os = "linux")]
 mod ipc;
+mod mounts;
 #[cfg(target_os = "linux")]
 mod net;
 mod race;
@@ -185,6 +186,7 @@ fn run_steps(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> 
             Step::Declared(s) => declared::run(backend, s),
             Step::Writable(s) => writable::run(backend, s),
             Step::Walk(s) => walk::run(backend, s),
+            Step::Mounts(s) => mounts::run(backend, s),
         };
         result.map_err(|error| CaseFailure {
             step: index + 1,
@@ -285,6 +287,7 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Declared(_) => "declared",
         Step::Writable(_) => "writable",
         Step::Walk(_) => "walk",
+        Step::Mounts(_) => "mounts",
     }
 }
 

@@ -1537,3 +1537,109 @@ fn without_tmux_the_tmux_cases_are_the_harness_error_never_a_backend_failure() {
     // Every other case of the family ran as usual.
     assert_eq!(count(&report, "FAIL"), 0, "{:?}", statuses(&report));
 }
+
+/// Certifies a leaky fixture (`script leak`) on `family`: NOT CERTIFIED, every failing case one
+/// of `scenario`'s (only its check catches the leak), each message naming `host` (the path on the
+/// host the leak reached). Returns the failing trials.
+fn caught_only_by(
+    family: &str,
+    script: &str,
+    leak: &str,
+    scenario: &str,
+    host: &str,
+) -> Vec<String> {
+    let mut command = backend(script);
+    command.push(leak.into());
+    let run = certify(&["--family", family], &command);
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let bad: Vec<&Value> = run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .collect();
+    assert!(!bad.is_empty(), "{}", run.matrix);
+    for case in &bad {
+        assert_eq!(case["status"], "FAIL", "{case}");
+        assert_eq!(
+            case["scenario"], scenario,
+            "another check caught it: {case}"
+        );
+        let message = case["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("on the host") && message.contains(host),
+            "{message}"
+        );
+    }
+    bad.iter()
+        .map(|c| c["trial"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn a_writable_submount_under_a_read_only_bind_is_found_only_in_the_kernels_mount_table() {
+    let host = if is_root() {
+        "/var/backups/"
+    } else {
+        "leaky-deep/"
+    };
+    let failed = caught_only_by(
+        "containment",
+        "leaky_kernel_view_backend.py",
+        "deep-submount",
+        "CT-010",
+        host,
+    );
+    assert_eq!(failed.len(), 2, "both modes: {failed:?}");
+}
+
+#[test]
+fn a_staging_root_aliasing_the_host_root_is_found_by_device_never_pruned_as_a_loop() {
+    if !is_root() {
+        // Through an alias of / a user writes only what the user could write unconfined: this
+        // leak opens nothing to an unprivileged payload (the deep submount covers the user).
+        eprintln!("as an unprivileged user the host's / is not writable through any alias");
+        return;
+    }
+    let failed = caught_only_by(
+        "containment",
+        "leaky_kernel_view_backend.py",
+        "stage-root",
+        "CT-010",
+        "inside the sandbox is /.",
+    );
+    assert_eq!(failed.len(), 2, "both modes: {failed:?}");
+}
+
+#[test]
+fn a_plant_in_the_shared_temp_folders_tidied_after_the_call_is_found_while_the_call_runs() {
+    let run = certify(
+        &["--family", "hardening"],
+        &backend("leaky_while_running_backend.py"),
+    );
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let bad: Vec<&Value> = run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .collect();
+    // Every plant is found, and by nothing but the person's tools while the call runs.
+    assert_eq!(bad.len(), 4, "{bad:#?}");
+    for case in bad {
+        assert_eq!(case["status"], "FAIL", "{case}");
+        assert_eq!(case["scenario"], "HD-030", "{case}");
+        let message = case["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("while the call runs, the person's"),
+            "{message}"
+        );
+        // The host place named: the fresh folder the tool ran in, or the FIFO in /tmp.
+        assert!(
+            message.contains(" in /tmp/")
+                || message.contains(" in /var/tmp/")
+                || message.contains("FIFO /tmp/"),
+            "{message}"
+        );
+    }
+}

@@ -123,6 +123,16 @@ pub struct WalkStep {
     pub mode: sandbox::ConfinedMode,
 }
 
+/// `mounts: { mode }`: every mount the payload sees, from the kernel's own table, tried and
+/// mapped back to the host by device and the directory of the filesystem it exposes (see
+/// `steps/mounts.rs`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MountsStep {
+    /// The confined mode the payload runs under.
+    pub mode: sandbox::ConfinedMode,
+}
+
 /// The state of a declared protected path before the payload tries it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]
