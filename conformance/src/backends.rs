@@ -372,6 +372,15 @@ pub struct NotHere(pub String);
 /// it are not planned here. Decided once per process.
 pub fn host_has(fact: crate::model::HostFact) -> Result<String, NotHere> {
     use crate::model::HostFact;
+    if fact == HostFact::Root {
+        return if nix::unistd::geteuid().is_root() {
+            Ok("the harness runs as root".into())
+        } else {
+            Err(NotHere(
+                "is about root's powers, and the harness runs as an unprivileged user".into(),
+            ))
+        };
+    }
     static BWRAP: std::sync::OnceLock<Result<String, NotHere>> = std::sync::OnceLock::new();
     let bwrap = BWRAP.get_or_init(|| {
         let verdict = probe(LocalBackend::Bwrap, &LocalConfig::only(LocalBackend::Bwrap));
@@ -392,6 +401,7 @@ pub fn host_has(fact: crate::model::HostFact) -> Result<String, NotHere> {
         (HostFact::NoBwrap, Ok(has)) => {
             Err(NotHere(format!("is for a host without bwrap, and {has}")))
         }
+        (HostFact::Root, _) => Ok("the harness runs as root".into()),
     }
 }
 

@@ -8,6 +8,7 @@ mod effect;
 mod forge;
 #[cfg(target_os = "linux")]
 mod ipc;
+mod metadata;
 mod mounts;
 #[cfg(target_os = "linux")]
 mod net;
@@ -187,6 +188,7 @@ fn run_steps(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> 
             Step::Writable(s) => writable::run(backend, s),
             Step::Walk(s) => walk::run(backend, s),
             Step::Mounts(s) => mounts::run(backend, s),
+            Step::Metadata(s) => metadata::run(backend, s),
         };
         result.map_err(|error| CaseFailure {
             step: index + 1,
@@ -288,6 +290,7 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Writable(_) => "writable",
         Step::Walk(_) => "walk",
         Step::Mounts(_) => "mounts",
+        Step::Metadata(_) => "metadata",
     }
 }
 

@@ -1643,3 +1643,46 @@ fn a_plant_in_the_shared_temp_folders_tidied_after_the_call_is_found_while_the_c
         );
     }
 }
+
+#[test]
+fn a_backend_that_claims_files_full_while_metadata_lands_fails_the_metadata_check() {
+    let command = vec![
+        "python3".into(),
+        repo()
+            .join("fixtures/backends/claims_full_backend.py")
+            .display()
+            .to_string(),
+        ADAPTER.into(),
+    ];
+    let run = certify(&["--family", "containment"], &command);
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let cases = run.report["cases"].as_array().expect("cases");
+    let bad: Vec<&Value> = cases
+        .iter()
+        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .collect();
+    // Only the metadata checks: CT-011, and CT-002's chmod rows.
+    for case in &bad {
+        assert_eq!(case["status"], "FAIL", "{case}");
+        let scenario = case["scenario"].as_str().unwrap_or("");
+        assert!(scenario == "CT-011" || scenario == "CT-002", "{case}");
+    }
+    // utimes and xattrs are tried by CT-011 alone, each host path named.
+    for effect in ["utimes", "xattr-user"] {
+        for mode in ["read-only", "workspace-write"] {
+            let trial = format!(
+                "containment::claims-full::metadata_effects::{effect}_outside_under_{mode}"
+            );
+            let case = bad
+                .iter()
+                .find(|c| c["trial"] == trial.as_str())
+                .unwrap_or_else(|| panic!("{trial} did not fail: {}", run.matrix));
+            let message = case["message"].as_str().unwrap_or("");
+            assert!(
+                message.contains("changed the host outside the writable set: /")
+                    && message.contains("the launch reports files full"),
+                "{message}"
+            );
+        }
+    }
+}

@@ -279,4 +279,7 @@ pub enum HostFact {
     Bwrap,
     /// bwrap is not installed or does not confine here.
     NoBwrap,
+    /// The harness runs as root (a promise about root's powers: `trusted.*` xattrs, file
+    /// capabilities).
+    Root,
 }

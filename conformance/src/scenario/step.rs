@@ -48,6 +48,9 @@ pub enum Step {
     /// Read the kernel's mount table inside, try to create a file and a directory at every
     /// mount, and map each that took one back to the host by device and filesystem root.
     Mounts(MountsStep),
+    /// Try one metadata effect (chmod, chown, utimes, xattrs, set-id bits, truncate) outside the
+    /// writable set, then compare the host's inodes.
+    Metadata(MetadataStep),
 }
 
 impl Step {
@@ -80,7 +83,9 @@ impl Step {
             // too), so every one is held to it, not only those speaking the protocol.
             Step::Forge(_) => &[Capability::Confine],
             Step::Declared(_) => &[Capability::Confine, Capability::DeclaredProtected],
-            Step::Writable(_) | Step::Walk(_) | Step::Mounts(_) => &[Capability::Confine],
+            Step::Writable(_) | Step::Walk(_) | Step::Mounts(_) | Step::Metadata(_) => {
+                &[Capability::Confine]
+            }
         }
     }
 }
