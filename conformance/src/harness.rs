@@ -449,8 +449,12 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
             }
             let result = result.map_err(|(_, message)| message);
             // A `gap:` entry holds only where the backend reported that gap.
-            let expected_failure = expected_failure
-                .filter(|e| e.applies(|class| backends[backend].reported(class, None)));
+            let expected_failure = expected_failure.filter(|e| {
+                e.applies(
+                    |class| backends[backend].reported(class, None),
+                    result.as_ref().err().map(String::as_str),
+                )
+            });
             match Judgement::of(result, expected_failure.as_ref()) {
                 Judgement::Pass => Ok(()),
                 // XFAIL: the known, reasoned failure happened, showing what it pins.

@@ -281,8 +281,16 @@ fn run_trial(
     let outcome = rx.recv_timeout(timeout);
     // A `gap:` entry holds only where the backend reported that gap; the case is then judged at
     // `should` (the level of the class's own family), otherwise at its own level.
-    let expected_failure = expected_failure
-        .filter(|e| e.applies(|class| b.reported(class, seen.get(backend).map(|s| &**s))));
+    let failure = match &outcome {
+        Ok(Err((_, message))) => Some(message.as_str()),
+        _ => None,
+    };
+    let expected_failure = expected_failure.filter(|e| {
+        e.applies(
+            |class| b.reported(class, seen.get(backend).map(|s| &**s)),
+            failure,
+        )
+    });
     let gap = expected_failure.as_ref().and_then(|e| e.gap);
     let protocol = b.external().and_then(|e| e.failure());
     let (status, message) = match (outcome, protocol) {

@@ -244,10 +244,17 @@ pub(super) fn run(backend: &Backend, step: &MetadataStep) -> Result<(), StepErro
     if changed.is_empty() {
         return Ok(());
     }
+    // The gap this effect goes through, as a backend that leaves it open names it.
+    let route = match step.effect {
+        crate::model::MetadataEffect::Truncate => "truncate",
+        _ => "metadata",
+    };
     Err(StepError::Unmet(format!(
-        "{effect} under {} changed the host outside the writable set: {}; the launch reports {files}",
+        "{effect} under {} changed the host outside the writable set: {}; the launch reports \
+         {files} {}{route})",
         step.mode,
-        changed.join("; ")
+        changed.join("; "),
+        crate::expectations::THROUGH_GAP
     )))
 }
 
