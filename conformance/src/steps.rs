@@ -12,6 +12,7 @@ mod metadata;
 mod mounts;
 #[cfg(target_os = "linux")]
 mod net;
+mod private;
 mod race;
 mod select;
 mod tool;
@@ -189,6 +190,7 @@ fn run_steps(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> 
             Step::Walk(s) => walk::run(backend, s),
             Step::Mounts(s) => mounts::run(backend, s),
             Step::Metadata(s) => metadata::run(backend, s),
+            Step::Private(s) => private::run(backend, s),
         };
         result.map_err(|error| CaseFailure {
             step: index + 1,
@@ -291,6 +293,7 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Walk(_) => "walk",
         Step::Mounts(_) => "mounts",
         Step::Metadata(_) => "metadata",
+        Step::Private(_) => "private",
     }
 }
 

@@ -1686,3 +1686,58 @@ fn a_backend_that_claims_files_full_while_metadata_lands_fails_the_metadata_chec
         }
     }
 }
+
+#[test]
+fn a_backend_hiding_var_tmp_and_home_behind_declared_tmpfs_mounts_passes_what_they_touch() {
+    let run = certify(
+        &[
+            "--family",
+            "containment",
+            "--family",
+            "parity",
+            "--family",
+            "declared",
+        ],
+        &backend("private_places_backend.py"),
+    );
+    // Every case of the families its private places touch passes (PARTIAL: families left out).
+    assert_eq!(run.code, Some(3), "{}", run.matrix);
+    assert_eq!(count(&run.report, "FAIL"), 0, "{}", run.matrix);
+    let declared = &backend_report(&run, "private-places")["declared"]["private"];
+    let places: Vec<&str> = declared
+        .as_array()
+        .expect("the report lists the private places")
+        .iter()
+        .filter_map(|p| p["path"].as_str())
+        .collect();
+    assert_eq!(places, ["/var/tmp", "/home"]);
+    // Each declaration was verified, in both modes.
+    let verified = statuses(&run.report)
+        .into_iter()
+        .filter(|(t, s)| t.contains("::private_places::") && s == "PASS")
+        .count();
+    assert_eq!(verified, 2, "{}", run.matrix);
+}
+
+#[test]
+fn a_private_place_declared_but_not_hidden_fails_naming_the_host_file_seen() {
+    let mut command = backend("private_places_backend.py");
+    command.push("lie".into());
+    let run = certify(&["--family", "declared"], &command);
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let messages: Vec<&str> = run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["status"] == "FAIL")
+        .filter_map(|c| c["message"].as_str())
+        .collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.contains("the payload sees the host's /var/tmp/")
+                && m.contains("not private")),
+        "{messages:?}"
+    );
+}

@@ -186,6 +186,15 @@ impl MetadataEffect {
     }
 }
 
+/// `private: { mode }`: every place the backend declared private, verified (see
+/// `steps/private.rs`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrivateStep {
+    /// The confined mode the payload runs under.
+    pub mode: sandbox::ConfinedMode,
+}
+
 /// The state of a declared protected path before the payload tries it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -51,6 +51,9 @@ pub enum Step {
     /// Try one metadata effect (chmod, chown, utimes, xattrs, set-id bits, truncate) outside the
     /// writable set, then compare the host's inodes.
     Metadata(MetadataStep),
+    /// Verify every place the backend declared private: the host's place is not seen inside,
+    /// and nothing written there reaches it.
+    Private(PrivateStep),
 }
 
 impl Step {
@@ -83,6 +86,7 @@ impl Step {
             // too), so every one is held to it, not only those speaking the protocol.
             Step::Forge(_) => &[Capability::Confine],
             Step::Declared(_) => &[Capability::Confine, Capability::DeclaredProtected],
+            Step::Private(_) => &[Capability::Confine, Capability::DeclaredPrivate],
             Step::Writable(_) | Step::Walk(_) | Step::Mounts(_) | Step::Metadata(_) => {
                 &[Capability::Confine]
             }
