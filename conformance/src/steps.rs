@@ -160,6 +160,8 @@ fn run_steps(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> 
             Step::Classify(s) => classify::run(backend, s),
             Step::Effect(s) => effect::run(backend, s),
             Step::Select(s) => select::run(s),
+            // After a call the case allowed to be refused was refused, its tool steps are moot.
+            Step::Tool(_) if rig.as_ref().is_some_and(|r| r.refused) => Ok(()),
             Step::Tool(s) => tool::run(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::Wire(s) => wire::run(backend, s, &mut bridge),
             Step::Attack(s) => attack::run(backend, s),

@@ -1741,3 +1741,27 @@ fn a_private_place_declared_but_not_hidden_fails_naming_the_host_file_seen() {
         "{messages:?}"
     );
 }
+
+#[test]
+fn a_sorted_mount_table_is_consistent_and_a_refused_workspace_swap_passes() {
+    let run = certify(
+        &["--family", "containment", "--family", "hardening"],
+        &backend("mount_table_backend.py"),
+    );
+    let all = statuses(&run.report);
+    assert_eq!(count(&run.report, "INCONSISTENT"), 0, "{}", run.matrix);
+    let swaps: Vec<&(String, String)> = all
+        .iter()
+        .filter(|(t, _)| t.contains("::workspace_swap::"))
+        .collect();
+    assert_eq!(swaps.len(), 3, "{swaps:?}");
+    assert!(swaps.iter().all(|(_, s)| s == "PASS"), "{swaps:?}");
+    // What it fails is the worked example's own shared /tmp (HD-030), nothing of its shape.
+    let bad: Vec<&Value> = run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .collect();
+    assert!(bad.iter().all(|c| c["scenario"] == "HD-030"), "{bad:#?}");
+}

@@ -31,6 +31,8 @@ pub(super) struct Rig {
     last_task: Option<u64>,
     /// The provider the shell confines with, asking every request twice.
     twin: Arc<crate::metamorphic::Twin>,
+    /// A call the case allowed to be refused was refused: its later tool steps are moot.
+    pub(super) refused: bool,
 }
 
 fn decision(answer: Answer) -> Decision {
@@ -118,6 +120,7 @@ impl Rig {
             calls: 0,
             last_task: None,
             twin,
+            refused: false,
         })
     }
 
@@ -210,6 +213,10 @@ pub(super) fn run(
         )
     };
     let expect = &step.expect;
+    if expect.or_refused && workspace_kept(&rig.ws, &out) {
+        rig.refused = true;
+        return Ok(());
+    }
     if out.code != expect.code && !denied_in_private_place(backend, step, &out, &rig.world) {
         return Err(StepError::Unmet(format!(
             "expected code {}, got {}",
@@ -301,4 +308,17 @@ fn denied_in_private_place(
         && mode.is_some_and(|m| {
             backend.in_private_place(m, &world.dir) || backend.in_private_place(m, &world.tmpdir)
         })
+}
+
+/// The call was refused (a denial, or a command that failed) and the workspace is still a
+/// directory, not a symlink: the swap it tried did not happen.
+fn workspace_kept(ws: &std::path::Path, out: &ToolOutput) -> bool {
+    let failed = out.code == "DENIED"
+        || out
+            .facts
+            .to_json()
+            .get("exit_code")
+            .and_then(serde_json::Value::as_i64)
+            .is_some_and(|c| c != 0);
+    failed && std::fs::symlink_metadata(ws).is_ok_and(|m| m.is_dir())
 }
