@@ -129,6 +129,32 @@ impl Backend {
             .unwrap_or_default()
     }
 
+    /// The places the backend declared private to the sandbox under `mode` (its handshake's
+    /// `differences.private`): the payload is judged there on what it can do to the host. A
+    /// reference backend declares none yet; one that makes `/tmp` private per session would
+    /// report it here too.
+    pub fn declared_private(&self, mode: sandbox::ConfinedMode) -> Vec<std::path::PathBuf> {
+        self.external()
+            .map(|external| {
+                external
+                    .differences
+                    .private
+                    .iter()
+                    .filter(|p| p.modes.contains(&mode))
+                    .map(|p| p.path.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// True when `path` lies in a place the backend declared private under `mode`.
+    pub fn in_private_place(&self, mode: sandbox::ConfinedMode, path: &std::path::Path) -> bool {
+        self.declared_private(mode).iter().any(|p| {
+            path.starts_with(p)
+                || std::fs::canonicalize(p).is_ok_and(|canonical| path.starts_with(canonical))
+        })
+    }
+
     /// True when its probe ran and the write landed (see [`Kind::Local`]).
     pub fn confines_nothing(&self) -> bool {
         matches!(
@@ -157,6 +183,9 @@ impl Backend {
             Capability::DeclaredProtected => self
                 .external()
                 .is_some_and(|e| !e.differences.protected.is_empty()),
+            Capability::DeclaredPrivate => self
+                .external()
+                .is_some_and(|e| !e.differences.private.is_empty()),
             other => self.declared.contains(other),
         })
     }
@@ -372,6 +401,15 @@ pub struct NotHere(pub String);
 /// it are not planned here. Decided once per process.
 pub fn host_has(fact: crate::model::HostFact) -> Result<String, NotHere> {
     use crate::model::HostFact;
+    if fact == HostFact::Root {
+        return if nix::unistd::geteuid().is_root() {
+            Ok("the harness runs as root".into())
+        } else {
+            Err(NotHere(
+                "is about root's powers, and the harness runs as an unprivileged user".into(),
+            ))
+        };
+    }
     static BWRAP: std::sync::OnceLock<Result<String, NotHere>> = std::sync::OnceLock::new();
     let bwrap = BWRAP.get_or_init(|| {
         let verdict = probe(LocalBackend::Bwrap, &LocalConfig::only(LocalBackend::Bwrap));
@@ -392,6 +430,7 @@ pub fn host_has(fact: crate::model::HostFact) -> Result<String, NotHere> {
         (HostFact::NoBwrap, Ok(has)) => {
             Err(NotHere(format!("is for a host without bwrap, and {has}")))
         }
+        (HostFact::Root, _) => Ok("the harness runs as root".into()),
     }
 }
 

@@ -79,22 +79,50 @@ pub struct Expected {
     pub gap_names: Option<String>,
 }
 
+/// How a failure that rests on a class names the gap it went through (`metadata`, `truncate`,
+/// `tcp`): the words `(through the gap: NAME)` in its message. A `gap:` entry excuses such a
+/// failure only where the backend reported that very gap in the run.
+pub const THROUGH_GAP: &str = "(through the gap: ";
+
+/// The gaps a failure message names with [`THROUGH_GAP`] (comma-separated), if it names any.
+pub fn gap_routes(message: &str) -> Vec<&str> {
+    let Some(at) = message.find(THROUGH_GAP) else {
+        return Vec::new();
+    };
+    let rest = &message[at + THROUGH_GAP.len()..];
+    rest.split(')')
+        .next()
+        .unwrap_or("")
+        .split(", ")
+        .filter(|r| !r.is_empty())
+        .collect()
+}
+
 impl Expected {
     /// Whether this expectation applies to a backend whose weakest report for a class in this
-    /// run is `reported(class)`: always, unless it is a `gap:` entry and the backend governed
-    /// that class in full, or did not name the gap `gap_names` asks for (then the case is held to
-    /// its own level).
+    /// run is `reported(class)`, for a case that ended with `failure` (its message, when it
+    /// failed): always, unless it is a `gap:` entry and the backend governed that class in full,
+    /// or did not name the gap `gap_names` asks for, or the failure went through a gap
+    /// ([`gap_routes`]) the backend did not report (a TCP escape is no `named-unix-sockets` gap).
+    /// The class reported `not-governed` leaves every route open. Otherwise the case is held to
+    /// its own level.
     pub fn applies(
         &self,
         reported: impl Fn(sandbox::EnforcementClass) -> Option<sandbox::ClassReport>,
+        failure: Option<&str>,
     ) -> bool {
         let Some(class) = self.gap else { return true };
         reported(class).is_some_and(|r| {
+            let names = |n: &str| r.ungoverned.iter().any(|u| u.contains(n));
+            let route_reported = r.enforcement == sandbox::ClassEnforcement::NotGoverned
+                || failure
+                    .map(gap_routes)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .all(names);
             r.enforcement != sandbox::ClassEnforcement::Full
-                && self
-                    .gap_names
-                    .as_ref()
-                    .is_none_or(|n| r.ungoverned.iter().any(|u| u.contains(n.as_str())))
+                && self.gap_names.as_deref().is_none_or(names)
+                && route_reported
         })
     }
 }
@@ -311,16 +339,44 @@ mod tests {
             ..expected("x")
         };
         let none = ClassReport::not_governed;
-        assert!(gap.applies(|c| (c == Protected).then(none)));
-        assert!(!gap.applies(|_| Some(ClassReport::full())));
-        assert!(!gap.applies(|_| None));
-        assert!(expected("x").applies(|_| None));
+        assert!(gap.applies(|c| (c == Protected).then(none), None));
+        assert!(!gap.applies(|_| Some(ClassReport::full()), None));
+        assert!(!gap.applies(|_| None, None));
+        assert!(expected("x").applies(|_| None, None));
         let named = Expected {
             gap_names: Some("mount namespace".into()),
             ..gap
         };
-        assert!(!named.applies(|_| Some(ClassReport::with_gaps(["reverted after the call"]))));
-        assert!(named.applies(|_| Some(ClassReport::with_gaps(["no private mount namespace"]))));
+        assert!(!named.applies(
+            |_| Some(ClassReport::with_gaps(["reverted after the call"])),
+            None
+        ));
+        assert!(named.applies(
+            |_| Some(ClassReport::with_gaps(["no private mount namespace"])),
+            None
+        ));
+    }
+
+    #[test]
+    fn a_gap_entry_excuses_only_a_failure_through_a_gap_the_backend_reported() {
+        use sandbox::{ClassReport, EnforcementClass::Network};
+        let gap = Expected {
+            gap: Some(Network),
+            ..expected("reached")
+        };
+        let unix_only = || Some(ClassReport::with_gaps(["named-unix-sockets"]));
+        // A TCP escape is not excused by a reported named-unix-sockets gap.
+        let tcp = "the listener was reached (through the gap: tcp)";
+        assert_eq!(gap_routes(tcp), vec!["tcp"]);
+        let both = "reached (through the gap: named-unix-sockets, tcp)";
+        assert!(!gap.applies(|_| unix_only(), Some(both)));
+        assert!(!gap.applies(|_| unix_only(), Some(tcp)));
+        let unix = "the listener was reached (through the gap: named-unix-sockets)";
+        assert!(gap.applies(|_| unix_only(), Some(unix)));
+        // Not governed at all: every route is the gap.
+        assert!(gap.applies(|_| Some(ClassReport::not_governed()), Some(tcp)));
+        // A failure that names no route is judged by the class alone, as before.
+        assert!(gap.applies(|_| unix_only(), Some("reached")));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use crate::backends::{Backend, reference_backends};
 use crate::expectations::Judgement;
 use crate::load::load_suite;
 use crate::plan::{Trial, TrialKind, plan};
-use crate::steps::run_case;
+use crate::steps::{Blame, run_case};
 
 /// The scenario root: `CONFORMANCE_SCENARIOS`, or the workspace's `scenarios/`.
 pub fn scenario_root() -> PathBuf {
@@ -430,23 +430,31 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
             let result = crate::world::with_case(seed, &name_for_seed, || {
                 run_case(&backends[backend], &case).map_err(|failure| {
                     let shown = crate::world::noted(failure.to_string());
-                    (failure.is_inconsistent(), shown)
+                    (failure.blame(), shown)
                 })
             })
-            .map_err(|(inconsistent, e)| {
-                (
-                    inconsistent,
-                    format!("[{scenario_id}, {}] {e}", level.as_str()),
-                )
-            });
-            if let Err((true, message)) = &result {
+            .map_err(|(blame, e)| (blame, format!("[{scenario_id}, {}] {e}", level.as_str())));
+            match &result {
                 // Never excused by an expectation file.
-                return Err(TrialError::Inconsistent(message.clone()));
+                Err((Blame::Inconsistent, message)) => {
+                    return Err(TrialError::Inconsistent(message.clone()));
+                }
+                Err((Blame::Harness, message)) => {
+                    return Err(TrialError::Case(format!(
+                        "{}: {message}",
+                        crate::steps::HARNESS_ERROR
+                    )));
+                }
+                _ => {}
             }
             let result = result.map_err(|(_, message)| message);
             // A `gap:` entry holds only where the backend reported that gap.
-            let expected_failure = expected_failure
-                .filter(|e| e.applies(|class| backends[backend].reported(class, None)));
+            let expected_failure = expected_failure.filter(|e| {
+                e.applies(
+                    |class| backends[backend].reported(class, None),
+                    result.as_ref().err().map(String::as_str),
+                )
+            });
             match Judgement::of(result, expected_failure.as_ref()) {
                 Judgement::Pass => Ok(()),
                 // XFAIL: the known, reasoned failure happened, showing what it pins.

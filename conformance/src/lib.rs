@@ -7,6 +7,7 @@
 //!   [`scenario`]).
 //! - [`plan`]: one trial per (backend, scenario case), with skips decided at listing time.
 //! - [`expectations`]: a backend's known failures, each pinned to what its failure must show.
+//! - [`prerequisites`]: the host tools the harness needs, checked before the first case.
 //!
 //! Running it against a backend:
 //! - [`backends`]: the backends a run certifies and what each can do on this host.
@@ -38,6 +39,7 @@ pub mod harness;
 pub mod metamorphic;
 pub mod observed;
 pub mod plan;
+pub mod prerequisites;
 /// The external-backend protocol's wire types: the `sandbox-protocol` crate.
 pub use sandbox_protocol as protocol;
 pub mod reaper;

@@ -3,12 +3,16 @@
 mod attack;
 mod classify;
 mod declared;
+mod during;
 mod effect;
 mod forge;
 #[cfg(target_os = "linux")]
 mod ipc;
+mod metadata;
+mod mounts;
 #[cfg(target_os = "linux")]
 mod net;
+mod private;
 mod race;
 mod select;
 mod tool;
@@ -99,7 +103,32 @@ impl CaseFailure {
     pub fn is_inconsistent(&self) -> bool {
         self.error.is_inconsistent()
     }
+
+    /// Whose failure it is: the backend's, the metamorphic check's, or the harness's own.
+    pub fn blame(&self) -> Blame {
+        match self.error {
+            StepError::Inconsistent(_) => Blame::Inconsistent,
+            StepError::Harness(_) | StepError::Unavailable { .. } => Blame::Harness,
+            StepError::Unmet(_) => Blame::Backend,
+        }
+    }
 }
+
+/// Whose failure a case's is: the report's `FAIL` (the backend's), `INCONSISTENT`, or `ERROR`
+/// (the harness could not set the case up or observe it: a missing tool, a world it could not
+/// build; never charged to the backend and never excused by an expectation file).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Blame {
+    /// The backend did not keep its promise.
+    Backend,
+    /// The backend answered a request and its renamed twin differently.
+    Inconsistent,
+    /// The harness's own trouble.
+    Harness,
+}
+
+/// How a harness error starts its message in the report and the test output.
+pub const HARNESS_ERROR: &str = "ERROR (the harness's own, not the backend's)";
 
 /// Runs every step of `case` against `backend`; the first unmet expectation is the error. `tool`
 /// steps of one case share one world, one session and one composition. Every confined launch of
@@ -131,6 +160,8 @@ fn run_steps(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> 
             Step::Classify(s) => classify::run(backend, s),
             Step::Effect(s) => effect::run(backend, s),
             Step::Select(s) => select::run(s),
+            // After a call the case allowed to be refused was refused, its tool steps are moot.
+            Step::Tool(_) if rig.as_ref().is_some_and(|r| r.refused) => Ok(()),
             Step::Tool(s) => tool::run(backend, case.case.setup.as_ref(), s, &mut rig),
             Step::Wire(s) => wire::run(backend, s, &mut bridge),
             Step::Attack(s) => attack::run(backend, s),
@@ -159,6 +190,9 @@ fn run_steps(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> 
             Step::Declared(s) => declared::run(backend, s),
             Step::Writable(s) => writable::run(backend, s),
             Step::Walk(s) => walk::run(backend, s),
+            Step::Mounts(s) => mounts::run(backend, s),
+            Step::Metadata(s) => metadata::run(backend, s),
+            Step::Private(s) => private::run(backend, s),
         };
         result.map_err(|error| CaseFailure {
             step: index + 1,
@@ -259,6 +293,9 @@ fn step_kind(step: &Step) -> &'static str {
         Step::Declared(_) => "declared",
         Step::Writable(_) => "writable",
         Step::Walk(_) => "walk",
+        Step::Mounts(_) => "mounts",
+        Step::Metadata(_) => "metadata",
+        Step::Private(_) => "private",
     }
 }
 

@@ -1435,3 +1435,333 @@ fn a_backend_that_cannot_carry_a_name_refuses_and_those_cases_say_so() {
         );
     }
 }
+
+/// `certify` with `args` and its output directory `out` (whose previous report a test keeps).
+fn certify_into(
+    out: &Path,
+    args: &[&str],
+    command: &[String],
+    path: Option<&Path>,
+) -> std::process::Output {
+    let mut cmd = Command::new(CERTIFY);
+    cmd.args(args).arg("--out").arg(out);
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    if !command.is_empty() {
+        cmd.arg("--").args(command);
+    }
+    cmd.output().expect("run certify")
+}
+
+#[test]
+fn a_missing_expectations_file_is_a_usage_error_that_leaves_the_previous_report() {
+    let out = tempfile::tempdir().expect("tempdir");
+    let previous = out.path().join("report.json");
+    std::fs::write(&previous, "{\"previous\": true}").expect("write");
+    let run = certify_into(
+        out.path(),
+        &["--expectations", "/nonexistent.yaml"],
+        &backend("example_bwrap_backend.py"),
+        None,
+    );
+    assert_eq!(run.status.code(), Some(2), "{run:?}");
+    assert!(
+        String::from_utf8_lossy(&run.stderr).contains("--expectations /nonexistent.yaml"),
+        "{run:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&previous).expect("the previous report"),
+        "{\"previous\": true}"
+    );
+}
+
+#[test]
+fn an_unwritable_out_is_a_usage_error_before_the_first_case() {
+    // A report under a regular file cannot be written, as root or as a user.
+    let file = tempfile::NamedTempFile::new().expect("a file");
+    let out = file.path().join("certify-report");
+    let started = std::time::Instant::now();
+    let run = certify_into(&out, &["--backend", "bwrap"], &[], None);
+    assert_eq!(run.status.code(), Some(2), "{run:?}");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        stderr.contains(&format!("--out {}", out.display())) && stderr.contains("not a directory"),
+        "{stderr}"
+    );
+    // Refused before any case ran (a whole run takes tens of seconds).
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+}
+
+#[test]
+fn without_tmux_the_tmux_cases_are_the_harness_error_never_a_backend_failure() {
+    // A PATH with every program of /usr/bin but tmux.
+    let bin = tempfile::tempdir().expect("tempdir");
+    for entry in std::fs::read_dir("/usr/bin").expect("/usr/bin").flatten() {
+        if entry.file_name() != "tmux" {
+            let _ = std::os::unix::fs::symlink(entry.path(), bin.path().join(entry.file_name()));
+        }
+    }
+    let out = tempfile::tempdir().expect("tempdir");
+    let run = certify_into(
+        out.path(),
+        &["--backend", "bwrap", "--family", "host-ipc"],
+        &[],
+        Some(bin.path()),
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(stderr.contains("this host lacks tmux"), "{stderr}");
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
+    )
+    .expect("json");
+    let tmux: Vec<(String, String)> = statuses(&report)
+        .into_iter()
+        .filter(|(t, _)| t.contains("tmux"))
+        .collect();
+    assert_eq!(tmux.len(), 4, "{tmux:?}");
+    assert!(tmux.iter().all(|(_, s)| s == "ERROR"), "{tmux:?}");
+    let messages: Vec<&str> = report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["trial"].as_str().is_some_and(|t| t.contains("tmux")))
+        .filter_map(|c| c["message"].as_str())
+        .collect();
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.contains("the harness's own") && m.contains("tmux is not installed")),
+        "{messages:?}"
+    );
+    // Every other case of the family ran as usual.
+    assert_eq!(count(&report, "FAIL"), 0, "{:?}", statuses(&report));
+}
+
+/// Certifies a leaky fixture (`script leak`) on `family`: NOT CERTIFIED, every failing case one
+/// of `scenario`'s (only its check catches the leak), each message naming `host` (the path on the
+/// host the leak reached). Returns the failing trials.
+fn caught_only_by(
+    family: &str,
+    script: &str,
+    leak: &str,
+    scenario: &str,
+    host: &str,
+) -> Vec<String> {
+    let mut command = backend(script);
+    command.push(leak.into());
+    let run = certify(&["--family", family], &command);
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let bad: Vec<&Value> = run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .collect();
+    assert!(!bad.is_empty(), "{}", run.matrix);
+    for case in &bad {
+        assert_eq!(case["status"], "FAIL", "{case}");
+        assert_eq!(
+            case["scenario"], scenario,
+            "another check caught it: {case}"
+        );
+        let message = case["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("on the host") && message.contains(host),
+            "{message}"
+        );
+    }
+    bad.iter()
+        .map(|c| c["trial"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+#[test]
+fn a_writable_submount_under_a_read_only_bind_is_found_only_in_the_kernels_mount_table() {
+    let host = if is_root() {
+        "/var/backups/"
+    } else {
+        "leaky-deep/"
+    };
+    let failed = caught_only_by(
+        "containment",
+        "leaky_kernel_view_backend.py",
+        "deep-submount",
+        "CT-010",
+        host,
+    );
+    assert_eq!(failed.len(), 2, "both modes: {failed:?}");
+}
+
+#[test]
+fn a_staging_root_aliasing_the_host_root_is_found_by_device_never_pruned_as_a_loop() {
+    if !is_root() {
+        // Through an alias of / a user writes only what the user could write unconfined: this
+        // leak opens nothing to an unprivileged payload (the deep submount covers the user).
+        eprintln!("as an unprivileged user the host's / is not writable through any alias");
+        return;
+    }
+    let failed = caught_only_by(
+        "containment",
+        "leaky_kernel_view_backend.py",
+        "stage-root",
+        "CT-010",
+        "inside the sandbox is /.",
+    );
+    assert_eq!(failed.len(), 2, "both modes: {failed:?}");
+}
+
+#[test]
+fn a_plant_in_the_shared_temp_folders_tidied_after_the_call_is_found_while_the_call_runs() {
+    let run = certify(
+        &["--family", "hardening"],
+        &backend("leaky_while_running_backend.py"),
+    );
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let bad: Vec<&Value> = run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .collect();
+    // Every plant is found, and by nothing but the person's tools while the call runs.
+    assert_eq!(bad.len(), 4, "{bad:#?}");
+    for case in bad {
+        assert_eq!(case["status"], "FAIL", "{case}");
+        assert_eq!(case["scenario"], "HD-030", "{case}");
+        let message = case["message"].as_str().unwrap_or("");
+        assert!(
+            message.contains("while the call runs, the person's"),
+            "{message}"
+        );
+        // The host place named: the fresh folder the tool ran in, or the FIFO in /tmp.
+        assert!(
+            message.contains(" in /tmp/")
+                || message.contains(" in /var/tmp/")
+                || message.contains("FIFO /tmp/"),
+            "{message}"
+        );
+    }
+}
+
+#[test]
+fn a_backend_that_claims_files_full_while_metadata_lands_fails_the_metadata_check() {
+    let command = vec![
+        "python3".into(),
+        repo()
+            .join("fixtures/backends/claims_full_backend.py")
+            .display()
+            .to_string(),
+        ADAPTER.into(),
+    ];
+    let run = certify(&["--family", "containment"], &command);
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let cases = run.report["cases"].as_array().expect("cases");
+    let bad: Vec<&Value> = cases
+        .iter()
+        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .collect();
+    // Only the metadata checks: CT-011, and CT-002's chmod rows.
+    for case in &bad {
+        assert_eq!(case["status"], "FAIL", "{case}");
+        let scenario = case["scenario"].as_str().unwrap_or("");
+        assert!(scenario == "CT-011" || scenario == "CT-002", "{case}");
+    }
+    // utimes and xattrs are tried by CT-011 alone, each host path named.
+    for effect in ["utimes", "xattr-user"] {
+        for mode in ["read-only", "workspace-write"] {
+            let trial = format!(
+                "containment::claims-full::metadata_effects::{effect}_outside_under_{mode}"
+            );
+            let case = bad
+                .iter()
+                .find(|c| c["trial"] == trial.as_str())
+                .unwrap_or_else(|| panic!("{trial} did not fail: {}", run.matrix));
+            let message = case["message"].as_str().unwrap_or("");
+            assert!(
+                message.contains("changed the host outside the writable set: /")
+                    && message.contains("the launch reports files full"),
+                "{message}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_backend_hiding_var_tmp_and_home_behind_declared_tmpfs_mounts_passes_what_they_touch() {
+    let run = certify(
+        &[
+            "--family",
+            "containment",
+            "--family",
+            "parity",
+            "--family",
+            "declared",
+        ],
+        &backend("private_places_backend.py"),
+    );
+    // Every case of the families its private places touch passes (PARTIAL: families left out).
+    assert_eq!(run.code, Some(3), "{}", run.matrix);
+    assert_eq!(count(&run.report, "FAIL"), 0, "{}", run.matrix);
+    let declared = &backend_report(&run, "private-places")["declared"]["private"];
+    let places: Vec<&str> = declared
+        .as_array()
+        .expect("the report lists the private places")
+        .iter()
+        .filter_map(|p| p["path"].as_str())
+        .collect();
+    assert_eq!(places, ["/var/tmp", "/home"]);
+    // Each declaration was verified, in both modes.
+    let verified = statuses(&run.report)
+        .into_iter()
+        .filter(|(t, s)| t.contains("::private_places::") && s == "PASS")
+        .count();
+    assert_eq!(verified, 2, "{}", run.matrix);
+}
+
+#[test]
+fn a_private_place_declared_but_not_hidden_fails_naming_the_host_file_seen() {
+    let mut command = backend("private_places_backend.py");
+    command.push("lie".into());
+    let run = certify(&["--family", "declared"], &command);
+    assert_eq!(run.code, Some(1), "{}", run.matrix);
+    let messages: Vec<&str> = run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["status"] == "FAIL")
+        .filter_map(|c| c["message"].as_str())
+        .collect();
+    assert_eq!(messages.len(), 2, "{messages:?}");
+    assert!(
+        messages
+            .iter()
+            .all(|m| m.contains("the payload sees the host's /var/tmp/")
+                && m.contains("not private")),
+        "{messages:?}"
+    );
+}
+
+#[test]
+fn a_sorted_mount_table_is_consistent_and_a_refused_workspace_swap_passes() {
+    let run = certify(
+        &["--family", "containment", "--family", "hardening"],
+        &backend("mount_table_backend.py"),
+    );
+    let all = statuses(&run.report);
+    assert_eq!(count(&run.report, "INCONSISTENT"), 0, "{}", run.matrix);
+    let swaps: Vec<&(String, String)> = all
+        .iter()
+        .filter(|(t, _)| t.contains("::workspace_swap::"))
+        .collect();
+    assert_eq!(swaps.len(), 3, "{swaps:?}");
+    assert!(swaps.iter().all(|(_, s)| s == "PASS"), "{swaps:?}");
+    // What it fails is the worked example's own shared /tmp (HD-030), nothing of its shape.
+    let bad: Vec<&Value> = run.report["cases"]
+        .as_array()
+        .expect("cases")
+        .iter()
+        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .collect();
+    assert!(bad.iter().all(|c| c["scenario"] == "HD-030"), "{bad:#?}");
+}

@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use conformance::load::{ExpandedCase, Scenario, load_suite};
-use conformance::model::{Level, Step};
+use conformance::model::{Level, PersonTool, Step};
 use sandbox::{DEFAULT_PROTECTED_PATHS, EnforcementClass};
 
 fn scenarios() -> PathBuf {
@@ -28,15 +28,20 @@ fn own_family(class: EnforcementClass) -> &'static str {
 fn backend_step_touches_protected(step: &Step) -> bool {
     let runs_through_backend = match step {
         Step::Tool(t) => t.name == "bash",
-        Step::Attack(_) | Step::Effect(_) | Step::Walk(_) | Step::Writable(_) => true,
+        Step::Attack(_) | Step::Effect(_) | Step::Walk(_) | Step::Writable(_) | Step::Mounts(_) => {
+            true
+        }
         _ => false,
     };
     // An attack followed by the harness's own git outside rests on git's code surface, whatever
     // folder the route plants in (the one `core.hooksPath` names is protected per call), unless
     // it expects the payload's own git to succeed (exit 0): that case (PR-002) proves protection
     // does not get in the way, which holds on a backend that governs nothing.
-    let host_git =
-        matches!(step, Step::Attack(a) if a.host_git.is_some() && a.expect.exit != Some(0));
+    // The person's git while the call runs (`during: { tools: [git] }`) rests on it alike.
+    let host_git = matches!(step, Step::Attack(a)
+        if (a.host_git.is_some()
+            || a.during.as_ref().is_some_and(|d| d.tools.contains(&PersonTool::Git)))
+            && a.expect.exit != Some(0));
     runs_through_backend && (host_git || names_protected(&format!("{step:?}")))
 }
 

@@ -62,13 +62,35 @@ pub struct Differences {
     /// replace it.
     #[serde(default)]
     pub protected: Vec<DeclaredProtectedPath>,
+    /// Places the backend makes private to the sandbox (its own tmpfs on `/tmp`, `/var/tmp`,
+    /// `/home`, or a per-session directory bound there): the payload sees the sandbox's own
+    /// place there, never the host's. Each is verified (a file the harness puts at the host's
+    /// place is not seen inside, and nothing the payload writes there reaches it), and the
+    /// payload is judged on what it can do to the host there: a write that lands in the private
+    /// place, or finds nothing there, leaves the host unchanged and is no escape.
+    #[serde(default)]
+    pub private: Vec<PrivatePlace>,
 }
 
 impl Differences {
     /// True when nothing is declared.
     pub fn is_empty(&self) -> bool {
-        self.extra_writable.is_empty() && self.protected.is_empty()
+        self.extra_writable.is_empty() && self.protected.is_empty() && self.private.is_empty()
     }
+}
+
+/// A place a backend makes private to the sandbox.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PrivatePlace {
+    /// The absolute path inside the sandbox (the host's directory of the same name is hidden).
+    pub path: PathBuf,
+    /// The modes under which it is private.
+    pub modes: Vec<ConfinedMode>,
+    /// What the sandbox puts there (`tmpfs`, a per-session directory).
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// A path a backend makes writable beyond the reference set.

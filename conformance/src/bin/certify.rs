@@ -219,6 +219,16 @@ fn main() -> ExitCode {
         eprintln!("certify: {e}");
         return ExitCode::from(2);
     }
+    if let Err(e) = check_out(&cli.out).and_then(|()| check_expectations_path(&cli)) {
+        eprintln!("certify: {e}");
+        return ExitCode::from(2);
+    }
+    for missing in conformance::prerequisites::missing() {
+        eprintln!(
+            "certify: this host lacks {} (needed by {}): those cases are the harness's ERROR, not a backend's failure",
+            missing.program, missing.needed_by
+        );
+    }
     let (backends, excluded) = match select_backends(&cli, &embedded.expectations) {
         Ok(selected) => selected,
         Err(e) => {
@@ -362,6 +372,63 @@ fn check_families(asked: &[String], scenarios: &std::path::Path) -> Result<(), C
             known.join(", ")
         }
     )))
+}
+
+/// `--out` must be a place the report can be written, found before the first case (not after
+/// the whole run): an existing directory, or a path whose nearest existing ancestor is a
+/// directory this user may create entries in.
+fn check_out(out: &std::path::Path) -> Result<(), CliError> {
+    use nix::unistd::{AccessFlags, access};
+    let writable =
+        |dir: &std::path::Path| access(dir, AccessFlags::W_OK | AccessFlags::X_OK).is_ok();
+    let bad = |why: String| CliError::Usage(format!("--out {}: {why}", out.display()));
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    match std::fs::metadata(out) {
+        Ok(m) if !m.is_dir() => return Err(bad("exists and is not a directory".into())),
+        // The report replaces it from its parent, or is staged inside it (write.rs).
+        Ok(_) if writable(&parent) || writable(out) => return Ok(()),
+        Ok(_) => {
+            return Err(bad(
+                "neither it nor its parent is writable by this user".into()
+            ));
+        }
+        Err(_) => {}
+    }
+    let mut ancestor = parent.as_path();
+    loop {
+        match std::fs::metadata(ancestor) {
+            Ok(m) if m.is_dir() && writable(ancestor) => return Ok(()),
+            Ok(_) => {
+                return Err(bad(format!(
+                    "{} is not a directory this user can create entries in",
+                    ancestor.display()
+                )));
+            }
+            Err(_) => match ancestor.parent() {
+                Some(up) if !up.as_os_str().is_empty() => ancestor = up,
+                _ => return Ok(()),
+            },
+        }
+    }
+}
+
+/// An `--expectations` file that does not exist is a usage error: the run would certify with
+/// nothing excused and look like a real run (and replace the previous report).
+fn check_expectations_path(cli: &Cli) -> Result<(), CliError> {
+    match &cli.expectations {
+        Some(path) if !path.is_file() => Err(CliError::Usage(format!(
+            "--expectations {}: {}",
+            path.display(),
+            match std::fs::metadata(path) {
+                Ok(_) => "not a file".to_owned(),
+                Err(e) => e.to_string(),
+            }
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The backends of this run, and the reference backends left out because they cannot run here.

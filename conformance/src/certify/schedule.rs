@@ -16,7 +16,7 @@ use crate::load::{Suite, load_suite};
 use crate::model::{Level, Step};
 use crate::observed::{ClassesSeen, Observed};
 use crate::plan::{Trial, TrialKind, plan};
-use crate::steps::run_case;
+use crate::steps::{Blame, run_case};
 
 use super::host::{commit, host_facts};
 use super::verdict::verdict;
@@ -274,15 +274,23 @@ fn run_trial(
     std::thread::spawn(move || {
         let result = crate::world::with_case(seed, &name, || {
             run_case(&worker_backends[backend], &case)
-                .map_err(|e| (e.is_inconsistent(), crate::world::noted(e.to_string())))
+                .map_err(|e| (e.blame(), crate::world::noted(e.to_string())))
         });
         let _ = tx.send(result);
     });
     let outcome = rx.recv_timeout(timeout);
     // A `gap:` entry holds only where the backend reported that gap; the case is then judged at
     // `should` (the level of the class's own family), otherwise at its own level.
-    let expected_failure = expected_failure
-        .filter(|e| e.applies(|class| b.reported(class, seen.get(backend).map(|s| &**s))));
+    let failure = match &outcome {
+        Ok(Err((_, message))) => Some(message.as_str()),
+        _ => None,
+    };
+    let expected_failure = expected_failure.filter(|e| {
+        e.applies(
+            |class| b.reported(class, seen.get(backend).map(|s| &**s)),
+            failure,
+        )
+    });
     let gap = expected_failure.as_ref().and_then(|e| e.gap);
     let protocol = b.external().and_then(|e| e.failure());
     let (status, message) = match (outcome, protocol) {
@@ -292,7 +300,11 @@ fn run_trial(
             Status::Timeout,
             Some(format!("the case did not finish within {timeout:?}")),
         ),
-        (Ok(Err((true, message))), None) => (Status::Inconsistent, Some(message)),
+        (Ok(Err((Blame::Inconsistent, message))), None) => (Status::Inconsistent, Some(message)),
+        (Ok(Err((Blame::Harness, message))), None) => (
+            Status::Error,
+            Some(format!("{}: {message}", crate::steps::HARNESS_ERROR)),
+        ),
         (Ok(result), None) => match Judgement::of(
             result.map_err(|(_, message)| message),
             expected_failure.as_ref(),

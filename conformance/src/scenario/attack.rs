@@ -46,6 +46,10 @@ pub struct AttackStep {
     /// outside the sandbox (where a planted hook or fsmonitor would run).
     #[serde(default)]
     pub host_git: Option<HostGit>,
+    /// The person's own tools, run by the harness on the host WHILE the call runs (the payload
+    /// plants, then waits at a rendezvous until the harness has run them) and once more after.
+    #[serde(default)]
+    pub during: Option<During>,
     /// Give the policy an extra writable root, `%EXTRA%` (`$EXTRA`), made in the world.
     #[serde(default)]
     pub extra_root: bool,
@@ -82,6 +86,35 @@ impl HostGit {
     fn here() -> String {
         ".".into()
     }
+}
+
+/// The person's tools the harness runs on the host while an attacked call is still running
+/// (after the payload reached its rendezvous) and again after it ended; the marker a planted
+/// config, hook or fsmonitor would write must stay absent throughout.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct During {
+    /// Which tools (each at least once in both phases).
+    pub tools: Vec<PersonTool>,
+    /// The file a planted command would create (`%OUTSIDE%/pwned`).
+    pub marker: String,
+}
+
+/// One of the person's tools that reads config or runs code from where a payload can plant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PersonTool {
+    /// `git status` and `git commit` in the workspace and in every folder of it holding a
+    /// repository (a `.git` entry), as an editor or a shell prompt runs them.
+    Git,
+    /// `cargo --version` and `cargo build` of a tiny crate in a fresh folder of the host's `/tmp`
+    /// and of the call's `$TMPDIR` (the rustup proxy, as the person's shell finds it).
+    Cargo,
+    /// `pytest` in a fresh folder of the host's `/tmp` and of the call's `$TMPDIR`.
+    Pytest,
+    /// A reader of a FIFO in the host's `/tmp`, open before the call (`$FIFO`): nothing the
+    /// payload writes may reach it.
+    Fifo,
 }
 
 /// What an `attack` step must observe.

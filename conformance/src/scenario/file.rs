@@ -134,6 +134,9 @@ pub enum Capability {
     /// The backend declared protected paths in its handshake (protocol 2), which the suite
     /// verifies. Derived, never declared or committed.
     DeclaredProtected,
+    /// The backend declared places it makes private (protocol 2), which the suite verifies.
+    /// Derived, never declared or committed.
+    DeclaredPrivate,
 }
 
 impl From<crate::protocol::WireCapability> for Capability {
@@ -149,11 +152,14 @@ impl From<crate::protocol::WireCapability> for Capability {
 
 impl Capability {
     /// True for the capabilities that follow from what a backend is, never declared or
-    /// committed: `classifier`, `declared-dialect`, `declared-protected`.
+    /// committed: `classifier`, `declared-dialect`, `declared-protected`, `declared-private`.
     pub const fn is_derived(self) -> bool {
         matches!(
             self,
-            Capability::Classifier | Capability::DeclaredDialect | Capability::DeclaredProtected
+            Capability::Classifier
+                | Capability::DeclaredDialect
+                | Capability::DeclaredProtected
+                | Capability::DeclaredPrivate
         )
     }
 
@@ -170,6 +176,7 @@ impl Capability {
             Capability::ScriptedCalls => "scripted-calls",
             Capability::DeclaredDialect => "declared-dialect",
             Capability::DeclaredProtected => "declared-protected",
+            Capability::DeclaredPrivate => "declared-private",
         }
     }
 }
@@ -279,4 +286,7 @@ pub enum HostFact {
     Bwrap,
     /// bwrap is not installed or does not confine here.
     NoBwrap,
+    /// The harness runs as root (a promise about root's powers: `trusted.*` xattrs, file
+    /// capabilities).
+    Root,
 }

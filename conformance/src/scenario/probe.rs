@@ -123,6 +123,78 @@ pub struct WalkStep {
     pub mode: sandbox::ConfinedMode,
 }
 
+/// `mounts: { mode }`: every mount the payload sees, from the kernel's own table, tried and
+/// mapped back to the host by device and the directory of the filesystem it exposes (see
+/// `steps/mounts.rs`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MountsStep {
+    /// The confined mode the payload runs under.
+    pub mode: sandbox::ConfinedMode,
+}
+
+/// `metadata: { mode, effect }`: one metadata effect tried on files, a directory and a symlink
+/// outside the writable set (and, under `read-only`, in the workspace); the host's inodes
+/// decide (see `steps/metadata.rs`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetadataStep {
+    /// The confined mode the payload runs under.
+    pub mode: sandbox::ConfinedMode,
+    /// The effect tried.
+    pub effect: MetadataEffect,
+}
+
+/// A change to an inode's metadata, not its content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MetadataEffect {
+    /// `chmod` to another mode.
+    Chmod,
+    /// `chown` (as root to another user; as a user to itself, which still changes the inode).
+    Chown,
+    /// `lchown` of a symlink itself.
+    Lchown,
+    /// `utimes` to another time.
+    Utimes,
+    /// Set a `user.*` xattr and remove one that was there.
+    XattrUser,
+    /// Set a `trusted.*` xattr (root).
+    XattrTrusted,
+    /// Set `security.capability` (a file capability) and another `security.*` xattr (root).
+    XattrSecurity,
+    /// Set the setuid bit on a file and the setgid bit on a directory.
+    Setid,
+    /// `truncate` by path.
+    Truncate,
+}
+
+impl MetadataEffect {
+    /// The effect's word, as scenarios and payloads spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetadataEffect::Chmod => "chmod",
+            MetadataEffect::Chown => "chown",
+            MetadataEffect::Lchown => "lchown",
+            MetadataEffect::Utimes => "utimes",
+            MetadataEffect::XattrUser => "xattr-user",
+            MetadataEffect::XattrTrusted => "xattr-trusted",
+            MetadataEffect::XattrSecurity => "xattr-security",
+            MetadataEffect::Setid => "setid",
+            MetadataEffect::Truncate => "truncate",
+        }
+    }
+}
+
+/// `private: { mode }`: every place the backend declared private, verified (see
+/// `steps/private.rs`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PrivateStep {
+    /// The confined mode the payload runs under.
+    pub mode: sandbox::ConfinedMode,
+}
+
 /// The state of a declared protected path before the payload tries it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "kebab-case")]

@@ -45,6 +45,15 @@ pub enum Step {
     /// Walk every directory the payload can see, try to create a file in each, and map each
     /// place that took one back to the host: nothing may land outside the writable set.
     Walk(WalkStep),
+    /// Read the kernel's mount table inside, try to create a file and a directory at every
+    /// mount, and map each that took one back to the host by device and filesystem root.
+    Mounts(MountsStep),
+    /// Try one metadata effect (chmod, chown, utimes, xattrs, set-id bits, truncate) outside the
+    /// writable set, then compare the host's inodes.
+    Metadata(MetadataStep),
+    /// Verify every place the backend declared private: the host's place is not seen inside,
+    /// and nothing written there reaches it.
+    Private(PrivateStep),
 }
 
 impl Step {
@@ -77,7 +86,10 @@ impl Step {
             // too), so every one is held to it, not only those speaking the protocol.
             Step::Forge(_) => &[Capability::Confine],
             Step::Declared(_) => &[Capability::Confine, Capability::DeclaredProtected],
-            Step::Writable(_) | Step::Walk(_) => &[Capability::Confine],
+            Step::Private(_) => &[Capability::Confine, Capability::DeclaredPrivate],
+            Step::Writable(_) | Step::Walk(_) | Step::Mounts(_) | Step::Metadata(_) => {
+                &[Capability::Confine]
+            }
         }
     }
 }

@@ -126,6 +126,12 @@ pub struct ToolExpect {
     /// Files on disk afterwards: path to exact content, or `<absent>`.
     #[serde(default)]
     pub files: std::collections::BTreeMap<String, String>,
+    /// The backend may refuse this call instead (a denial, or the command failing, say a
+    /// workspace that is its own mount point cannot be renamed: `EBUSY`) while the workspace is
+    /// still the directory it was: the rest of the case's tool steps are then moot and skipped,
+    /// and its world steps still check the host.
+    #[serde(default)]
+    pub or_refused: bool,
 }
 
 /// Where a case's workspace is, and how the policy spells it. A closed vocabulary: each value

@@ -270,6 +270,17 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError>
     }
     let since = CallStart::now();
     let stage = Stage::new(step)?;
+    // The person's tools while the call runs: set up before the world's snapshot.
+    let person = match &step.during {
+        Some(d) => Some(super::during::Person::new(
+            d,
+            PathBuf::from(stage.expand(&d.marker)),
+            &stage.world.ws,
+            stage.temp_dir.clone(),
+            &stage.world.dir,
+        )?),
+        None => None,
+    };
     // A call checked a while after it returned holds a pipe from its first line on, so every
     // process it starts inherits it: the wait ends as soon as the last of them is gone.
     let pipe = if after.is_zero() {
@@ -292,6 +303,9 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError>
         script.push_str(&pipe.prologue());
     }
     script.push_str(&step.run);
+    if person.is_some() {
+        script.push_str(&super::during::Person::epilogue());
+    }
     let held = if step.hold_fd {
         Some(Held::open(&stage.held_file)?)
     } else {
@@ -311,11 +325,13 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError>
     if let Some(h) = &held {
         vars.push(("HELD", h.0.as_raw_fd().to_string().into()));
     }
+    vars.extend(person.iter().flat_map(|p| p.vars()));
     let dressed = crate::request::dress(&script, vars);
     let argv = dressed.argv;
     let twin = crate::metamorphic::Twin::new(provider.clone(), &stage.world, true)?;
     let answer = twin.confine(&argv, &policy);
     twin.verdict()?;
+    let mut while_running: Result<(), StepError> = Ok(());
     let came = match answer {
         Err(e) => Came::Refused(e.to_string()),
         Ok(confined) => {
@@ -338,7 +354,14 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError>
             }
             let guard = twin.call_guard(&policy);
             let started = Instant::now();
-            let done = launch::run_guarded(&confined, &options, guard);
+            let done = match &person {
+                Some(p) => {
+                    let (done, found) = p.launch(&confined, &options, guard);
+                    while_running = found;
+                    done
+                }
+                None => launch::run_guarded(&confined, &options, guard),
+            };
             let took = started.elapsed();
             if let Some(h) = &held {
                 h.inheritable(false)?;
@@ -356,15 +379,18 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError>
     if let Some(pipe) = &pipe {
         pipe.wait(after);
     }
+    // Said with what the launch reported, as the checks before it say it.
+    let said = |e: StepError| match e {
+        StepError::Unmet(m) => StepError::Unmet(format!("{m}; {}", launch_summary(backend, &came))),
+        other => other,
+    };
+    while_running.map_err(said)?;
     check(backend, step, &stage, &before, &came)?;
     if let Some(host) = &step.host_git {
-        // Said with what the launch reported, as the checks before it say it.
-        host_git(&stage, host).map_err(|e| match e {
-            StepError::Unmet(m) => {
-                StepError::Unmet(format!("{m}; {}", launch_summary(backend, &came)))
-            }
-            other => other,
-        })?;
+        host_git(&stage, host).map_err(said)?;
+    }
+    if let Some(p) = &person {
+        p.act("after the call").map_err(said)?;
     }
     if survivors.is_empty() {
         Ok(())
@@ -390,7 +416,7 @@ fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), StepError
             .host_bash(&dir, "git rev-parse --absolute-git-dir")
             .map(|out| PathBuf::from(out.trim()))
             .map_err(|e| {
-                StepError::Harness(format!("the person's git rev-parse outside failed: {e}"))
+                StepError::Unmet(format!("the person's git rev-parse outside failed: {e}"))
             })?;
         let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
             (Ok(a), Ok(b)) => a == b,
@@ -417,7 +443,7 @@ fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), StepError
         )));
     }
     ran.map(|_| ()).map_err(|e| {
-        StepError::Harness(format!(
+        StepError::Unmet(format!(
             "the person's git commit or git status outside failed: {e}"
         ))
     })
@@ -607,10 +633,24 @@ fn shown(classes: &[(EnforcementClass, ClassReport)], class: EnforcementClass) -
         .iter()
         .find(|(c, _)| *c == class)
         .map(|(_, r)| {
-            if r.ungoverned.is_empty() {
+            // A path per protected pattern no bind covers is one fact: said once, counted.
+            const UNCOVERED: &str = "protected path not covered";
+            let (uncovered, rest): (Vec<&String>, Vec<&String>) =
+                r.ungoverned.iter().partition(|u| u.starts_with(UNCOVERED));
+            let mut named: Vec<String> = rest.into_iter().cloned().collect();
+            if !uncovered.is_empty() {
+                named.insert(
+                    0,
+                    format!(
+                        "{UNCOVERED} (missing or behind a symlink): {} paths",
+                        uncovered.len()
+                    ),
+                );
+            }
+            if named.is_empty() {
                 r.enforcement.to_string()
             } else {
-                format!("{} ({})", r.enforcement, r.ungoverned.join("; "))
+                format!("{} ({})", r.enforcement, named.join("; "))
             }
         })
         .unwrap_or_default()

@@ -55,7 +55,7 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), StepError> 
     // The signatures are the ones the backend declares for this very launch.
     let first = provider
         .confine(&argv, &policy)
-        .map_err(|e| StepError::Harness(format!("confine refused: {e}")))?;
+        .map_err(|e| StepError::Unmet(format!("confine refused: {e}")))?;
     let mut tries = forgeries(&first.runner_failure_rules);
     // A backend without rules cannot be fooled through them; its payload must still read as an
     // ordinary result that ran.
@@ -66,7 +66,7 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), StepError> 
     for (i, (sig, code)) in tries.iter().enumerate() {
         let confined = provider
             .confine(&argv, &policy)
-            .map_err(|e| StepError::Harness(format!("confine refused: {e}")))?;
+            .map_err(|e| StepError::Unmet(format!("confine refused: {e}")))?;
         let mark = ws.join(format!("forged-{i}"));
         let mut options = LaunchOptions::in_dir(&ws);
         options.env = vec![

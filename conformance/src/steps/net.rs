@@ -383,10 +383,23 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), StepError> {
     } else {
         ""
     };
+    // The gaps it went through, as a backend that leaves them open names them.
+    let routes: Vec<&str> = records
+        .iter()
+        .filter(|(_, r)| !r.is_empty())
+        .map(|(t, _)| match t {
+            NetTarget::Tcp => "tcp",
+            NetTarget::Udp => "udp",
+            NetTarget::Unix => "named-unix-sockets",
+            NetTarget::Abstract => "abstract-unix-sockets",
+        })
+        .collect();
     Err(StepError::Unmet(format!(
         "a listener outside the sandbox recorded a connection under network {}: {}; the launch \
-         {reported}{liar}",
+         {reported}{liar} {}{})",
         step.network,
-        summary.join("; ")
+        summary.join("; "),
+        crate::expectations::THROUGH_GAP,
+        routes.join(", ")
     )))
 }

@@ -324,7 +324,7 @@ pub(super) fn bind_race(
         // workspace at all is shown by one call without a race (else the race proved nothing).
         let argv = ["/bin/sh".into(), "-c".into(), "printf x > control".into()];
         let confined = provider.confine(&argv, &provider_policy).map_err(|e| {
-            StepError::Harness(format!(
+            StepError::Unmet(format!(
                 "without the race the call was refused ({e}); {summary}"
             ))
         })?;

@@ -31,6 +31,8 @@ pub(super) struct Rig {
     last_task: Option<u64>,
     /// The provider the shell confines with, asking every request twice.
     twin: Arc<crate::metamorphic::Twin>,
+    /// A call the case allowed to be refused was refused: its later tool steps are moot.
+    pub(super) refused: bool,
 }
 
 fn decision(answer: Answer) -> Decision {
@@ -118,6 +120,7 @@ impl Rig {
             calls: 0,
             last_task: None,
             twin,
+            refused: false,
         })
     }
 
@@ -210,7 +213,11 @@ pub(super) fn run(
         )
     };
     let expect = &step.expect;
-    if out.code != expect.code {
+    if expect.or_refused && workspace_kept(&rig.ws, &out) {
+        rig.refused = true;
+        return Ok(());
+    }
+    if out.code != expect.code && !denied_in_private_place(backend, step, &out, &rig.world) {
         return Err(StepError::Unmet(format!(
             "expected code {}, got {}",
             expect.code,
@@ -268,7 +275,7 @@ pub(super) fn run(
     }
     for (path, want) in &expect.files {
         super::check_file(std::path::Path::new(&rig.expand(path)), want)
-            .map_err(|e| StepError::Harness(format!("{e}: {}", describe())))?;
+            .map_err(|e| StepError::Unmet(format!("{e}: {}", describe())))?;
     }
     let sentinel = std::fs::read_to_string(rig.world.outside.join("sentinel")).ok();
     if sentinel.as_deref() != Some(SENTINEL) {
@@ -278,4 +285,40 @@ pub(super) fn run(
         )));
     }
     Ok(())
+}
+
+/// A shell call expected to be `DENIED` in a world that lies in a place the backend declared
+/// private (its own tmpfs over the world's folder or its `$TMPDIR` area): the command ran and wrote there or found
+/// nothing there. It is judged on what it did to the host instead, by the step's `files:` and
+/// the sentinel (and the case's world diff), never by the code.
+fn denied_in_private_place(
+    backend: &Backend,
+    step: &ToolStep,
+    out: &ToolOutput,
+    world: &crate::world::World,
+) -> bool {
+    let mode = out
+        .facts
+        .to_json()
+        .get("mode")
+        .and_then(|m| serde_json::from_value::<sandbox::ConfinedMode>(m.clone()).ok());
+    step.name == "bash"
+        && step.expect.code == "DENIED"
+        && out.code == "OK"
+        && mode.is_some_and(|m| {
+            backend.in_private_place(m, &world.dir) || backend.in_private_place(m, &world.tmpdir)
+        })
+}
+
+/// The call was refused (a denial, or a command that failed) and the workspace is still a
+/// directory, not a symlink: the swap it tried did not happen.
+fn workspace_kept(ws: &std::path::Path, out: &ToolOutput) -> bool {
+    let failed = out.code == "DENIED"
+        || out
+            .facts
+            .to_json()
+            .get("exit_code")
+            .and_then(serde_json::Value::as_i64)
+            .is_some_and(|c| c != 0);
+    failed && std::fs::symlink_metadata(ws).is_ok_and(|m| m.is_dir())
 }

@@ -29,14 +29,17 @@ const LIMIT: usize = 12000;
 
 /// One line of a mount table: which filesystem, which directory of it, mounted where.
 #[derive(Clone, Debug)]
-struct Mount {
-    device: String,
-    root: PathBuf,
-    point: PathBuf,
+pub(super) struct Mount {
+    /// `major:minor` of the filesystem.
+    pub(super) device: String,
+    /// The directory of that filesystem the mount exposes.
+    pub(super) root: PathBuf,
+    /// Where it is mounted.
+    pub(super) point: PathBuf,
 }
 
 /// `/proc/self/mountinfo` lines: `id parent major:minor root point options ... - type source ...`.
-fn mounts(table: &str) -> Vec<Mount> {
+pub(super) fn mounts(table: &str) -> Vec<Mount> {
     table
         .lines()
         .filter_map(|line| {
@@ -62,7 +65,11 @@ fn mount_of<'a>(table: &'a [Mount], path: &Path) -> Option<&'a Mount> {
 /// Where the directory `inside` (a path in the sandbox, on `inside_table`) is on the host: the same
 /// filesystem mounted on the host at a point whose root holds the directory. `None` when the
 /// filesystem is not mounted on the host at all (private to the sandbox) or not that part of it.
-fn host_path(inside: &Path, inside_table: &[Mount], host_table: &[Mount]) -> Option<PathBuf> {
+pub(super) fn host_path(
+    inside: &Path,
+    inside_table: &[Mount],
+    host_table: &[Mount],
+) -> Option<PathBuf> {
     let mount = mount_of(inside_table, inside)?;
     let rel = inside.strip_prefix(&mount.point).ok()?;
     let in_fs = mount.root.join(rel);

@@ -231,7 +231,7 @@ pub(super) fn run_in_world(
     let twin = crate::metamorphic::Twin::new(provider.clone(), world, true)?;
     let answer = twin.confine(argv, &policy);
     twin.verdict()?;
-    let confined = answer.map_err(|e| StepError::Harness(format!("confine refused: {e}")))?;
+    let confined = answer.map_err(|e| StepError::Unmet(format!("confine refused: {e}")))?;
     let mut options = LaunchOptions::in_dir(&ws);
     options.env_remove.push("TMPDIR".into());
     options.timeout = Some(Duration::from_secs(30));

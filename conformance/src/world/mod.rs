@@ -124,8 +124,42 @@ impl World {
     /// could be refused for a reason that has nothing to do with the renaming), of which only the
     /// world directory is made; the paths a request names are made later, as they are in this
     /// world ([`mirror`]).
+    ///
+    /// The twin keeps the order of the names it renames: its parts inside the world directory
+    /// keep the world's names (only the directory they lie in is another), and a twin whose
+    /// directory and `$TMPDIR` area would sort the other way round than the world's (both under
+    /// `/var/tmp`) is drawn again. A backend that sorts its mounts by target then answers both
+    /// alike: the renaming changes names, never their order.
     pub fn twin_of(world: &World) -> io::Result<World> {
-        World::drawn(Layout::Twin, Some(&world.base))
+        for _ in 0..16 {
+            let mut twin = World::drawn(Layout::Twin, Some(&world.base))?;
+            if world.dir.cmp(&world.tmpdir) != twin.dir.cmp(&twin.tmpdir) {
+                continue;
+            }
+            if let Some(decoy) = &twin.decoy {
+                std::fs::remove_dir(decoy)?;
+            }
+            let inside = |p: &Path| match p.file_name() {
+                Some(name) => twin.dir.join(name),
+                None => twin.dir.clone(),
+            };
+            let (ws, outside, alias, extra) = (
+                inside(&world.ws),
+                inside(&world.outside),
+                inside(&world.alias),
+                inside(&world.extra),
+            );
+            let decoy = world.decoy.as_deref().map(inside);
+            if let Some(d) = &decoy {
+                std::fs::create_dir(d)?;
+            }
+            (twin.ws, twin.outside, twin.alias, twin.extra, twin.decoy) =
+                (ws, outside, alias, extra, decoy);
+            return Ok(twin);
+        }
+        Err(io::Error::other(
+            "16 drawn twins all sorted their directory and $TMPDIR area the other way round",
+        ))
     }
 
     /// The case's extra writable root (`%EXTRA%`): [`World::extra`], made now.

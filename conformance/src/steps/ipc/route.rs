@@ -420,7 +420,7 @@ pub(super) fn setup(target: IpcTarget, msg: &str) -> Result<Route, StepError> {
                     let deadline = Instant::now() + TMUX_WAIT;
                     while !sentinel.exists() {
                         if Instant::now() > deadline {
-                            return Err(StepError::unmet(
+                            return Err(StepError::harness(
                                 "the harness's own tmux keystrokes never ran",
                             ));
                         }

@@ -26,6 +26,9 @@ impl Tmux {
             .arg(sock)
             .args(["-f", "/dev/null", "-D"])
             .env_remove("TMUX")
+            // The server's shell is the harness's choice, never the user's login shell (a user
+            // whose shell is nologin has no session at all: every send-keys finds no target).
+            .env("SHELL", "/bin/sh")
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null());
@@ -49,7 +52,7 @@ impl Tmux {
         let deadline = Instant::now() + TMUX_START;
         while std::fs::symlink_metadata(sock).is_err() {
             if Instant::now() > deadline {
-                return Err(StepError::Unmet(format!(
+                return Err(StepError::Harness(format!(
                     "the tmux server made no socket at {} within {TMUX_START:?}",
                     sock.display()
                 )));
@@ -62,15 +65,21 @@ impl Tmux {
             .args([
                 "-f",
                 "/dev/null",
+                "set-option",
+                "-g",
+                "default-shell",
+                "/bin/sh",
+                ";",
                 "new-session",
                 "-d",
                 "-x",
                 "80",
                 "-y",
                 "24",
-                "sh",
+                "/bin/sh",
             ])
             .env_remove("TMUX")
+            .env("SHELL", "/bin/sh")
             .output()
             .map_err(|e| StepError::Harness(format!("cannot start tmux: {e}")))?;
         if !out.status.success() {
@@ -95,7 +104,7 @@ impl Tmux {
         if out.status.success() {
             Ok(())
         } else {
-            Err(StepError::Unmet(format!(
+            Err(StepError::Harness(format!(
                 "tmux send-keys failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             )))
