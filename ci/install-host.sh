@@ -61,9 +61,12 @@ install_rust() {
     echo "install-host: no cargo on PATH; installing Rust $rust_toolchain with rustup under /usr/local"
     local init
     init=$(mktemp)
-    curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs -o "$init"
+    # rustup's own installer binary, from the Rust project's distribution server.
+    curl --proto '=https' --tlsv1.2 -sSf -o "$init" \
+        "https://static.rust-lang.org/rustup/dist/$(uname -m)-unknown-linux-gnu/rustup-init"
+    chmod 0755 "$init"
     "${as_root[@]}" env RUSTUP_HOME=/usr/local/rustup CARGO_HOME=/usr/local/cargo \
-        sh "$init" -y --no-modify-path --profile minimal \
+        "$init" -y --no-modify-path --profile minimal \
         --default-toolchain "$rust_toolchain" --component clippy,rustfmt
     rm -f "$init"
     local tool
@@ -73,8 +76,7 @@ install_rust() {
             "$tool" | "${as_root[@]}" tee "/usr/local/bin/$tool" >/dev/null
         "${as_root[@]}" chmod 0755 "/usr/local/bin/$tool"
     done
-    # Installed tools (cargo-nextest) land in CARGO_HOME/bin, which cargo searches for subcommands;
-    # a user's own `cargo install` needs a home it may write.
+    # Installed tools (cargo-nextest) land in CARGO_HOME/bin, which cargo searches for subcommands.
     "${as_root[@]}" chmod -R a+rX /usr/local/rustup /usr/local/cargo
 }
 
