@@ -33,10 +33,12 @@ pub(crate) fn tally(statuses: impl Iterator<Item = Status>) -> String {
     cell(&counts)
 }
 
-/// One row, `| head | cell | cell |`, without its line break.
+/// One row, `| head | cell | cell |`, without its line break; a `|` or a line break inside a
+/// cell (a drawn world path may hold either) is escaped so the table keeps its columns.
 pub(crate) fn row<T: Display>(head: &str, cells: impl IntoIterator<Item = T>) -> String {
     let mut line = format!("| {head} |");
     for cell in cells {
+        let cell = cell.to_string().replace('|', "\\|").replace('\n', " ");
         line.push_str(&format!(" {cell} |"));
     }
     line
@@ -132,6 +134,11 @@ pub(crate) fn summarise(ungoverned: &[String]) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::summarise;
+
+    #[test]
+    fn a_bar_in_a_cell_keeps_the_columns() {
+        assert_eq!(super::row("h", ["a|b", "c\nd"]), "| h | a\\|b | c d |");
+    }
 
     #[test]
     fn world_paths_are_counted_per_reason_and_words_kept() {
