@@ -88,14 +88,14 @@ check() {
         command -v bwrap >/dev/null 2>&1 || fail "bwrap is not installed: a fallback from it proves nothing"
         if bwrap_works; then fail "bwrap works here, so no fallback is exercised"; fi
         [ "$(uname -s)" = Linux ] || fail "not Linux"
-        if [ -x target/debug/sandboxctl ]; then
-            local selected
-            selected=$(target/debug/sandboxctl probe 2>/dev/null |
-                python3 -c 'import json, sys; print(json.load(sys.stdin)["selected"]["backend"])' ||
-                echo "nothing")
-            [ "$selected" = landlock ] || fail "the platform chain selected $selected, not landlock"
-            echo "the platform chain selects landlock here"
-        fi
+        [ -x target/debug/sandboxctl ] ||
+            fail "no target/debug/sandboxctl to ask which backend the chain selects (cargo build --workspace, or --archive)"
+        local selected
+        selected=$(target/debug/sandboxctl probe 2>/dev/null |
+            python3 -c 'import json, sys; print(json.load(sys.stdin)["selected"]["backend"])' ||
+            echo "nothing")
+        [ "$selected" = landlock ] || fail "the platform chain selected $selected, not landlock"
+        echo "the platform chain selects landlock here"
         ;;
     macos)
         [ "$(uname -s)" = Darwin ] || fail "not macOS ($(uname -s))"
@@ -104,16 +104,62 @@ check() {
     esac
 }
 
+# The archive's binaries, extracted into this clone (modes kept) before the host check, which
+# asks the extracted sandboxctl which backend the chain selects.
+extract() {
+    [ -n "$archive" ] || return 0
+    cargo-nextest nextest list --archive-file "$archive" --workspace-remap "$repo" \
+        --extract-to "$repo" --extract-overwrite >/dev/null
+}
+
+# Tests that need a usable bwrap, beyond the conformance trials (which skip an unusable backend
+# when they are listed, with the reason): a nextest filterset per line of ci/needs-bwrap, each
+# group under a `## ` line giving the reason. On a host where bwrap works they all run.
+bwrap_filter() {
+    awk '/^[[:space:]]*(#|$)/ { next } { printf "%s(%s)", sep, $0; sep = " | " }' ci/needs-bwrap
+}
+# Lists each test ci/needs-bwrap leaves out, with its reason; fails when an entry names no test
+# of the suite (each entry is `binary_id(BINARY) & test(=NAME)`: one test).
+list_needs_bwrap() { # NEXTEST-LIST-COMMAND...
+    local listed entries=0 line reason="" name
+    listed=$("$@" -T oneline -E "$(bwrap_filter)")
+    while IFS= read -r line; do
+        case "$line" in
+        "## "*) reason=${line#\#\# } ;;
+        "#"* | "") ;;
+        "binary_id("*") & test(="*")")
+            entries=$((entries + 1))
+            name=${line#binary_id(}
+            name="${name%%)*} ${line##*test(=}"
+            name=${name%)}
+            grep -qxF "$name" <<<"$listed" || fail "ci/needs-bwrap: no test $name"
+            echo "  not run (bwrap cannot make its namespaces here: $reason): $name"
+            ;;
+        *) fail "ci/needs-bwrap: an entry is binary_id(BINARY) & test(=NAME), not $line" ;;
+        esac
+    done <ci/needs-bwrap
+    echo "$entries tests of ci/needs-bwrap not run on this host"
+}
+
 tests() {
     export NEXTEST_PROFILE=ci CONFORMANCE_REQUIRE=$require INSTA_UPDATE=no
+    # The report.html test drives a real headless browser: ci/install-tests.sh installs one, so
+    # a missing one fails the leg instead of skipping.
+    export CONFORMANCE_REQUIRE_TOOLS=${CONFORMANCE_REQUIRE_TOOLS-chromium}
+    local run=(cargo nextest run --workspace) list=(cargo nextest list --workspace)
     if [ -n "$archive" ]; then
         # The archive keeps every binary's mode; extracted into this clone, the compiled-in
         # paths (CARGO_MANIFEST_DIR, CARGO_BIN_EXE_*) point at real files.
-        cargo-nextest nextest run --archive-file "$archive" --workspace-remap "$repo" \
-            --extract-to "$repo" --extract-overwrite
-    else
-        cargo nextest run --workspace
+        local from=(--archive-file "$archive" --workspace-remap "$repo" --extract-to "$repo"
+            --extract-overwrite)
+        run=(cargo-nextest nextest run "${from[@]}")
+        list=(cargo-nextest nextest list "${from[@]}")
     fi
+    if ! bwrap_works; then
+        list_needs_bwrap "${list[@]}"
+        run+=(-E "not ($(bwrap_filter))")
+    fi
+    "${run[@]}"
 }
 
 certify() {
@@ -121,13 +167,14 @@ certify() {
     for b in ${require//,/ }; do args+=(--backend "$b"); done
     local bin=target/debug/certify
     [ -x "$bin" ] || fail "no $bin: build it (cargo build --workspace) or extract the archive first"
-    CONFORMANCE_REQUIRE=$require "$bin" "${args[@]}" --out "$out"
+    # The report names its leg: `certify merge` labels the host by it.
+    CONFORMANCE_LEG=$leg CONFORMANCE_REQUIRE=$require "$bin" "${args[@]}" --out "$out"
 }
 
 case "$what" in
 check) check ;;
-tests) check; tests ;;
-certify) check; certify ;;
-all) check; tests; certify ;;
+tests) extract; check; tests ;;
+certify) extract; check; certify ;;
+all) extract; check; tests; certify ;;
 *) echo "ci/leg.sh: check, tests, certify or all, not $what" >&2; exit 2 ;;
 esac

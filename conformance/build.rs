@@ -3,6 +3,10 @@
 //! file's mode: a fake may be deliberately not executable), listed in `$OUT_DIR/suite_files.rs`
 //! as `include_bytes!` of its absolute path. A build script rather than a crate (`include_dir`):
 //! twenty lines, no dependency, and cargo reruns it when either directory changes.
+//!
+//! It also embeds the commit the build's tree is at (`CERTIFY_COMMIT`), so an installed certify
+//! names the commit of the suite it carries, not that of whatever clone it later runs in; cargo
+//! reruns it when HEAD moves.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -71,9 +75,40 @@ fn table(name: &str, root: &Path, modes: bool, code: &mut String) {
     code.push_str("];\n");
 }
 
+/// `git` in the workspace, its output trimmed, when it succeeds.
+fn git(workspace: &Path, args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(workspace)
+        .output()
+        .ok()?;
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_owned())
+}
+
+/// Sets `CERTIFY_COMMIT` (empty outside a git checkout) and asks cargo to rerun this script when
+/// HEAD or the branch it names moves (a file that does not exist is never named: cargo would
+/// rerun the script on every build).
+fn commit(workspace: &Path) {
+    let mut watched = vec!["HEAD".to_owned(), "packed-refs".to_owned()];
+    watched.extend(git(workspace, &["symbolic-ref", "-q", "HEAD"]));
+    for name in &watched {
+        if let Some(path) = git(workspace, &["rev-parse", "--git-path", name]) {
+            let path = workspace.join(path);
+            if path.exists() {
+                println!("cargo:rerun-if-changed={}", path.display());
+            }
+        }
+    }
+    let commit = git(workspace, &["rev-parse", "--short=12", "HEAD"]).unwrap_or_default();
+    println!("cargo:rustc-env=CERTIFY_COMMIT={commit}");
+}
+
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let workspace = manifest.join("..");
+    commit(&workspace);
     let mut code = String::new();
     table("SCENARIOS", &workspace.join("scenarios"), false, &mut code);
     table(

@@ -5,6 +5,7 @@
 //! - `certify [--expectations FILE] -- COMMAND ARGS...` certifies an external backend that speaks
 //!   the JSON-lines protocol (`conformance/protocol/README.md`).
 //! - `certify merge DIR...` joins the reports of several hosts into one report and one matrix.
+//! - `certify diff OLD NEW` lists what changed between two runs (new failures, XPASSes, fixes).
 //!
 //! The suite is inside the binary (`conformance::suite`): an installed `certify` needs no clone.
 //! It is written into a private directory for the run unless `--scenarios DIR` (or
@@ -42,7 +43,14 @@ use conformance::suite::{self, Materialised};
     name = "certify",
     version,
     about = "Certify sandbox backends against the conformance suite",
-    after_help = "certify merge DIR... joins the reports of several hosts (certify merge --help)."
+    after_help = concat!(
+        "certify merge DIR... joins the reports of several hosts (certify merge --help); \
+         certify diff OLD NEW lists what changed between two runs (certify diff --help).\n\n",
+        "Exit codes: 0 certified (merge: on every host; diff: nothing newly failing); 1 not \
+         certified (merge: or a leg missing; diff: a new FAIL or XPASS); 2 bad usage or input, \
+         nothing written; 3 PARTIAL (--family left families out); 130 stopped by a signal, no \
+         report written."
+    )
 )]
 struct Cli {
     /// Certify this reference backend (repeatable; default: every backend usable on this host).
@@ -120,7 +128,7 @@ fn stop_on_signals(stop: Arc<AtomicBool>) {
             if stop.swap(true, Ordering::SeqCst) {
                 conformance::world::sweep_so_far();
                 eprintln!("certify: {signal} again: stopped at once");
-                std::process::exit(130);
+                std::process::exit(i32::from(certify::exit::STOPPED));
             }
             eprintln!(
                 "certify: {signal}: starting no more cases; the ones under way end and the run's \
@@ -134,43 +142,88 @@ fn stop_on_signals(stop: Arc<AtomicBool>) {
 #[derive(Parser)]
 #[command(
     name = "certify merge",
-    about = "Join the reports of several hosts (the legs of a CI matrix) into one report and one matrix"
+    about = "Join the reports of several hosts (the legs of a CI matrix) into one report and one matrix",
+    after_help = certify::exit::HELP
 )]
 struct MergeCli {
     /// A report directory (holding report.json) or a report.json; one per host (at least one).
     #[arg(required = true)]
     reports: Vec<PathBuf>,
-    /// Where to write merged.json and matrix.md.
+    /// Where to write merged.json, matrix.md and report.html.
     #[arg(long, default_value = "certify-report/merged")]
     out: PathBuf,
     /// Merge reports of different suite versions (refused by default: they do not compare).
     #[arg(long)]
     allow_mixed_versions: bool,
+    /// The legs the merge must hold, comma-separated (a host is labelled by its report's leg):
+    /// a leg without a report is named and fails the merge, whose matrix is still written.
+    #[arg(long, value_delimiter = ',')]
+    expect: Vec<String>,
 }
 
-/// Exit 0 when every backend is certified on every host, 1 when not, 2 on bad input.
+/// Exit 0 when every backend is certified on every host, 1 when not (or a leg is missing), 2 on
+/// bad input.
 fn merge_main(args: impl Iterator<Item = OsString>) -> ExitCode {
     let cli = MergeCli::parse_from(std::iter::once(OsString::from("certify merge")).chain(args));
-    let merged = match conformance::merge::merge(&cli.reports, cli.allow_mixed_versions) {
-        Ok(merged) => merged,
-        Err(e) => {
-            eprintln!("certify merge: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let merged =
+        match conformance::merge::merge(&cli.reports, cli.allow_mixed_versions, &cli.expect) {
+            Ok(merged) => merged,
+            Err(e) => {
+                eprintln!("certify merge: {e}");
+                return ExitCode::from(certify::exit::USAGE);
+            }
+        };
     if let Err(e) = conformance::merge::write(&merged, &cli.out) {
         eprintln!("certify merge: cannot write to {}: {e}", cli.out.display());
-        return ExitCode::from(2);
+        return ExitCode::from(certify::exit::USAGE);
     }
     print!("{}", conformance::merge::markdown(&merged));
     println!(
-        "\nmerged: {0}/merged.json, {0}/matrix.md",
+        "\nmerged: {0}/merged.json, {0}/matrix.md, {0}/report.html",
         cli.out.display()
     );
+    for (leg, why) in &merged.missing {
+        eprintln!("certify merge: leg {leg} is missing: {why}");
+    }
     if merged.certified {
-        ExitCode::SUCCESS
+        ExitCode::from(certify::exit::CERTIFIED)
     } else {
-        ExitCode::from(1)
+        ExitCode::from(certify::exit::NOT_CERTIFIED)
+    }
+}
+
+/// `certify diff OLD NEW`: what changed between two runs.
+#[derive(Parser)]
+#[command(
+    name = "certify diff",
+    about = "List the cases newly failing, the new XPASSes and the fixes between two runs \
+             (each a report directory, report.json, a merge's directory or merged.json)",
+    after_help = certify::exit::HELP
+)]
+struct DiffCli {
+    /// The earlier run (the baseline).
+    old: PathBuf,
+    /// The later run.
+    new: PathBuf,
+}
+
+/// Exit 0 when nothing newly fails, 1 on a new failure or XPASS, 2 on bad input.
+fn diff_main(args: impl Iterator<Item = OsString>) -> ExitCode {
+    use conformance::certify::diff;
+    let cli = DiffCli::parse_from(std::iter::once(OsString::from("certify diff")).chain(args));
+    let (old, new) = match (diff::read_hosts(&cli.old), diff::read_hosts(&cli.new)) {
+        (Ok(old), Ok(new)) => (old, new),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("certify diff: {e}");
+            return ExitCode::from(certify::exit::USAGE);
+        }
+    };
+    let changes = diff::diff(&old, &new);
+    print!("{}", diff::markdown(&changes));
+    if changes.clean() {
+        ExitCode::from(certify::exit::CERTIFIED)
+    } else {
+        ExitCode::from(certify::exit::NOT_CERTIFIED)
     }
 }
 
@@ -194,8 +247,10 @@ fn main() -> ExitCode {
         _ => {}
     }
     let mut args = std::env::args_os().skip(1);
-    if args.next().is_some_and(|a| a == "merge") {
-        return merge_main(args);
+    match args.next() {
+        Some(a) if a == "merge" => return merge_main(args),
+        Some(a) if a == "diff" => return diff_main(args),
+        _ => {}
     }
     // Nothing the run starts outlives it: certify runs below a supervisor that reaps orphans and
     // kills what is left when certify ends.
@@ -211,13 +266,13 @@ fn main() -> ExitCode {
         Ok(dirs) => dirs,
         Err(e) => {
             eprintln!("certify: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(certify::exit::USAGE);
         }
     };
     let scenarios = embedded.scenarios.clone();
     if let Err(e) = check_families(&cli.families, &scenarios) {
         eprintln!("certify: {e}");
-        return ExitCode::from(2);
+        return ExitCode::from(certify::exit::USAGE);
     }
     if let Err(e) = check_out(&cli.out).and_then(|()| check_expectations_path(&cli)) {
         eprintln!("certify: {e}");
@@ -233,7 +288,7 @@ fn main() -> ExitCode {
         Ok(selected) => selected,
         Err(e) => {
             eprintln!("certify: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(certify::exit::USAGE);
         }
     };
     let names: Vec<String> = backends.iter().map(|(b, _)| b.name.clone()).collect();
@@ -252,7 +307,7 @@ fn main() -> ExitCode {
         Ok(seed) => seed,
         Err(e) => {
             eprintln!("certify: {e}");
-            return ExitCode::from(2);
+            return ExitCode::from(certify::exit::USAGE);
         }
     };
     eprintln!("certify: seed {seed} (certify --seed {seed} replays this run)");
@@ -297,7 +352,7 @@ fn main() -> ExitCode {
             "certify: stopped after {} cases; the run's worlds are removed; no report written",
             report.cases.len()
         );
-        return ExitCode::from(130);
+        return ExitCode::from(certify::exit::STOPPED);
     }
     summarize(&report);
     if let Err(e) = certify::write(&report, &cli.out) {
@@ -305,7 +360,7 @@ fn main() -> ExitCode {
             "certify: cannot write the report to {}: {e}",
             cli.out.display()
         );
-        return ExitCode::from(2);
+        return ExitCode::from(certify::exit::USAGE);
     }
     println!(
         "report: {0}/report.json, {0}/junit.xml, {0}/matrix.md",
@@ -313,17 +368,17 @@ fn main() -> ExitCode {
     );
     if report.certified() {
         println!("CERTIFIED in {:.1} s", report.wall_seconds);
-        ExitCode::SUCCESS
+        ExitCode::from(certify::exit::CERTIFIED)
     } else if report.passed() {
         println!(
             "PARTIAL ({:.1} s): everything run passed, but the families {} were left out; no certificate",
             report.wall_seconds,
             report.left_out_families.join(", ")
         );
-        ExitCode::from(3)
+        ExitCode::from(certify::exit::PARTIAL)
     } else {
         println!("NOT CERTIFIED ({:.1} s)", report.wall_seconds);
-        ExitCode::from(1)
+        ExitCode::from(certify::exit::NOT_CERTIFIED)
     }
 }
 
@@ -586,8 +641,8 @@ struct SuiteDirs {
 impl SuiteDirs {
     /// `--scenarios` or `CONFORMANCE_SCENARIOS`, else the embedded scenarios; the reference
     /// expectations from `CONFORMANCE_EXPECTATIONS`, else the embedded ones. When the embedded
-    /// suite cannot be written out (no writable cache directory), the build's workspace copy is
-    /// used if it still exists, and said.
+    /// suite cannot be written out (no usable cache directory), a usage error says how to give
+    /// it one.
     fn of(cli: &Cli) -> Result<SuiteDirs, CliError> {
         let env = |name: &str| {
             std::env::var_os(name)
@@ -612,25 +667,14 @@ impl SuiteDirs {
                 expectations: expectations.unwrap_or_else(|| copy.expectations()),
                 _copy: Some(copy),
             }),
-            Err(e) => {
-                let built = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/.."));
-                let (s, x) = (built.join("scenarios"), built.join("fixtures/expectations"));
-                if !(s.is_dir() && x.is_dir()) {
-                    return Err(CliError::Suite(format!(
-                        "{e}; and the build's suite ({}) is gone",
-                        s.display()
-                    )));
-                }
-                eprintln!(
-                    "certify: {e}; using the build's suite under {}",
-                    built.display()
-                );
-                Ok(SuiteDirs {
-                    scenarios: scenarios.unwrap_or(s),
-                    expectations: expectations.unwrap_or(x),
-                    _copy: None,
-                })
-            }
+            // Never the clone's scenarios instead: they may not be the suite this certify
+            // carries (and names in its report).
+            Err(e) => Err(CliError::Suite(format!(
+                "{e}. certify writes the suite compiled into it to a private directory under \
+                 $XDG_CACHE_HOME (or ~/.cache) for the run: point XDG_CACHE_HOME at a directory \
+                 you own outside /tmp, /dev/shm and $TMPDIR (none a confined call may write), or name the \
+                 suite with --scenarios DIR and CONFORMANCE_EXPECTATIONS=DIR"
+            ))),
         }
     }
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::matrix::{certified, family_rows, header, row};
+use super::matrix::{certified, class_word, family_rows, header, row};
 use super::{BackendReport, CaseResult, FORGED_SIGNATURE_SCENARIO, Report, Status};
 
 /// The family x backend matrix, as Markdown.
@@ -96,17 +96,9 @@ fn table(out: &mut String, report: &Report) {
             .map(|b| b.enforcement.map(|e| e.as_str()).unwrap_or("-")),
     ));
     for class in sandbox::EnforcementClass::ALL {
-        // `-`: no request of this run restricted the class (or the backend reports none).
-        let words = report.backends.iter().map(|b| {
-            b.classes
-                .as_ref()
-                .and_then(|c| {
-                    c.iter()
-                        .find(|(reported, _)| *reported == class)
-                        .map(|(_, r)| r.enforcement.as_str())
-                })
-                .unwrap_or("-")
-        });
+        // `-`: no request of this run restricted the class (or the backend reports none); a
+        // `partial` names what it leaves ungoverned.
+        let words = report.backends.iter().map(|b| class_word(b, class));
         out.push('\n');
         out.push_str(&row(&format!("**{}**", class.as_str()), words));
     }
@@ -116,7 +108,13 @@ fn table(out: &mut String, report: &Report) {
         report.backends.iter().map(|b| certified(b.certified)),
     ));
     out.push_str("\n\n");
+    out.push_str(PARTIAL_LEGEND);
 }
+
+/// What the enforcement rows' words mean, under every matrix.
+pub(crate) const PARTIAL_LEGEND: &str = "**enforcement** is `partial` when any class is short of \
+    `full`; each class row says `full`, `partial (what it leaves ungoverned)` or `not-governed` \
+    (nothing of the class is governed), and `-` where no request of the run restricted it.\n\n";
 
 /// The backends left out of this run and what external backends declared.
 fn sections(out: &mut String, report: &Report) {
@@ -230,9 +228,19 @@ fn failures(out: &mut String, report: &Report) {
         out.push_str(&format!("## Failed cases ({})\n\n", bad.len()));
         for c in bad.iter().take(100) {
             out.push_str(&format!(
-                "- `{}` {}:\n\n  ```text\n",
+                "- `{}` {} (scenario {}, {}{}):\n\n  ```text\n",
                 c.trial,
-                c.status.code()
+                c.status.code(),
+                if c.scenario.is_empty() {
+                    "-"
+                } else {
+                    &c.scenario
+                },
+                c.level.map_or("no level", |l| l.as_str()),
+                c.title
+                    .as_deref()
+                    .map(|t| format!(": {t}"))
+                    .unwrap_or_default()
             ));
             for line in wrap(c.message.as_deref().unwrap_or(""), 100) {
                 out.push_str(&format!("  {line}\n"));

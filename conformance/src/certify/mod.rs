@@ -10,12 +10,17 @@
 //! - `markdown`: the Markdown report ([`markdown`], [`wrap`]).
 //! - `matrix`: the matrix rows the Markdown report and the merged one both write.
 //! - `junit`: the JUnit XML ([`junit`]).
+//! - `html`: the self-contained `report.html` ([`html()`]).
 //! - `write`: the reports written into place, all or nothing ([`write()`]).
 //! - [`merge`]: several hosts' reports joined into one matrix (`certify merge`).
+//! - [`diff`]: what changed between two runs (`certify diff`).
+//! - [`exit`]: certify's exit codes.
 
 use std::path::Path;
 
+pub mod diff;
 mod host;
+mod html;
 mod junit;
 mod markdown;
 mod matrix;
@@ -25,11 +30,33 @@ mod schedule;
 mod verdict;
 mod write;
 
+pub use html::{escape, html, replay};
 pub use junit::{JunitError, junit};
 pub use markdown::{markdown, wrap};
-pub use report::{BackendReport, CaseResult, HostFacts, Report, Status, WorldPlaces};
+pub use report::{BackendReport, CaseResult, HostFacts, Report, Status, Verdict, WorldPlaces};
 pub use schedule::{Options, run};
-pub use write::write;
+pub use write::{REPORT_FILES, write};
+
+/// certify's exit codes (`certify --help` lists them).
+pub mod exit {
+    /// Every backend certified on the whole suite (`certify`), on every host (`merge`); no new
+    /// failure (`diff`).
+    pub const CERTIFIED: u8 = 0;
+    /// Not certified (`certify`, `merge`: a case failed, a backend is not certified, a leg is
+    /// missing); a new failure or XPASS (`diff`).
+    pub const NOT_CERTIFIED: u8 = 1;
+    /// Bad usage or bad input: nothing was run and nothing written.
+    pub const USAGE: u8 = 2;
+    /// `PARTIAL`: everything run passed, but `--family` left families out (no certificate).
+    pub const PARTIAL: u8 = 3;
+    /// Stopped by a signal (Ctrl-C): the run's worlds removed, no report written.
+    pub const STOPPED: u8 = 130;
+    /// The exit codes as `--help` states them.
+    pub const HELP: &str = "Exit codes: 0 certified (merge: on every host; diff: nothing newly \
+        failing); 1 not certified (merge: or a leg missing; diff: a new FAIL or XPASS); 2 bad \
+        usage or input, nothing written; 3 PARTIAL (--family left families out); 130 stopped by \
+        a signal, no report written.";
+}
 
 /// The scenario whose failure means a payload can pass for a broken sandbox
 /// (`scenarios/runner-failure/forged_signatures_stderr_only.yaml`).

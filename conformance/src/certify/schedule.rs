@@ -76,6 +76,11 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         .iter()
         .map(|s| (s.id.clone(), s.level))
         .collect();
+    let titles: BTreeMap<String, String> = suite
+        .scenarios
+        .iter()
+        .map(|s| (s.id.clone(), s.title.clone()))
+        .collect();
     let families = &options.families;
     let mut left_out_families: Vec<String> = suite
         .scenarios
@@ -117,7 +122,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         while !options.stop.load(Ordering::Relaxed)
             && let Some(trial) = next()
         {
-            let result = run_trial(
+            let mut result = run_trial(
                 trial,
                 &backends,
                 &seen,
@@ -125,6 +130,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
                 options.case_timeout,
                 options.seed,
             );
+            result.title = titles.get(&result.scenario).cloned();
             let done = {
                 let Ok(mut all) = results.lock() else { break };
                 all.push(result.clone());
@@ -178,7 +184,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     let mut family_seconds: Vec<(String, f64)> = family_seconds.into_iter().collect();
     family_seconds.sort_by(|a, b| b.1.total_cmp(&a.1));
     let mut report = Report {
-        suite_version: env!("CARGO_PKG_VERSION"),
+        suite_version: env!("CARGO_PKG_VERSION").to_owned(),
         suite_hash,
         commit: commit(),
         host: host_facts(),
@@ -192,7 +198,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         seed: options.seed,
         left_out_families,
         not_planned,
-        verdict: "",
+        verdict: super::Verdict::NotCertified,
         world_places: {
             let places = crate::world::places();
             WorldPlaces {
@@ -235,9 +241,11 @@ fn run_trial(
         backend: backend.to_owned(),
         family: family.clone(),
         scenario: scenario.to_owned(),
-        level: levels.get(scenario).map(|l| l.as_str()),
+        level: levels.get(scenario).copied(),
+        title: None,
         status,
         message,
+        expected: None,
         duration_ms: 0.0,
     };
     let (backend, scenario_id, case, expected_failure) = match trial.kind {
@@ -292,6 +300,7 @@ fn run_trial(
         )
     });
     let gap = expected_failure.as_ref().and_then(|e| e.gap);
+    let expected_reason = expected_failure.as_ref().map(|e| e.reason.clone());
     let protocol = b.external().and_then(|e| e.failure());
     let (status, message) = match (outcome, protocol) {
         (_, Some(ProtocolFailure::Timeout(m))) => (Status::Timeout, Some(m)),
@@ -321,7 +330,10 @@ fn run_trial(
     };
     let mut result = base(&b.name, &scenario_id, status, message);
     if gap.is_some() && status == Status::Xfail {
-        result.level = Some(Level::Should.as_str());
+        result.level = Some(Level::Should);
+    }
+    if matches!(status, Status::Xfail | Status::Xpass) {
+        result.expected = expected_reason;
     }
     result.duration_ms = start.elapsed().as_secs_f64() * 1e3;
     result

@@ -35,7 +35,7 @@ pub(super) fn verdict(
     }
     let must_defects = mine
         .iter()
-        .filter(|c| c.status == Status::Xfail && c.level == Some(Level::Must.as_str()))
+        .filter(|c| c.status == Status::Xfail && c.level == Some(Level::Must))
         .count();
     if must_defects > 0 {
         problems.push(format!(

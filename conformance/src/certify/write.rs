@@ -1,11 +1,14 @@
-//! Writing a run's reports into place: `report.json`, `junit.xml` and `matrix.md`, all or
-//! nothing.
+//! Writing a run's reports into place: `report.json`, `junit.xml`, `matrix.md` and
+//! `report.html`, all or nothing.
 
 use std::path::{Path, PathBuf};
 
 use super::{Report, junit, markdown};
 
-/// Writes `report.json`, `junit.xml` and `matrix.md` into `dir`, all or nothing: they are written
+/// The files a run writes, in its report directory.
+pub const REPORT_FILES: [&str; 4] = ["report.json", "junit.xml", "matrix.md", "report.html"];
+
+/// Writes `report.json`, `junit.xml`, `matrix.md` and `report.html` into `dir`, all or nothing: they are written
 /// into a new sibling directory first, which then takes `dir`'s place in one step (an exchange
 /// where the kernel has one), so a run that fails to write, or is stopped while writing, leaves
 /// the previous report as it was.
@@ -30,7 +33,12 @@ pub fn write(report: &Report, dir: &Path) -> std::io::Result<()> {
             into.join("junit.xml"),
             junit(report).map_err(std::io::Error::other)?,
         )?;
-        std::fs::write(into.join("matrix.md"), markdown(report))
+        std::fs::write(into.join("matrix.md"), markdown(report))?;
+        let label = report.host.leg.as_deref().unwrap_or("this host");
+        std::fs::write(
+            into.join("report.html"),
+            super::html::html("Certification report", &[(label, report)]),
+        )
     };
     if let Err(e) = std::fs::create_dir(&staging) {
         if e.kind() != std::io::ErrorKind::PermissionDenied {
@@ -43,7 +51,7 @@ pub fn write(report: &Report, dir: &Path) -> std::io::Result<()> {
         let _ = std::fs::remove_dir_all(&inside);
         std::fs::create_dir(&inside)?;
         let written = fill(&inside).and_then(|()| {
-            ["report.json", "junit.xml", "matrix.md"]
+            REPORT_FILES
                 .iter()
                 .try_for_each(|f| std::fs::rename(inside.join(f), dir.join(f)))
         });
