@@ -13,6 +13,7 @@ pub mod launch;
 pub mod probe;
 pub mod profile;
 mod provider;
+pub mod seatbelt;
 
 pub use provider::{
     Backend, DEFAULT_PROBE_TIMEOUT, GIT_SURFACE_GAP, LocalConfig, LocalProvider, OperatorError,

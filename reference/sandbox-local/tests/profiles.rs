@@ -13,6 +13,7 @@ use sandbox::{
     SandboxEnforcement, SandboxProvider,
 };
 use sandbox_local::profile::{self, WritableSet};
+use sandbox_local::seatbelt;
 use sandbox_local::{Backend, LocalConfig, LocalProvider, OperatorRunner};
 
 fn set() -> WritableSet {
@@ -94,29 +95,63 @@ fn lines(argv: &[OsString]) -> String {
         .join("\n")
 }
 
+/// A profile shape with `roots` writable roots, `protected` paths, `ancestors` and `sockets`.
+fn shape(
+    roots: usize,
+    protected: usize,
+    ancestors: usize,
+    sockets: usize,
+    network: NetworkMode,
+) -> seatbelt::Shape {
+    seatbelt::Shape {
+        roots,
+        protected,
+        ancestors,
+        sockets,
+        network,
+    }
+}
+
 #[test]
 fn seatbelt_profile_names_no_path_at_all() {
     insta::assert_snapshot!(
         "seatbelt_profile_read_only",
-        profile::seatbelt_profile(0, 0, 0, NetworkMode::Enabled)
+        profile::seatbelt_profile(&shape(0, 0, 0, 0, NetworkMode::Enabled))
     );
     insta::assert_snapshot!(
         "seatbelt_profile_three_roots",
-        profile::seatbelt_profile(3, 0, 0, NetworkMode::Enabled)
+        profile::seatbelt_profile(&shape(3, 0, 0, 0, NetworkMode::Enabled))
     );
     insta::assert_snapshot!(
         "seatbelt_profile_protected",
-        profile::seatbelt_profile(2, 2, 1, NetworkMode::Enabled)
+        profile::seatbelt_profile(&shape(2, 2, 1, 1, NetworkMode::Enabled))
     );
+    for network in [NetworkMode::Enabled, NetworkMode::Restricted] {
+        let text = profile::seatbelt_profile(&shape(3, 2, 2, 1, network));
+        assert!(!text.contains("/work") && !text.contains("/tmp"), "{text}");
+        assert!(!text.contains("(allow default)"), "{text}");
+        let first = text
+            .lines()
+            .find(|l| l.starts_with('(') && !l.starts_with("(version"));
+        assert_eq!(first, Some(seatbelt::DENY_DEFAULT), "{text}");
+    }
 }
 
 #[test]
 fn a_restricted_network_is_denied_by_every_profile() {
     insta::assert_snapshot!(
         "seatbelt_profile_network_restricted",
-        profile::seatbelt_profile(1, 0, 0, NetworkMode::Restricted)
+        profile::seatbelt_profile(&shape(1, 0, 0, 0, NetworkMode::Restricted))
     );
-    assert!(!profile::seatbelt_profile(1, 0, 0, NetworkMode::Enabled).contains("network"));
+    // Restricted, the profile names no network operation but the allowed sockets.
+    let restricted = profile::seatbelt_profile(&shape(1, 0, 0, 0, NetworkMode::Restricted));
+    let rules: Vec<&str> = restricted.lines().filter(|l| !l.starts_with(';')).collect();
+    assert!(
+        !rules
+            .iter()
+            .any(|r| r.contains("network-") || r.contains("AF_INET")),
+        "{restricted}"
+    );
     let bwrap = profile::bwrap_args(
         &set(),
         &binds(&set()),
@@ -365,4 +400,36 @@ fn the_socket_allowance_reaches_the_launcher_and_the_unguarded_switch_never_does
             }
         }
     }
+}
+
+/// Seatbelt allows a named socket by path (`network-outbound` on its `literal`), so a launch that
+/// allows one keeps its host-IPC class `full` and lists the path under `allowed`; every other
+/// socket stays closed (the model test in `conformance::seatbelt_model` judges that).
+#[test]
+fn a_seatbelt_launch_allows_a_named_socket_precisely() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let elsewhere = tempfile::tempdir().expect("socket dir");
+    let socket = elsewhere.path().join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let provider = LocalProvider::new(LocalConfig::only(Backend::Seatbelt));
+    let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws.path())
+        .with_allow_unix_sockets(vec![socket.clone()]);
+    let launch = provider
+        .confine(&["true".into()], &policy)
+        .expect("confine");
+    let report = launch.class_report(EnforcementClass::HostIpc);
+    assert_eq!(report.enforcement, ClassEnforcement::Full, "{report:?}");
+    assert_eq!(report.allowed, vec![socket.display().to_string()]);
+    let defines: Vec<String> = launch
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .filter(|a| a.starts_with("UNIX_SOCKET_"))
+        .collect();
+    assert!(
+        defines
+            .iter()
+            .any(|d| d.ends_with(&*socket.to_string_lossy())),
+        "{defines:?}"
+    );
 }
