@@ -19,8 +19,14 @@
 //! and IPC calls through this model (seccomp user notification), so the scenarios' own payloads
 //! run against the generated profile.
 
+#[cfg(target_os = "linux")]
+pub mod exec;
 #[cfg(test)]
 mod facts;
+#[cfg(target_os = "linux")]
+mod judge;
+#[cfg(target_os = "linux")]
+mod notify;
 #[cfg(test)]
 mod reference;
 mod sbpl;
@@ -225,11 +231,13 @@ impl Request {
 mod compile;
 pub use compile::{Filter, Profile};
 
+/// `sandbox-exec`'s arguments read: the profile text, its `-D` parameters, where the command
+/// starts.
+pub type SandboxExecArgs = (String, BTreeMap<String, Vec<u8>>, usize);
+
 /// The `-p PROFILE` text and `-D NAME=VALUE` parameters of a `sandbox-exec` argv (the
 /// arguments after the program), and where the command starts.
-pub fn split_args(
-    args: &[Vec<u8>],
-) -> Result<(String, BTreeMap<String, Vec<u8>>, usize), ModelError> {
+pub fn split_args(args: &[Vec<u8>]) -> Result<SandboxExecArgs, ModelError> {
     let mut profile = None;
     let mut params = BTreeMap::new();
     let mut at = 0;
@@ -259,4 +267,23 @@ pub fn split_args(
     }
     let profile = profile.ok_or_else(|| ModelError::Syntax("no -p profile".into()))?;
     Ok((profile, params, at))
+}
+
+/// The `seatbelt-model` backend: the reference Seatbelt provider with `seatbelt-model-exec` (the
+/// Linux stand-in for `sandbox-exec`) as its runner, probed like any local backend, named as a
+/// fake. Unusable where the stand-in is not built or not on Linux.
+pub fn backend() -> crate::backends::Backend {
+    let runner = sandbox_local::probe::locate_sibling("seatbelt-model-exec", "conformance");
+    let config = sandbox_local::LocalConfig {
+        sandbox_exec: runner
+            .unwrap_or_else(|_| std::path::PathBuf::from("/nonexistent/seatbelt-model-exec")),
+        ..sandbox_local::LocalConfig::only(sandbox_local::Backend::Seatbelt)
+    };
+    let mut backend =
+        crate::backends::Backend::local(BACKEND, sandbox_local::Backend::Seatbelt, config);
+    backend.version = Some(format!(
+        "a fake: the reference Seatbelt profile judged by the SBPL model (conformance {})",
+        env!("CARGO_PKG_VERSION")
+    ));
+    backend
 }

@@ -192,11 +192,15 @@ pub const DEPUTIES: &[Rule] = &[
 pub struct Shape {
     /// `WRITABLE_ROOT_n`: the workspace, the temp roots, the extra roots.
     pub roots: usize,
-    /// `PROTECTED_n` and `PROTECTED_CI_n`: each protected path, exactly and in any letter case.
+    /// `PROTECTED_n`, `PROTECTED_ROOT_n` and `PROTECTED_CI_n`: each protected path exactly, and
+    /// its part below the innermost writable root holding it in any letter case.
     pub protected: usize,
-    /// `ANCESTOR_n` and `ANCESTOR_CI_n`: each directory above a protected path, up to and
-    /// including the outermost writable root holding it.
+    /// `ANCESTOR_n`: each directory above a protected path, up to and including the outermost
+    /// writable root holding it.
     pub ancestors: usize,
+    /// `FOLDED_ROOT_n` and `FOLDED_CI_n`: each of those strictly below its innermost root, in
+    /// any letter case.
+    pub folded_ancestors: usize,
     /// `UNIX_SOCKET_n`: each named unix socket the policy allows, as given and canonical.
     pub sockets: usize,
     /// The network knob.
@@ -250,17 +254,23 @@ pub fn seatbelt_profile(shape: &Shape) -> String {
     // config there and renaming it back must fail; writing `.git/index` must not).
     for i in 0..shape.protected {
         push(
-            "a protected path: no write, create, remove, rename or hard link of it or beneath it",
+            "a protected path, and its name below its root in any letter case: no write, create, remove, rename or hard link of it or beneath it",
             &format!(
-                "(deny file-write* file-link (subpath (param \"PROTECTED_{i}\")) (regex (param \"PROTECTED_CI_{i}\")))"
+                "(deny file-write* file-link (subpath (param \"PROTECTED_{i}\")) (require-all (subpath (param \"PROTECTED_ROOT_{i}\")) (regex (param \"PROTECTED_CI_{i}\"))))"
             ),
         );
     }
     for i in 0..shape.ancestors {
         push(
-            "a directory above a protected path: it may not be removed or renamed away",
+            "a directory above a protected path, up to the outermost writable root: it may not be removed or renamed away",
+            &format!("(deny file-write-unlink (literal (param \"ANCESTOR_{i}\")))"),
+        );
+    }
+    for i in 0..shape.folded_ancestors {
+        push(
+            "the same directory below its root in any letter case",
             &format!(
-                "(deny file-write-unlink (literal (param \"ANCESTOR_{i}\")) (regex (param \"ANCESTOR_CI_{i}\")))"
+                "(deny file-write-unlink (require-all (subpath (param \"FOLDED_ROOT_{i}\")) (regex (param \"FOLDED_CI_{i}\"))))"
             ),
         );
     }
@@ -296,18 +306,42 @@ pub fn seatbelt_params(
     }
     let protected = &set.protected.paths;
     for (i, path) in protected.iter().enumerate() {
+        let (root, below) = split_at_anchor(path, &set.protected.ancestors);
         params.push((format!("PROTECTED_{i}"), path.as_os_str().to_owned()));
-        params.push((format!("PROTECTED_CI_{i}"), any_case_regex(path, true)));
+        params.push((format!("PROTECTED_ROOT_{i}"), root.as_os_str().to_owned()));
+        params.push((format!("PROTECTED_CI_{i}"), any_case_regex(below, true)));
     }
     let ancestors = ancestors(protected, &roots);
     for (i, dir) in ancestors.iter().enumerate() {
         params.push((format!("ANCESTOR_{i}"), dir.as_os_str().to_owned()));
-        params.push((format!("ANCESTOR_CI_{i}"), any_case_regex(dir, false)));
     }
+    // Folded only strictly below the root the protected path was anchored at: a name at or
+    // above it is a name of the world (a workspace inside /tmp), not of the protected pattern.
+    let mut folded: Vec<(&Path, &Path)> = Vec::new();
+    for path in protected {
+        let (root, _) = split_at_anchor(path, &set.protected.ancestors);
+        for dir in path.ancestors().skip(1) {
+            let Ok(below) = dir.strip_prefix(root) else {
+                break;
+            };
+            if below.as_os_str().is_empty() {
+                break;
+            }
+            if !folded.contains(&(root, below)) {
+                folded.push((root, below));
+            }
+        }
+    }
+    for (i, (root, below)) in folded.iter().enumerate() {
+        params.push((format!("FOLDED_ROOT_{i}"), root.as_os_str().to_owned()));
+        params.push((format!("FOLDED_CI_{i}"), any_case_regex(below, false)));
+    }
+    let folded = folded.len();
     let shape = Shape {
         roots: roots.len(),
         protected: protected.len(),
         ancestors: ancestors.len(),
+        folded_ancestors: folded,
         sockets: sockets.len(),
         network,
     };
@@ -380,12 +414,31 @@ fn socket_spellings(sockets: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-/// A regex matching `path` in any ASCII letter case, anchored at both ends, and everything
-/// beneath it when `subtree`: every regex metacharacter is escaped, every letter becomes a
-/// two-letter class (`.git` -> `\.[gG][iI][tT]`), other bytes stand for themselves.
-pub fn any_case_regex(path: &Path, subtree: bool) -> OsString {
-    let mut re = vec![b'^'];
-    for &b in path.as_os_str().as_bytes() {
+/// `path` split at the root it was anchored at (the workspace or an extra root): the parent of
+/// the shallowest directory on its way that the plan lists as an ancestor, or its own parent.
+/// The part below is the protected pattern (`.git/hooks`), never a name of the world.
+fn split_at_anchor<'a>(path: &'a Path, ancestors: &[PathBuf]) -> (&'a Path, &'a Path) {
+    let anchor = path
+        .ancestors()
+        .skip(1)
+        .filter(|d| ancestors.iter().any(|a| a == d))
+        .last()
+        .and_then(Path::parent)
+        .or_else(|| path.parent())
+        .unwrap_or(path);
+    (anchor, path.strip_prefix(anchor).unwrap_or(path))
+}
+
+/// A regex matching a path that ends in `/` + `below` in any ASCII letter case (and everything
+/// beneath it when `subtree`), anchored at the end only: every regex metacharacter is escaped,
+/// every letter becomes a two-letter class (`.git` -> `\.[gG][iI][tT]`), other bytes stand for
+/// themselves. The profile pairs it with `(subpath ROOT)` (the root the protected path was
+/// anchored at), so it matches that name at any depth below the root: SBPL cannot fold the case
+/// of a parameter, and a regex spelling the root would not be the root's path (a backend's
+/// answer must be the same for a renamed world).
+pub fn any_case_regex(below: &Path, subtree: bool) -> OsString {
+    let mut re = vec![b'/'];
+    for &b in below.as_os_str().as_bytes() {
         if b.is_ascii_alphabetic() {
             re.extend_from_slice(&[b'[', b.to_ascii_lowercase(), b.to_ascii_uppercase(), b']']);
         } else if b".[]{}()*+?^$|\\".contains(&b) {
@@ -438,14 +491,14 @@ mod tests {
 
     #[test]
     fn the_any_case_regex_escapes_and_folds() {
-        let re = any_case_regex(Path::new("/w/a.b+(c)/.git"), true);
+        let re = any_case_regex(Path::new("a.b+(c)/.git"), true);
         assert_eq!(
             re.to_string_lossy(),
-            r"^/[wW]/[aA]\.[bB]\+\([cC]\)/\.[gG][iI][tT](/.*)?$"
+            r"/[aA]\.[bB]\+\([cC]\)/\.[gG][iI][tT](/.*)?$"
         );
         assert_eq!(
-            any_case_regex(Path::new("/x"), false).to_string_lossy(),
-            "^/[xX]$"
+            any_case_regex(Path::new("x"), false).to_string_lossy(),
+            "/[xX]$"
         );
     }
 

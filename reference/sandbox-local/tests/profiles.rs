@@ -107,6 +107,8 @@ fn shape(
         roots,
         protected,
         ancestors,
+        // The ancestors strictly below their root: one fewer than all (the root itself).
+        folded_ancestors: ancestors.saturating_sub(1),
         sockets,
         network,
     }
@@ -124,7 +126,7 @@ fn seatbelt_profile_names_no_path_at_all() {
     );
     insta::assert_snapshot!(
         "seatbelt_profile_protected",
-        profile::seatbelt_profile(&shape(2, 2, 1, 1, NetworkMode::Enabled))
+        profile::seatbelt_profile(&shape(2, 2, 2, 1, NetworkMode::Enabled))
     );
     for network in [NetworkMode::Enabled, NetworkMode::Restricted] {
         let text = profile::seatbelt_profile(&shape(3, 2, 2, 1, network));
