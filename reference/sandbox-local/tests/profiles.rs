@@ -435,3 +435,87 @@ fn a_seatbelt_launch_allows_a_named_socket_precisely() {
         "{defines:?}"
     );
 }
+
+/// The profile's rule lines for `shape`, each index of a parameter written `_N`, in order and
+/// without repeats (one row per kind of rule).
+fn rule_lines(shape: &seatbelt::Shape) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in profile::seatbelt_profile(shape).lines() {
+        if !line.starts_with('(') || line.starts_with("(version") {
+            continue;
+        }
+        let mut normal = String::new();
+        let mut rest = line;
+        while let Some(at) = rest.find('_') {
+            let (head, tail) = rest.split_at(at + 1);
+            normal.push_str(head);
+            let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+            if digits > 0 && tail[digits..].starts_with('"') {
+                normal.push('N');
+            } else {
+                normal.push_str(&tail[..digits]);
+            }
+            rest = &tail[digits..];
+        }
+        normal.push_str(rest);
+        if !out.contains(&normal) {
+            out.push(normal);
+        }
+    }
+    out
+}
+
+fn doc(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// docs/macos.md lists every rule of the profile, in order, one row per kind: a rule added,
+/// dropped or moved without the table (or the other way round) fails here.
+#[test]
+fn the_macos_doc_lists_the_seatbelt_profile_rule_by_rule() {
+    let text = doc("macos.md");
+    let table = text
+        .split("<!-- seatbelt-rules:start -->")
+        .nth(1)
+        .and_then(|t| t.split("<!-- seatbelt-rules:end -->").next())
+        .expect("docs/macos.md has the seatbelt-rules table");
+    let documented: Vec<String> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once("` |").map(|(rule, _)| rule.to_owned()))
+        .collect();
+    let generated = rule_lines(&shape(2, 2, 2, 1, NetworkMode::Enabled));
+    assert_eq!(
+        documented, generated,
+        "docs/macos.md's table against the profile"
+    );
+}
+
+/// Every SBPL rule the other docs name in their Seatbelt columns is a rule of the profile (a
+/// form ending in ` ...)` names the start of one).
+#[test]
+fn the_docs_name_only_rules_the_seatbelt_profile_has() {
+    let mut rules = rule_lines(&shape(2, 2, 2, 1, NetworkMode::Enabled));
+    rules.extend(rule_lines(&shape(2, 2, 2, 1, NetworkMode::Restricted)));
+    for name in ["threat-model.md", "network.md", "host-ipc.md", "macos.md"] {
+        let text = doc(name);
+        let forms = text
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|f| f.starts_with("(allow ") || f.starts_with("(deny "));
+        for form in forms {
+            let known = match form.strip_suffix(" ...)") {
+                Some(start) => rules.iter().any(|r| r.starts_with(start)),
+                None => rules.iter().any(|r| r == form),
+            };
+            assert!(
+                known,
+                "docs/{name} names {form:?}, which the profile does not have"
+            );
+        }
+    }
+}
