@@ -283,7 +283,7 @@ impl Backend {
     }
 
     /// A reference local backend, probed on this host.
-    fn local(name: &str, backend: LocalBackend, config: LocalConfig) -> Backend {
+    pub(crate) fn local(name: &str, backend: LocalBackend, config: LocalConfig) -> Backend {
         let verdict: ProbeVerdict = probe(backend, &config);
         let mut declared = BTreeSet::from([Capability::Confine, Capability::StatusChannel]);
         if config.landlock_abi_cap.is_some() {
@@ -463,11 +463,12 @@ fn nix_is_root() -> bool {
 }
 
 /// The names of the reference backends, in run order.
-pub const REFERENCE_BACKENDS: [&str; 7] = [
+pub const REFERENCE_BACKENDS: [&str; 8] = [
     "bwrap",
     "landlock",
     "landlock-abi2",
     "seatbelt",
+    crate::seatbelt_model::BACKEND,
     "operator",
     "local",
     "policy",
@@ -476,16 +477,25 @@ pub const REFERENCE_BACKENDS: [&str; 7] = [
 /// Why `backend` belongs to another platform than this one (Seatbelt off macOS): its trials that
 /// cannot run here are not listed at all, rather than skipped by the hundred.
 pub fn foreign_platform(backend: &str) -> Option<&'static str> {
+    if backend == crate::seatbelt_model::BACKEND && !cfg!(target_os = "linux") {
+        return Some("the Seatbelt model's sandbox-exec stand-in runs on Linux only");
+    }
     (backend == "seatbelt" && !cfg!(target_os = "macos"))
         .then_some("Seatbelt runs on macOS only (/usr/bin/sandbox-exec); its classifier cases run")
 }
 
 /// The reference backends a run on this platform requires unless told otherwise: on Linux bwrap
-/// (when installed), landlock, landlock-abi2 and the policy bridge, plus the local chain when running as root (its
+/// (when installed), landlock, landlock-abi2, the Seatbelt model (a named fake) and the policy
+/// bridge, plus the local chain when running as root (its
 /// hostile-host simulations need root); on macOS seatbelt and the policy bridge.
 pub fn default_required() -> Vec<&'static str> {
     if cfg!(target_os = "linux") {
-        let mut names = vec!["landlock", "landlock-abi2", "policy"];
+        let mut names = vec![
+            "landlock",
+            "landlock-abi2",
+            crate::seatbelt_model::BACKEND,
+            "policy",
+        ];
         // An installed bwrap must work (a broken one fails the run); a host without one is
         // certified for what it has, bwrap named as left out with the reason.
         if which::which("bwrap").is_ok() {
@@ -524,6 +534,8 @@ pub fn reference_backend(name: &str) -> Option<Backend> {
             },
         ),
         "seatbelt" => Backend::plain(LocalBackend::Seatbelt),
+        // A named fake: the reference Seatbelt profile judged through the SBPL model on Linux.
+        crate::seatbelt_model::BACKEND => crate::seatbelt_model::backend(),
         // An operator runner speaks bwrap's denial dialect; its failure rule is its own, so the
         // scenarios give it inline.
         "operator" => Backend::dialect_only(

@@ -20,6 +20,8 @@
 //! - `survivors`: the processes of a call or a case found in the host's process table, and killed.
 //! - [`metamorphic`]: every confine request asked again about a renamed twin world.
 //! - [`observed`]: what a backend's answers reported per enforcement class over a run.
+//! - [`seatbelt_model`]: a model of SBPL (a named fake) that judges the reference Seatbelt
+//!   profile on Linux, and the `sandbox-exec` stand-in built on it.
 //!
 //! Reporting:
 //! - [`harness`]: the `libtest-mimic` entry point used by `cargo test` and `cargo nextest`.
@@ -45,6 +47,7 @@ pub use sandbox_protocol as protocol;
 pub mod reaper;
 pub mod request;
 pub mod scenario;
+pub mod seatbelt_model;
 pub mod steps;
 pub mod suite;
 pub(crate) mod survivors;

@@ -115,6 +115,7 @@ pub fn plan<E: std::fmt::Display>(
                 .backends
                 .as_ref()
                 .is_some_and(|only| !only.contains(&backend.name))
+                || !crate::seatbelt_model::plans(&backend.name, &scenario.family)
             {
                 continue;
             }

@@ -141,7 +141,7 @@ pub struct Finished {
     /// Every process the launch started is known to be gone: the runner reaped its whole tree
     /// (the Landlock launcher's monitor exited by itself), or bwrap's PID namespace is empty
     /// (its init's pidfd became readable). False when that could not be confirmed within the
-    /// bounds (an operator runner or an unconfined launch, whose process group alone was killed,
+    /// bounds (an operator runner, Seatbelt or an unconfined launch, whose process group alone was killed,
     /// or a runner that had to be killed before it finished).
     pub tree_reaped: bool,
 }
@@ -535,8 +535,12 @@ fn prepare(
         .envs(options.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+        .stderr(Stdio::piped());
+    if launch.backend == "seatbelt" {
+        new_session(&mut cmd);
+    } else {
+        cmd.process_group(0);
+    }
     // Each descriptor is duplicated for this spawn (close-on-exec here; the mapping clears it on
     // the child's number only), so the launch keeps its own for the next one.
     let mut mappings = Vec::new();
@@ -567,6 +571,23 @@ fn prepare(
     keep.sort_unstable();
     close_other_descriptors(&mut cmd, keep);
     Ok((cmd, status))
+}
+
+/// Seatbelt has no namespace to detach the payload from the caller's terminal (bwrap's
+/// `--new-session`), so the child calls `setsid` before it execs `sandbox-exec`: no controlling
+/// terminal (`/dev/tty` and `TIOCSTI` reach nothing of the person's), and a process group of its
+/// own whose id is its pid, which the spawn path kills as it kills every other launch's group.
+fn new_session(cmd: &mut Command) {
+    // SAFETY: `setsid` is async-signal-safe and touches no memory; it runs in the forked child
+    // before exec (not a group leader there, so it cannot fail with EPERM).
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::unistd::setsid()
+                .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
 }
 
 /// Only stdin, stdout, stderr, the status channel and the launch's own descriptors reach the
@@ -773,12 +794,13 @@ const TREE_BOUND: Duration = Duration::from_secs(10);
 /// Who, besides the process group the spawn path kills, ends the launch's other processes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Reaper {
-    /// The runner's own monitor (the Landlock launcher, the Seatbelt trampoline): it reaps the
-    /// whole tree before it exits, once it is asked to stop with SIGTERM.
+    /// The runner's own monitor (the Landlock launcher): it reaps the whole tree before it
+    /// exits, once it is asked to stop with SIGTERM.
     Monitor,
     /// bwrap: its PID namespace's init; when the init dies the kernel kills the namespace.
     Namespace,
-    /// Nobody: an operator runner or an unconfined launch. Only the process group is killed.
+    /// Nobody: an operator runner, Seatbelt or an unconfined launch. Only the process group is
+    /// killed, so the tree is never claimed reaped (a `setsid` daemon leaves the group).
     Group,
 }
 
@@ -812,6 +834,8 @@ impl<'a> Tree<'a> {
         // record: the init is then found among the leader's children).
         let reaper = match status.map(|(_, format)| format) {
             _ if launch.backend == "bwrap" => Reaper::Namespace,
+            // The Seatbelt trampoline execs the payload: nothing reaps beyond its group.
+            _ if launch.backend == "seatbelt" => Reaper::Group,
             Some(sandbox::StatusFormat::BwrapJson) => Reaper::Namespace,
             Some(sandbox::StatusFormat::LaunchReport) => Reaper::Monitor,
             None => Reaper::Group,

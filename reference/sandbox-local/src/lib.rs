@@ -34,6 +34,7 @@ pub mod stage {
     }
 }
 mod provider;
+pub mod seatbelt;
 
 pub use provider::{
     Backend, DEFAULT_PROBE_TIMEOUT, GIT_NAMED_SURFACE_GAP, GIT_SURFACE_GAP, LocalConfig,

@@ -63,7 +63,8 @@ impl ProbeFacts {
 ///   sockets of the host are out of reach; a unix socket bound to a path on the host stays
 ///   reachable through the read-only bind of `/` (connecting to a socket is not a write), so the
 ///   class is `partial`: `named-unix-sockets`.
-/// - Seatbelt: `(deny network*)` refuses every socket connection, unix paths included.
+/// - Seatbelt: under `(deny default)` a restricted profile names no network operation at all:
+///   TCP, UDP and unix sockets are refused (only the policy's allowed unix sockets are named).
 /// - The launcher: see `landlock_network`.
 pub fn network_capability(backend: Backend, landlock_governed: &[String]) -> ClassReport {
     match backend {
@@ -103,8 +104,10 @@ pub const HOST_IPC_KEYRINGS: &str = "keyrings";
 ///   message queues (the launcher shares the host's IPC namespace);
 /// - bwrap runs the launcher inside its namespaces (`--ipc private`): SysV IPC and POSIX message
 ///   queues are its own (`--unshare-ipc`), the rest as the launcher;
-/// - Seatbelt: its profile has no IPC rules (`(deny network*)` under a restricted network covers
-///   unix sockets only), so nothing is claimed.
+/// - Seatbelt: its profile starts from `(deny default)` and names no unix socket but those the
+///   policy allows (`network-outbound` by path), no IPC (`ipc-posix*`, `ipc-sysv*` denied), no
+///   write outside the writable set (a FIFO included), and no Mach service that writes for the
+///   payload ([`crate::seatbelt`]); macOS has no keyrings (the keychain's service is not named).
 pub fn host_ipc_capability(backend: Backend, guard: bool) -> ClassReport {
     let unguarded = [HOST_IPC_UNIX_SOCKETS, HOST_IPC_KEYRINGS];
     match (backend, guard) {
@@ -115,7 +118,7 @@ pub fn host_ipc_capability(backend: Backend, guard: bool) -> ClassReport {
                 .into_iter()
                 .chain([HOST_IPC_SYSV, HOST_IPC_POSIX_MQUEUES]),
         ),
-        (Backend::Seatbelt, _) => ClassReport::not_governed(),
+        (Backend::Seatbelt, _) => ClassReport::full(),
     }
 }
 

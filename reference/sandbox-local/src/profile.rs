@@ -7,6 +7,9 @@ use std::path::{Path, PathBuf};
 
 use sandbox::{NetworkMode, ProtectedPlan, ProviderPolicy, RootError};
 
+/// The Seatbelt dialect lives in [`crate::seatbelt`]; its entry points stay reachable here.
+pub use crate::seatbelt::{SEATBELT_TRAMPOLINE, seatbelt_args, seatbelt_profile};
+
 /// The descriptor number every status channel uses in the child.
 pub const STATUS_FD: i32 = 3;
 
@@ -442,103 +445,6 @@ pub fn landlock_args(
     args
 }
 
-/// Seatbelt's isolation rules, the same in every mode (SBPL: the last matching rule wins): the
-/// payload may signal, inspect and take the task port of processes in its own sandbox only, so
-/// it cannot signal, trace or read the caller or any other host process.
-pub const SEATBELT_ISOLATION: &str = "(deny signal)\n(allow signal (target same-sandbox))\n(deny process-info*)\n(allow process-info* (target same-sandbox))\n(deny mach-priv-task-port)\n(allow mach-priv-task-port (target same-sandbox))\n";
-
-/// The Seatbelt profile text. Paths never appear in it: each writable root is a `(param ...)`
-/// passed with `-D`, so no path can break out of the SBPL string syntax. With the network
-/// `restricted`, `(deny network*)` refuses every socket connection and bind, unix sockets
-/// included.
-pub fn seatbelt_profile(
-    roots: usize,
-    protected: usize,
-    ancestors: usize,
-    network: NetworkMode,
-) -> String {
-    let mut profile = String::from("(version 1)\n(allow default)\n");
-    profile.push_str(SEATBELT_ISOLATION);
-    if network.is_restricted() {
-        profile.push_str("(deny network*)\n");
-    }
-    profile.push_str("(deny file-write*)\n(allow file-write* (literal \"/dev/null\"))\n");
-    for i in 0..roots {
-        profile.push_str(&format!(
-            "(allow file-write* (subpath (param \"WRITABLE_ROOT_{i}\")))\n"
-        ));
-    }
-    // Last, so they win over the grants: the protected paths, existing or not, and every path
-    // on the way to one, itself only (renaming `.git` away, editing its config and renaming it
-    // back must fail; writing `.git/index` must not).
-    for i in 0..protected {
-        profile.push_str(&format!(
-            "(deny file-write* (subpath (param \"PROTECTED_{i}\")))\n"
-        ));
-    }
-    for i in 0..ancestors {
-        profile.push_str(&format!(
-            "(deny file-write* (literal (param \"PROTECTED_PARENT_{i}\")))\n"
-        ));
-    }
-    profile
-}
-
-/// The in-sandbox exec trampoline: reports `{"exec": ...}` on the status fd just before exec'ing
-/// the payload (closing the fd first), or `{"exec-failed": ...}` when the program is not found.
-/// Its records are [`sandbox::status`]'s (a test reads each one through it).
-pub const SEATBELT_TRAMPOLINE: &str = r#"if command -v -- "$1" >/dev/null 2>&1; then printf '{"exec":"ok"}\n' >&3; exec 3>&- "$@"; else printf '{"exec-failed":"trampoline: %s: not found"}\n' "$1" >&3; exit 127; fi"#;
-
-/// `sandbox-exec` arguments (after the program): the profile, one `-D` per root, then the payload
-/// wrapped in the trampoline when a status fd is used.
-pub fn seatbelt_args(
-    set: &WritableSet,
-    network: NetworkMode,
-    status_fd: Option<i32>,
-) -> Vec<OsString> {
-    let roots: Vec<&PathBuf> = set
-        .workspace
-        .iter()
-        .chain(set.temp.iter())
-        .chain(set.extra.iter())
-        .collect();
-    let protected = &set.protected.paths;
-    let ancestors = &set.protected.ancestors;
-    let mut args = vec![
-        os("-p"),
-        os(&seatbelt_profile(
-            roots.len(),
-            protected.len(),
-            ancestors.len(),
-            network,
-        )),
-    ];
-    for (i, root) in roots.iter().enumerate() {
-        let mut define = OsString::from(format!("WRITABLE_ROOT_{i}="));
-        define.push(root.as_os_str());
-        args.extend([os("-D"), define]);
-    }
-    for (i, path) in protected.iter().enumerate() {
-        let mut define = OsString::from(format!("PROTECTED_{i}="));
-        define.push(path.as_os_str());
-        args.extend([os("-D"), define]);
-    }
-    for (i, path) in ancestors.iter().enumerate() {
-        let mut define = OsString::from(format!("PROTECTED_PARENT_{i}="));
-        define.push(path.as_os_str());
-        args.extend([os("-D"), define]);
-    }
-    if status_fd.is_some() {
-        args.extend([
-            os("/bin/sh"),
-            os("-c"),
-            os(SEATBELT_TRAMPOLINE),
-            os("sandbox-trampoline"),
-        ]);
-    }
-    args
-}
-
 /// `program` followed by `args` and then `payload`.
 pub fn assemble(program: &OsStr, args: Vec<OsString>, payload: &[OsString]) -> Vec<OsString> {
     let mut argv = Vec::with_capacity(1 + args.len() + payload.len());
@@ -546,43 +452,4 @@ pub fn assemble(program: &OsStr, args: Vec<OsString>, payload: &[OsString]) -> V
     argv.extend(args);
     argv.extend(payload.iter().cloned());
     argv
-}
-
-#[cfg(test)]
-mod tests {
-    use super::SEATBELT_TRAMPOLINE;
-    use sandbox::status::Record;
-    use sandbox::{PayloadStatus, StatusFormat};
-
-    /// The records the trampoline prints, as `printf` writes them for a program named `prog`.
-    fn printed(program: &str) -> Vec<String> {
-        SEATBELT_TRAMPOLINE
-            .split("printf '")
-            .skip(1)
-            .filter_map(|rest| rest.split_once("\\n'"))
-            .map(|(format, _)| format.replace("%s", program) + "\n")
-            .collect()
-    }
-
-    #[test]
-    fn the_trampoline_writes_the_status_records_of_the_sandbox_crate() {
-        let lines = printed("prog");
-        assert_eq!(lines.len(), 2, "{SEATBELT_TRAMPOLINE}");
-        assert_eq!(lines[0], Record::Exec("ok".into()).to_line());
-        assert_eq!(
-            lines[1],
-            Record::ExecFailed("trampoline: prog: not found".into()).to_line()
-        );
-        let format = StatusFormat::LaunchReport;
-        assert_eq!(
-            format.parse(lines[0].as_bytes()),
-            PayloadStatus::Ran { exit_code: None }
-        );
-        assert_eq!(
-            format.parse(lines[1].as_bytes()),
-            PayloadStatus::NeverRan {
-                detail: Some("trampoline: prog: not found".into())
-            }
-        );
-    }
 }

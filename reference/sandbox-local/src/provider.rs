@@ -412,16 +412,21 @@ fn launch_classes(
 }
 
 /// The host-IPC class of one launch: what the backend closes here, and with named unix sockets
-/// allowed (`allow_unix_sockets`), those paths under `allowed`. No backend here can allow a
-/// socket by path (seccomp cannot read a `connect` address, Landlock has no unix-socket right
-/// before ABI 9, and no mount hides every other socket on the host), so a class that was `full`
-/// becomes `partial` naming [`probe::HOST_IPC_UNIX_SOCKETS`]: every unix socket the payload can
-/// see is open, not only the allowed ones. Never a silent widening.
+/// allowed (`allow_unix_sockets`), those paths under `allowed`. A path-based dialect (Seatbelt:
+/// `network-outbound` by `literal` path) allows exactly those sockets, so its class stays what it
+/// was. No other backend here can allow a socket by path (seccomp cannot read a `connect`
+/// address, Landlock has no unix-socket right before ABI 9, and no mount hides every other socket
+/// on the host), so a class that was `full` becomes `partial` naming
+/// [`probe::HOST_IPC_UNIX_SOCKETS`]: every unix socket the payload can see is open, not only the
+/// allowed ones. Never a silent widening.
 fn host_ipc_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
     if set.unix_sockets.is_empty() {
         return capability;
     }
     let allowed = set.unix_sockets.iter().map(|p| p.display().to_string());
+    if !set.protected_by_mounts {
+        return capability.with_allowed(allowed);
+    }
     let widened = match capability.enforcement {
         sandbox::ClassEnforcement::NotGoverned => capability,
         _ => {

@@ -13,6 +13,7 @@ use sandbox::{
     SandboxEnforcement, SandboxProvider,
 };
 use sandbox_local::profile::{self, WritableSet};
+use sandbox_local::seatbelt;
 use sandbox_local::{Backend, LocalConfig, LocalProvider, OperatorRunner};
 
 fn set() -> WritableSet {
@@ -94,29 +95,65 @@ fn lines(argv: &[OsString]) -> String {
         .join("\n")
 }
 
+/// A profile shape with `roots` writable roots, `protected` paths, `ancestors` and `sockets`.
+fn shape(
+    roots: usize,
+    protected: usize,
+    ancestors: usize,
+    sockets: usize,
+    network: NetworkMode,
+) -> seatbelt::Shape {
+    seatbelt::Shape {
+        roots,
+        protected,
+        ancestors,
+        // The ancestors strictly below their root: one fewer than all (the root itself).
+        folded_ancestors: ancestors.saturating_sub(1),
+        sockets,
+        network,
+    }
+}
+
 #[test]
 fn seatbelt_profile_names_no_path_at_all() {
     insta::assert_snapshot!(
         "seatbelt_profile_read_only",
-        profile::seatbelt_profile(0, 0, 0, NetworkMode::Enabled)
+        profile::seatbelt_profile(&shape(0, 0, 0, 0, NetworkMode::Enabled))
     );
     insta::assert_snapshot!(
         "seatbelt_profile_three_roots",
-        profile::seatbelt_profile(3, 0, 0, NetworkMode::Enabled)
+        profile::seatbelt_profile(&shape(3, 0, 0, 0, NetworkMode::Enabled))
     );
     insta::assert_snapshot!(
         "seatbelt_profile_protected",
-        profile::seatbelt_profile(2, 2, 1, NetworkMode::Enabled)
+        profile::seatbelt_profile(&shape(2, 2, 2, 1, NetworkMode::Enabled))
     );
+    for network in [NetworkMode::Enabled, NetworkMode::Restricted] {
+        let text = profile::seatbelt_profile(&shape(3, 2, 2, 1, network));
+        assert!(!text.contains("/work") && !text.contains("/tmp"), "{text}");
+        assert!(!text.contains("(allow default)"), "{text}");
+        let first = text
+            .lines()
+            .find(|l| l.starts_with('(') && !l.starts_with("(version"));
+        assert_eq!(first, Some(seatbelt::DENY_DEFAULT), "{text}");
+    }
 }
 
 #[test]
 fn a_restricted_network_is_denied_by_every_profile() {
     insta::assert_snapshot!(
         "seatbelt_profile_network_restricted",
-        profile::seatbelt_profile(1, 0, 0, NetworkMode::Restricted)
+        profile::seatbelt_profile(&shape(1, 0, 0, 0, NetworkMode::Restricted))
     );
-    assert!(!profile::seatbelt_profile(1, 0, 0, NetworkMode::Enabled).contains("network"));
+    // Restricted, the profile names no network operation but the allowed sockets.
+    let restricted = profile::seatbelt_profile(&shape(1, 0, 0, 0, NetworkMode::Restricted));
+    let rules: Vec<&str> = restricted.lines().filter(|l| !l.starts_with(';')).collect();
+    assert!(
+        !rules
+            .iter()
+            .any(|r| r.contains("network-") || r.contains("AF_INET")),
+        "{restricted}"
+    );
     let bwrap = profile::bwrap_args(
         &set(),
         &binds(&set()),
@@ -363,6 +400,122 @@ fn the_socket_allowance_reaches_the_launcher_and_the_unguarded_switch_never_does
                     "dialect {i} {sockets:?}: {argv:?}"
                 );
             }
+        }
+    }
+}
+
+/// Seatbelt allows a named socket by path (`network-outbound` on its `literal`), so a launch that
+/// allows one keeps its host-IPC class `full` and lists the path under `allowed`; every other
+/// socket stays closed (the model test in `conformance::seatbelt_model` judges that).
+#[test]
+fn a_seatbelt_launch_allows_a_named_socket_precisely() {
+    let ws = tempfile::tempdir().expect("workspace");
+    let elsewhere = tempfile::tempdir().expect("socket dir");
+    let socket = elsewhere.path().join("agent.sock");
+    let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+    let provider = LocalProvider::new(LocalConfig::only(Backend::Seatbelt));
+    let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws.path())
+        .with_allow_unix_sockets(vec![socket.clone()]);
+    let launch = provider
+        .confine(&["true".into()], &policy)
+        .expect("confine");
+    let report = launch.class_report(EnforcementClass::HostIpc);
+    assert_eq!(report.enforcement, ClassEnforcement::Full, "{report:?}");
+    assert_eq!(report.allowed, vec![socket.display().to_string()]);
+    let defines: Vec<String> = launch
+        .argv
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .filter(|a| a.starts_with("UNIX_SOCKET_"))
+        .collect();
+    assert!(
+        defines
+            .iter()
+            .any(|d| d.ends_with(&*socket.to_string_lossy())),
+        "{defines:?}"
+    );
+}
+
+/// The profile's rule lines for `shape`, each index of a parameter written `_N`, in order and
+/// without repeats (one row per kind of rule).
+fn rule_lines(shape: &seatbelt::Shape) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in profile::seatbelt_profile(shape).lines() {
+        if !line.starts_with('(') || line.starts_with("(version") {
+            continue;
+        }
+        let mut normal = String::new();
+        let mut rest = line;
+        while let Some(at) = rest.find('_') {
+            let (head, tail) = rest.split_at(at + 1);
+            normal.push_str(head);
+            let digits = tail.bytes().take_while(u8::is_ascii_digit).count();
+            if digits > 0 && tail[digits..].starts_with('"') {
+                normal.push('N');
+            } else {
+                normal.push_str(&tail[..digits]);
+            }
+            rest = &tail[digits..];
+        }
+        normal.push_str(rest);
+        if !out.contains(&normal) {
+            out.push(normal);
+        }
+    }
+    out
+}
+
+fn doc(name: &str) -> String {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../docs")
+        .join(name);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// docs/macos.md lists every rule of the profile, in order, one row per kind: a rule added,
+/// dropped or moved without the table (or the other way round) fails here.
+#[test]
+fn the_macos_doc_lists_the_seatbelt_profile_rule_by_rule() {
+    let text = doc("macos.md");
+    let table = text
+        .split("<!-- seatbelt-rules:start -->")
+        .nth(1)
+        .and_then(|t| t.split("<!-- seatbelt-rules:end -->").next())
+        .expect("docs/macos.md has the seatbelt-rules table");
+    let documented: Vec<String> = table
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split_once("` |").map(|(rule, _)| rule.to_owned()))
+        .collect();
+    let generated = rule_lines(&shape(2, 2, 2, 1, NetworkMode::Enabled));
+    assert_eq!(
+        documented, generated,
+        "docs/macos.md's table against the profile"
+    );
+}
+
+/// Every SBPL rule the other docs name in their Seatbelt columns is a rule of the profile (a
+/// form ending in ` ...)` names the start of one).
+#[test]
+fn the_docs_name_only_rules_the_seatbelt_profile_has() {
+    let mut rules = rule_lines(&shape(2, 2, 2, 1, NetworkMode::Enabled));
+    rules.extend(rule_lines(&shape(2, 2, 2, 1, NetworkMode::Restricted)));
+    for name in ["threat-model.md", "network.md", "host-ipc.md", "macos.md"] {
+        let text = doc(name);
+        let forms = text
+            .split('`')
+            .skip(1)
+            .step_by(2)
+            .filter(|f| f.starts_with("(allow ") || f.starts_with("(deny "));
+        for form in forms {
+            let known = match form.strip_suffix(" ...)") {
+                Some(start) => rules.iter().any(|r| r.starts_with(start)),
+                None => rules.iter().any(|r| r == form),
+            };
+            assert!(
+                known,
+                "docs/{name} names {form:?}, which the profile does not have"
+            );
         }
     }
 }
