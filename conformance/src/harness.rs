@@ -17,6 +17,7 @@ use libtest_mimic::{Arguments, Failed};
 use crate::backends::{Backend, reference_backends};
 use crate::expectations::Judgement;
 use crate::load::load_suite;
+use crate::observed::ClassesSeen;
 use crate::plan::{Trial, TrialKind, plan};
 use crate::steps::{Blame, run_case};
 
@@ -159,7 +160,7 @@ fn targeted(name: &str, required: &[String]) -> Option<Vec<HarnessTrial>> {
         &[Ok::<_, TrialError>(expected)],
         "",
     );
-    let backends = Arc::new(vec![backend]);
+    let backends = observed(vec![backend]);
     let mut matching: Vec<HarnessTrial> = planned
         .into_iter()
         .filter(|t| t.name == name && !matches!(t.kind, TrialKind::NotPlanned(_)))
@@ -279,7 +280,7 @@ pub fn trials(
             move || Err(TrialError::Required(why)),
         ));
     }
-    let backends = Arc::new(backends);
+    let backends = observed(backends);
     let mut foreign: std::collections::BTreeMap<String, (usize, &'static str)> =
         std::collections::BTreeMap::new();
     for trial in planned {
@@ -287,10 +288,10 @@ pub fn trials(
         // classifier cases): hundreds of skips would bury the skips that matter.
         if trial.skip.is_some()
             && let TrialKind::Case { backend, .. } = &trial.kind
-            && let Some(why) = crate::backends::foreign_platform(&backends[*backend].name)
+            && let Some(why) = crate::backends::foreign_platform(&backends.0[*backend].name)
         {
             foreign
-                .entry(backends[*backend].name.clone())
+                .entry(backends.0[*backend].name.clone())
                 .or_insert((0, why))
                 .0 += 1;
             continue;
@@ -376,7 +377,30 @@ fn guard(
     Ok(())
 }
 
-fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]) -> HarnessTrial {
+/// The backends with every answer of their providers seen on its way to the steps ([`ClassesSeen`],
+/// as certify does): a `gap:` entry then holds where a launch of this test reported the gap (a
+/// gap of `workspace-write` launches only, such as a shared temp area), not only where the
+/// backend's probe did.
+fn observed(mut backends: Vec<Backend>) -> Observed {
+    let seen = backends
+        .iter_mut()
+        .map(|b| {
+            let seen = Arc::new(ClassesSeen::default());
+            b.provider = b.provider.take().map(|p| {
+                Arc::new(crate::observed::Observed::new(p, Arc::clone(&seen)))
+                    as Arc<dyn sandbox::SandboxProvider>
+            });
+            seen
+        })
+        .collect();
+    Arc::new((backends, seen))
+}
+
+/// The backends of a run and what each one's launches reported ([`observed`]).
+type Observed = Arc<(Vec<Backend>, Vec<Arc<ClassesSeen>>)>;
+
+fn harness_trial(trial: Trial, observed: &Observed, required: &[String]) -> HarnessTrial {
+    let backends = &observed.0;
     let Trial {
         name, kind, skip, ..
     } = trial;
@@ -406,7 +430,7 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
             trial
         };
     }
-    let backends = Arc::clone(backends);
+    let observed = Arc::clone(observed);
     let name_for_seed = name.clone();
     HarnessTrial::new(name, false, move || match kind {
         TrialKind::LoadError(e) => Err(TrialError::Suite(e.to_string())),
@@ -428,7 +452,7 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
             // The failure, as the case's message shows it (with this case's odd names noted),
             // and whether it is the metamorphic check's.
             let result = crate::world::with_case(seed, &name_for_seed, || {
-                run_case(&backends[backend], &case).map_err(|failure| {
+                run_case(&observed.0[backend], &case).map_err(|failure| {
                     let shown = crate::world::noted(failure.to_string());
                     (failure.blame(), shown)
                 })
@@ -451,7 +475,7 @@ fn harness_trial(trial: Trial, backends: &Arc<Vec<Backend>>, required: &[String]
             // A `gap:` entry holds only where the backend reported that gap.
             let expected_failure = expected_failure.filter(|e| {
                 e.applies(
-                    |class| backends[backend].reported(class, None),
+                    |class| observed.0[backend].reported(class, Some(&observed.1[backend])),
                     result.as_ref().err().map(String::as_str),
                 )
             });

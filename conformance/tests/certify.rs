@@ -142,7 +142,8 @@ fn the_worked_example_in_python_is_certified() {
         "{me}"
     );
     assert!(
-        run.matrix.contains("| **network** | partial (named-unix-sockets) |"),
+        run.matrix
+            .contains("| **network** | partial (named-unix-sockets) |"),
         "{}",
         run.matrix
     );

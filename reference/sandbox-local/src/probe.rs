@@ -89,6 +89,11 @@ fn landlock_network(governed: &[String]) -> ClassReport {
 pub const HOST_IPC_UNIX_SOCKETS: &str = "unix-sockets";
 /// Host IPC no rule of the backend closes: FIFOs outside the writable set opened for writing.
 pub const HOST_IPC_FIFOS: &str = "fifos";
+/// Host IPC of a launch whose writable set holds a temp folder the host shares (`/tmp`, the
+/// caller's `$TMPDIR`): host tools read what the payload writes there (cargo's, rustup's and
+/// pytest's config from every parent folder of a `mktemp -d` folder) and host processes read
+/// FIFOs there. Reported until the temp area is private per session.
+pub const HOST_IPC_SHARED_TEMP: &str = "shared temp area: the person's tools read what the payload writes in /tmp and $TMPDIR (config from parent folders, FIFOs host processes read)";
 /// Host IPC no rule of the backend closes: the host's SysV shared memory, queues and semaphores.
 pub const HOST_IPC_SYSV: &str = "sysv-ipc";
 /// Host IPC no rule of the backend closes: the host's POSIX message queues.

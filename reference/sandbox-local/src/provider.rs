@@ -420,6 +420,7 @@ fn launch_classes(
 /// [`probe::HOST_IPC_UNIX_SOCKETS`]: every unix socket the payload can see is open, not only the
 /// allowed ones. Never a silent widening.
 fn host_ipc_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
+    let capability = shared_temp_report(capability, set);
     if set.unix_sockets.is_empty() {
         return capability;
     }
@@ -438,6 +439,20 @@ fn host_ipc_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
         }
     };
     widened.with_allowed(allowed)
+}
+
+/// The host-IPC class narrowed by a writable temp folder the host shares ([`WritableSet::temp`]:
+/// `/tmp` and the caller's `$TMPDIR`), naming [`probe::HOST_IPC_SHARED_TEMP`]: what the payload
+/// plants there, the person's tools read while the call runs and after it (HD-030).
+fn shared_temp_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
+    if set.temp.is_empty() || capability.enforcement == sandbox::ClassEnforcement::NotGoverned {
+        return capability;
+    }
+    let mut gaps = capability.ungoverned;
+    if !gaps.iter().any(|g| g == probe::HOST_IPC_SHARED_TEMP) {
+        gaps.push(probe::HOST_IPC_SHARED_TEMP.to_owned());
+    }
+    ClassReport::with_gaps(gaps).with_allowed(capability.allowed)
 }
 
 /// The protected class of one launch: what the backend can do here, narrowed by the paths no
