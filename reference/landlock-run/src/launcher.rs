@@ -436,7 +436,7 @@ fn inner(launch: &Launch) -> Result<(), Failure> {
     harden::cloexec_above_stderr().map_err(Failure::Harden)?;
     // Last: the launcher itself needs none of what it refuses.
     if launch.net_restricted && net::wants_net(launch.abi_cap) {
-        net::install_fastopen_guard().map_err(Failure::Harden)?;
+        net::install_net_guard().map_err(Failure::Harden)?;
     }
     if launch.unguarded {
         return Ok(());
