@@ -316,7 +316,7 @@ impl State {
             let blocked = self.run_hook(id, tools, &ctx, &tool, control)?;
             let before = target
                 .as_ref()
-                .and_then(|p| std::fs::read_to_string(p).ok());
+                .and_then(|p| sandbox_tools::fs::read_regular(p).ok());
             let out = match blocked {
                 Some(out) => out,
                 // The card turns in_progress once the call's policy is fixed (after any
@@ -349,7 +349,7 @@ impl State {
                 &target,
                 out.code,
                 Tool::from_name(&tool).map(Tool::changes_file),
-            ) && let Ok(after) = std::fs::read_to_string(path)
+            ) && let Ok(after) = sandbox_tools::fs::read_regular(path)
             {
                 content.push(ToolCallContent::from(
                     Diff::new(path.clone(), after).old_text(before),

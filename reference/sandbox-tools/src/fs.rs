@@ -65,6 +65,40 @@ pub enum FsError {
     /// The path is unusable (NUL byte, symlink loop, ...).
     #[error("FS_BAD_PATH: {0}")]
     BadPath(String),
+    /// The path names no regular file (a FIFO, a device, a socket, a directory): reading it
+    /// could block the turn forever or never end.
+    #[error(
+        "FS_NOT_A_FILE: {path:?} is {kind}, not a regular file; the file tools read regular files only"
+    )]
+    NotAFile {
+        /// The path as asked.
+        path: PathBuf,
+        /// What it is.
+        kind: &'static str,
+    },
+    /// The file is larger than [`READ_LIMIT`].
+    #[error(
+        "FS_TOO_LARGE: {path:?} holds {size} bytes, more than the {limit} the file tools read; read a part of it with the shell (head, sed -n)"
+    )]
+    TooLarge {
+        /// The path as asked.
+        path: PathBuf,
+        /// Its size.
+        size: u64,
+        /// [`READ_LIMIT`].
+        limit: u64,
+    },
+    /// A path inside the workspace or a writable root that a link carries out of them: what the
+    /// payload plants there (`notes.md -> ~/.ssh/id_ed25519`) is not read for the model.
+    #[error(
+        "FS_LINK_OUT: {path:?} is a link out of the workspace and the writable roots (to {target:?}); name the target itself to read it"
+    )]
+    LinkOut {
+        /// The path as asked.
+        path: PathBuf,
+        /// Where it leads.
+        target: PathBuf,
+    },
     /// Anything else the host said.
     #[error("FS_IO: {path:?}: {source}")]
     Io {
@@ -85,6 +119,9 @@ impl FsError {
             FsError::EditNoMatch { .. } => "FS_EDIT_NO_MATCH",
             FsError::Root(e) => e.code(),
             FsError::BadPath(_) => "FS_BAD_PATH",
+            FsError::NotAFile { .. } => "FS_NOT_A_FILE",
+            FsError::TooLarge { .. } => "FS_TOO_LARGE",
+            FsError::LinkOut { .. } => "FS_LINK_OUT",
             FsError::Io { .. } => "FS_IO",
         }
     }
@@ -106,6 +143,106 @@ fn io_error(path: &Path, e: std::io::Error) -> FsError {
     }
 }
 
+/// The most the file tools read of one file, in bytes (16 MiB): a model's context holds far
+/// less, and a file that never ends (`/dev/zero` behind a link) must not grow the agent.
+pub const READ_LIMIT: u64 = 16 * 1024 * 1024;
+
+/// Reads the regular file at `path` as text, at most [`READ_LIMIT`] bytes: opened without
+/// blocking (a FIFO with no writer would hold the open forever) and checked on the open
+/// descriptor, so a FIFO, a device, a socket or a directory is refused at once
+/// ([`FsError::NotAFile`]) and a larger file with its size ([`FsError::TooLarge`]). What the
+/// agent shows of a file (its diffs) reads through here too.
+pub fn read_regular(path: &Path) -> Result<String, FsError> {
+    use std::io::Read;
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NONBLOCK | nix::fcntl::OFlag::O_NOCTTY).bits())
+        .open(path)
+        .map_err(|e| io_error(path, e))?;
+    let meta = file.metadata().map_err(|e| io_error(path, e))?;
+    let kind = meta.file_type();
+    let not_a_file = |kind| FsError::NotAFile {
+        path: path.to_path_buf(),
+        kind,
+    };
+    if !kind.is_file() {
+        return Err(not_a_file(if kind.is_fifo() {
+            "a FIFO"
+        } else if kind.is_char_device() || kind.is_block_device() {
+            "a device"
+        } else if kind.is_socket() {
+            "a socket"
+        } else if kind.is_dir() {
+            "a directory"
+        } else {
+            "not a file"
+        }));
+    }
+    if meta.len() > READ_LIMIT {
+        return Err(FsError::TooLarge {
+            path: path.to_path_buf(),
+            size: meta.len(),
+            limit: READ_LIMIT,
+        });
+    }
+    // A file that grows while it is read stops at the limit too.
+    let mut bytes = Vec::new();
+    file.take(READ_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| io_error(path, e))?;
+    if bytes.len() as u64 > READ_LIMIT {
+        return Err(FsError::TooLarge {
+            path: path.to_path_buf(),
+            size: bytes.len() as u64,
+            limit: READ_LIMIT,
+        });
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+/// Refuses `path` when it lies, as written, in the workspace or a writable root of `policy` and
+/// resolves outside all of them ([`FsError::LinkOut`]). A path written outside them is read as
+/// asked: reads pass in every mode.
+fn check_no_link_out(path: &Path, policy: &ExecutionPolicy) -> Result<(), FsError> {
+    let workspace = &policy.roots.workspace_root;
+    let mut inside: Vec<PathBuf> = vec![workspace.clone()];
+    inside.extend(canonical_path(workspace).ok());
+    inside.extend(policy.check().unwrap_or_default());
+    let written = lexical(path);
+    if !inside.iter().any(|root| written.starts_with(root)) {
+        return Ok(());
+    }
+    let Ok(target) = canonical_path(path) else {
+        // Missing or unusable: the read itself says so.
+        return Ok(());
+    };
+    if inside.iter().any(|root| target.starts_with(root)) {
+        return Ok(());
+    }
+    Err(FsError::LinkOut {
+        path: path.to_path_buf(),
+        target,
+    })
+}
+
+/// `path` with `.` and `..` folded away by their names alone, resolving no link.
+fn lexical(path: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for part in path.components() {
+        match part {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
 /// A filesystem: fenced by the call's policy, or not at all.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FileSystem {
@@ -121,10 +258,14 @@ impl FileSystem {
         self == FileSystem::Fenced
     }
 
-    /// Reads a file as text; reads pass in every mode.
-    pub fn read(self, path: &Path) -> Result<String, FsError> {
-        let bytes = std::fs::read(path).map_err(|e| io_error(path, e))?;
-        Ok(String::from_utf8_lossy(&bytes).into_owned())
+    /// Reads a regular file as text; reads pass in every mode. Under a confining filesystem a
+    /// path inside the workspace or a writable root that a link carries out of them is refused
+    /// ([`FsError::LinkOut`]); the target named itself is read.
+    pub fn read(self, path: &Path, policy: &ExecutionPolicy) -> Result<String, FsError> {
+        if self == FileSystem::Fenced {
+            check_no_link_out(path, policy)?;
+        }
+        read_regular(path)
     }
 
     /// Writes `content` to `path` (creating missing parent directories) under the call's
@@ -144,7 +285,7 @@ impl FileSystem {
     pub fn edit(self, path: &Path, old: &str, new: &str, policy: &Stamp) -> Result<(), FsError> {
         // Fence first: a denied edit must not even reveal whether the text matches.
         self.fence(path, policy)?;
-        let current = self.read(path)?;
+        let current = read_regular(path)?;
         let count = if old.is_empty() {
             0
         } else {
@@ -453,6 +594,51 @@ mod tests {
 
     fn code(r: Result<(), FsError>) -> &'static str {
         r.map(|()| "OK").unwrap_or_else(|e| e.code())
+    }
+
+    #[test]
+    fn the_read_tool_refuses_fifos_devices_links_out_and_endless_files_at_once() {
+        let w = world();
+        std::fs::write(w.ws.join("a"), "inside").expect("a");
+        std::fs::write(w.outside.join("secret"), "key").expect("secret");
+        nix::unistd::mkfifo(
+            &w.ws.join("pipe"),
+            nix::sys::stat::Mode::from_bits_truncate(0o600),
+        )
+        .expect("mkfifo");
+        std::os::unix::fs::symlink("/dev/zero", w.ws.join("notes.md")).expect("link");
+        std::os::unix::fs::symlink(w.outside.join("secret"), w.ws.join("key")).expect("link");
+        std::os::unix::fs::symlink(w.ws.join("a"), w.ws.join("same")).expect("link");
+        let big = std::fs::File::create(w.ws.join("big")).expect("big");
+        big.set_len(READ_LIMIT + 1).expect("sparse");
+        for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
+            let stamp = policy(mode, &w.ws);
+            let read = |p: &Path| FileSystem::Fenced.read(p, &stamp).map_err(|e| e.code());
+            // No writer: a blocking open would hold the turn forever.
+            assert_eq!(read(&w.ws.join("pipe")), Err("FS_NOT_A_FILE"), "{mode}");
+            assert_eq!(read(Path::new("/dev/zero")), Err("FS_NOT_A_FILE"), "{mode}");
+            assert_eq!(read(&w.ws.join("notes.md")), Err("FS_LINK_OUT"), "{mode}");
+            assert_eq!(read(&w.ws.join("key")), Err("FS_LINK_OUT"), "{mode}");
+            assert_eq!(read(&w.ws.join("big")), Err("FS_TOO_LARGE"), "{mode}");
+            // Named itself, the target outside is read; a link within the workspace is followed.
+            assert_eq!(
+                read(&w.outside.join("secret")),
+                Ok("key".to_owned()),
+                "{mode}"
+            );
+            assert_eq!(read(&w.ws.join("same")), Ok("inside".to_owned()), "{mode}");
+        }
+        // The diffs the agent shows read through the same door.
+        assert_eq!(
+            read_regular(&w.ws.join("pipe")).map_err(|e| e.code()),
+            Err("FS_NOT_A_FILE")
+        );
+        // An edit of a FIFO is refused the same way, after the fence.
+        let stamp = policy(SandboxMode::WorkspaceWrite, &w.ws);
+        assert_eq!(
+            code(FileSystem::Fenced.edit(&w.ws.join("pipe"), "a", "b", &stamp)),
+            "FS_NOT_A_FILE"
+        );
     }
 
     #[test]

@@ -375,15 +375,15 @@ impl Toolbox {
         if path.contains('\0') {
             return bad_arguments(Tool::Read, "the path contains a NUL byte");
         }
-        let root = match self.policy.resolve(ctx.session, None) {
-            Ok(p) => p.into_policy().roots.workspace_root,
+        let policy = match self.policy.resolve(ctx.session, None) {
+            Ok(p) => p.into_policy(),
             Err(e) => {
                 return ToolOutput::new(Code::PolicyError, e.to_string(), Facts::not_run());
             }
         };
-        let target = root.join(path);
+        let target = policy.roots.workspace_root.join(path);
         let facts = |path: PathBuf| Facts::Read(ReadFacts { ran: true, path });
-        match self.fs.read(&target) {
+        match self.fs.read(&target, &policy) {
             Ok(text) => ToolOutput::new(Code::Ok, text, facts(target)),
             Err(e) => ToolOutput::new(
                 Code::from_error_code(e.code()),
