@@ -69,6 +69,9 @@ struct Launch {
     /// `--stage-fd FD`: an inherited directory where new git directories are made private
     /// (without it they are refused).
     stage_fd: Option<i32>,
+    /// `--memory BYTES`: the most data each payload process may map (`RLIMIT_DATA`, soft and
+    /// hard: without `CAP_SYS_RESOURCE` the payload cannot raise it).
+    memory: Option<u64>,
     payload: Vec<OsString>,
 }
 
@@ -428,9 +431,17 @@ fn outer(
     Ok(mounted)
 }
 
+/// The smallest `--memory` the launcher takes (16 MiB): below it no shell starts, and a typo
+/// (`--memory 8` for 8 GiB) would read as a broken sandbox.
+const MIN_MEMORY: u64 = 16 * 1024 * 1024;
+
 /// Restricts this process, drops its capabilities and stray descriptors and installs the guards:
 /// the payload's own process, just before exec.
 fn inner(launch: &Launch) -> Result<(), Failure> {
+    if let Some(bytes) = launch.memory {
+        nix::sys::resource::setrlimit(nix::sys::resource::Resource::RLIMIT_DATA, bytes, bytes)
+            .map_err(|e| Failure::Harden(format!("cannot limit the payload's memory: {e}")))?;
+    }
     restrict(launch)?;
     harden::drop_capabilities().map_err(Failure::Harden)?;
     harden::cloexec_above_stderr().map_err(Failure::Harden)?;
@@ -466,6 +477,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
     let mut protected_rel = Vec::new();
     let mut protected_names = Vec::new();
     let mut stage_fd = None;
+    let mut memory = None;
     let mut probe = false;
     let mut probe_child = None;
     let mut it = args.into_iter();
@@ -498,6 +510,7 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                     protected_rel,
                     protected_names,
                     stage_fd,
+                    memory,
                     payload,
                 })));
             }
@@ -571,6 +584,19 @@ fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
                         Failure::Usage(format!("--stage-fd takes a descriptor above 2, not {v:?}"))
                     })?;
                 stage_fd = Some(n);
+            }
+            Some("--memory") => {
+                let v = value("--memory", it.next())?;
+                let n = v
+                    .to_str()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .filter(|n| *n >= MIN_MEMORY)
+                    .ok_or_else(|| {
+                        Failure::Usage(format!(
+                            "--memory takes a number of bytes, at least {MIN_MEMORY}, not {v:?}"
+                        ))
+                    })?;
+                memory = Some(n);
             }
             Some("--abi-cap") => {
                 let v = value("--abi-cap", it.next())?;

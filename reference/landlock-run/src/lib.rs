@@ -3,7 +3,10 @@
 //! matches, so they live once, next to the program that prints them.
 //!
 //! ```text
-//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] [--allow-unix-sockets] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...]
+//! landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] [--allow-unix-sockets]
+//!              [--pid-namespace] [--pids private|host] [--memory BYTES]
+//!              [--prevent [--anchor ROOT]... [--protected-rel REL]... [--protected-name NAME]... [--stage-fd FD]]
+//!              (--ro PATH | --rw PATH [--rw-identity DEV:INO] | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...]
 //! landlock-run --probe [--abi-cap N]
 //! ```
 //!
@@ -32,6 +35,28 @@
 //!   then lets the payload make stream and seqpacket unix sockets (to any path it can see: seccomp
 //!   cannot read a `connect` address, so the caller reports `host-ipc` partial); datagram unix
 //!   sockets and vsock stay refused.
+//! - `--net restricted` also installs the network guard ([`net::install_net_guard`]): every IP
+//!   socket but TCP's and UDP's (MPTCP, SCTP, raw, ICMP), every family but unix, netlink and IP,
+//!   `listen` and TCP Fast Open sends fail with `EACCES`, so nothing but UDP gets past Landlock's
+//!   TCP rights.
+//! - `--pid-namespace` runs the launch in a PID namespace of its own wherever the launcher can
+//!   make one (as root, or in a user namespace mapping its own uid): no host process is in sight
+//!   in `/proc` or within reach of a signal, `sched_setscheduler`, `setpriority` or `prlimit`.
+//!   Where it cannot, the host's processes stay in sight and the guard refuses acting on another
+//!   process's scheduling, priority and limits. `--pids private` says the caller already gave the
+//!   launch a PID namespace of its own (bwrap's `--unshare-pid`).
+//! - `--memory BYTES` limits the data each payload process may map (`RLIMIT_DATA`, soft and hard;
+//!   without `CAP_SYS_RESOURCE` the payload cannot raise it): an allocation past it fails with
+//!   `ENOMEM`. It bounds each process, not the call's sum.
+//! - `--prevent` puts an emulator between the payload and its creates and write-opens (seccomp
+//!   user notification): it resolves each path once from the payload's memory and carries the
+//!   call out itself, restricted as the payload is, refusing with `EROFS` git's code surface in
+//!   every git directory (config, commondir, hooks, HEAD outside its git directory, attributes,
+//!   remotes) and the protected paths (`--protected-rel REL` at every `--anchor ROOT` and worktree
+//!   top below it, `--protected-name NAME` in every folder). A new `.git`, linked worktree or
+//!   submodule git directory is made in the staging directory the caller handed over
+//!   (`--stage-fd FD`, an inherited directory descriptor), private to the sandbox, for the caller
+//!   to merge after the call; without one it is refused.
 //! - `--status-fd FD` writes JSON-lines launch records to FD (close-on-exec): `{"exec": ...}` just
 //!   before `execve`, then `{"exec-failed": ...}` if it fails; `{"error": ...}` for any launcher
 //!   failure before that. The payload ran exactly when `exec` is present with no failure after it.

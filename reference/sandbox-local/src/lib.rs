@@ -37,6 +37,6 @@ mod provider;
 pub mod seatbelt;
 
 pub use provider::{
-    Backend, DEFAULT_PROBE_TIMEOUT, GIT_NAMED_SURFACE_GAP, GIT_SURFACE_GAP, LocalConfig,
-    LocalProvider, OperatorError, OperatorRunner, Selection, SelectionError,
+    Backend, DEFAULT_MEMORY_LIMIT, DEFAULT_PROBE_TIMEOUT, GIT_NAMED_SURFACE_GAP, GIT_SURFACE_GAP,
+    LocalConfig, LocalProvider, OperatorError, OperatorRunner, Selection, SelectionError,
 };

@@ -37,6 +37,9 @@ pub struct WritableSet {
     /// What the launcher prevents while the call runs (`--prevent`): set under `workspace-write`
     /// when the policy protects paths.
     pub prevent: Option<Prevention>,
+    /// The most data each payload process may map, in bytes (the launcher's `--memory`,
+    /// `RLIMIT_DATA`); `None` sets no limit. Not a write: the launch's one resource bound.
+    pub memory_limit: Option<u64>,
 }
 
 /// What the launcher's emulator refuses while the call runs (git's code surface everywhere, and
@@ -359,6 +362,7 @@ pub fn bwrap_guard_args(
         args.extend([os("--status-fd"), os(&fd.to_string())]);
     }
     args.extend([os("--ipc"), os("private"), os("--pids"), os("private")]);
+    args.extend(memory_args(set));
     if !set.unix_sockets.is_empty() {
         args.push(os(ALLOW_UNIX_SOCKETS_FLAG));
     }
@@ -396,6 +400,13 @@ pub fn bwrap_guard_args(
     args
 }
 
+/// The launcher's `--memory BYTES` when the set carries a limit.
+fn memory_args(set: &WritableSet) -> Vec<OsString> {
+    set.memory_limit
+        .map(|bytes| vec![os("--memory"), os(&bytes.to_string())])
+        .unwrap_or_default()
+}
+
 /// The Landlock launcher: `--ro /`, `--rw` per existing root and `/dev/null`,
 /// `--net restricted` when the network is restricted (TCP from Landlock ABI 4; see
 /// `landlock_run::net` for what it cannot govern), then `--pin` and `--protect` for the
@@ -409,6 +420,7 @@ pub fn landlock_args(
     // A PID namespace of its own wherever the launcher can make one: no host process of the
     // payload's uid is then within its reach.
     let mut args = vec![os("--pid-namespace")];
+    args.extend(memory_args(set));
     if let Some(cap) = abi_cap {
         args.extend([os("--abi-cap"), os(&cap.to_string())]);
     }

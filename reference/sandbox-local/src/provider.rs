@@ -162,7 +162,16 @@ pub struct LocalConfig {
     /// protocol's reference backend) cannot hand the launcher its staging descriptor, so it turns
     /// this off and keeps the check after the call alone.
     pub prevent_while_running: bool,
+    /// The most data each payload process may map, in bytes (the launcher's `--memory`,
+    /// `RLIMIT_DATA`, which the payload cannot raise; default [`DEFAULT_MEMORY_LIMIT`]). `None`
+    /// sets none. The bwrap and Landlock backends apply it; Seatbelt and operator runners do not.
+    pub memory_limit: Option<u64>,
 }
+
+/// The default per-process memory limit of a confined call: 8 GiB of data mappings, more than a
+/// compiler, a test runner or a language server uses, less than a payload that holds memory to
+/// starve the host would like.
+pub const DEFAULT_MEMORY_LIMIT: u64 = 8 * 1024 * 1024 * 1024;
 
 /// How long one probe may take by default before its backend counts as unusable: a guard against
 /// a runner that hangs, not a speed limit. A probe takes tens of milliseconds on a quiet host and
@@ -182,6 +191,7 @@ impl Default for LocalConfig {
             probe_timeout: DEFAULT_PROBE_TIMEOUT,
             verdict_cache: None,
             prevent_while_running: true,
+            memory_limit: Some(DEFAULT_MEMORY_LIMIT),
         }
     }
 }
@@ -619,7 +629,8 @@ impl SandboxProvider for LocalProvider {
         }
         // Before selection reads the cache and before this policy's payload runs.
         self.cache.admit(policy);
-        let set = WritableSet::of(policy).map_err(|e| unavailable(None, e.to_string()))?;
+        let mut set = WritableSet::of(policy).map_err(|e| unavailable(None, e.to_string()))?;
+        set.memory_limit = self.config.memory_limit;
         if let Some(operator) = &self.config.operator {
             let dialect = dialect::operator(operator.rule().clone());
             let (program, leading) = operator.split();
