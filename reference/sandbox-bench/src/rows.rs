@@ -234,18 +234,34 @@ pub(crate) fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row
     };
     // The launcher with its seccomp guard (as every launch runs it) and without it (a flag only
     // this benchmark passes): what the guard costs the Landlock backend.
-    let launcher_row = |guard: bool| match (&launcher, &set) {
+    let layered = |guard: bool, extra: &[OsString]| match (&launcher, &set) {
         (Ok(l), Ok(set)) => {
             let mut argv = vec![os(l)];
             if !guard {
                 argv.push(os(landlock_run::BENCH_UNGUARDED_FLAG));
             }
+            argv.extend(extra.iter().cloned());
             argv.extend([os("--ro"), os("/")]);
             argv.extend(grants(set));
             Ok(Runner::Process(Spawn::new(argv, ws)))
         }
         (Err(e), _) | (_, Err(e)) => Err(e.clone()),
     };
+    let launcher_row = |guard: bool| layered(guard, &[]);
+    // The layers a provider launch adds (issue 30), each on top of the one before: a PID
+    // namespace of its own, then the emulator that prevents git's code surface while the call
+    // runs (the default protected paths at the workspace; no staging directory, so it refuses
+    // new git directories rather than staging them).
+    let pid_ns = [os("--pid-namespace")];
+    let mut prevent = vec![
+        os("--pid-namespace"),
+        os("--prevent"),
+        os("--anchor"),
+        os(ws),
+    ];
+    for rel in sandbox::DEFAULT_PROTECTED_PATHS {
+        prevent.extend([os("--protected-rel"), os(rel)]);
+    }
     // bwrap binds by descriptor, as the provider does: the bare rows open the same binds and
     // leave them inheritable under their own numbers (kept open for the whole run).
     let held = match &set {
@@ -311,6 +327,16 @@ pub(crate) fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row
         Row::new("trampoline", "unconfined", trampoline_row),
         Row::new("landlock-run", "trampoline", launcher_row(true)),
         Row::new("landlock-run unguarded", "trampoline", launcher_row(false)),
+        Row::new(
+            "landlock-run pid-ns",
+            "landlock-run",
+            layered(true, &pid_ns),
+        ),
+        Row::new(
+            "landlock-run prevent",
+            "landlock-run pid-ns",
+            layered(true, &prevent),
+        ),
         Row::new("bwrap plain", "unconfined", bare(false)),
         Row::new("bwrap hardened", "unconfined", bare(true)),
         Row::new("bwrap guarded", "bwrap hardened", guarded(true)),

@@ -6,11 +6,13 @@ use std::process::Command;
 const BENCH: &str = env!("CARGO_BIN_EXE_sandbox-bench");
 
 /// Every row of the table, as the README's Speed section names them.
-const ROWS: [&str; 16] = [
+const ROWS: [&str; 18] = [
     "unconfined",
     "trampoline",
     "landlock-run",
     "landlock-run unguarded",
+    "landlock-run pid-ns",
+    "landlock-run prevent",
     "bwrap plain",
     "bwrap hardened",
     "bwrap guarded",
