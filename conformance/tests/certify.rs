@@ -1391,10 +1391,27 @@ fn a_workspace_passed_through_a_glob_is_not_certified_with_the_inside_and_host_p
     // The runner binds what a glob of the workspace's path matches first: only worlds with odd
     // names (each has a decoy a glob of its workspace's name matches) show it, and every one
     // that does names the workspace (inside) and the decoy where the write landed (host).
-    const DECOY: &str = "\n  decoy (a glob of the workspace's name matches it): ";
-    let (run, failed) = leaky("glob");
-    assert_eq!(run.code, Some(1), "glob: {}", run.matrix);
-    assert!(!failed.is_empty(), "glob: nothing failed");
+    decoy_named("glob");
+}
+
+#[test]
+fn a_runner_that_expands_or_splits_the_workspace_is_not_certified_with_both_paths_named() {
+    // `$(...)`, backticks and `${HOME}` expanded by a shell; a list split at `:`, `=` or a
+    // newline: each binds the decoy that expansion or split makes of the workspace's name.
+    decoy_named("expand");
+    decoy_named("split");
+}
+
+/// The leaky fixture `leak` confines a decoy instead of the workspace in the cases whose names
+/// call for it: NOT CERTIFIED, each failure naming the workspace (inside) and the decoy (on the
+/// host), and one showing where a write landed in the decoy.
+fn decoy_named(leak: &str) {
+    const DECOY: &str =
+        "\n  decoy (what a glob, an expansion or a split of the workspace's name gives): ";
+    let glob = leak;
+    let (run, failed) = leaky(leak);
+    assert_eq!(run.code, Some(1), "{glob}: {}", run.matrix);
+    assert!(!failed.is_empty(), "{glob}: nothing failed");
     let line = |m: &str, key: &str| {
         m.split_once(key)
             .map(|(_, rest)| rest.split('\n').next().unwrap_or_default().to_owned())
@@ -1402,11 +1419,11 @@ fn a_workspace_passed_through_a_glob_is_not_certified_with_the_inside_and_host_p
     for (scenario, message) in &failed {
         let (Some(ws), Some(decoy)) = (line(message, "\n  workspace: "), line(message, DECOY))
         else {
-            panic!("glob: {scenario} failed in a world with ordinary names: {message}");
+            panic!("{glob}: {scenario} failed in a world with ordinary names: {message}");
         };
         assert!(
             message.contains(&ws) && message.contains(&format!("{decoy}/")),
-            "glob: {scenario} names the workspace {ws:?} and the decoy {decoy:?}: {message}"
+            "{glob}: {scenario} names the workspace {ws:?} and the decoy {decoy:?}: {message}"
         );
     }
     assert!(
@@ -1416,7 +1433,7 @@ fn a_workspace_passed_through_a_glob_is_not_certified_with_the_inside_and_host_p
                 && line(m, DECOY).is_some_and(|d| m.contains(&format!("\n  + {d}/"))
                     || m.contains(&format!("\n  ~ {d}/"))
                     || m.contains(&format!("\n  - {d}/")))),
-        "glob: a write inside the workspace shown where it landed on the host: {failed:?}"
+        "{glob}: a write inside the workspace shown where it landed on the host: {failed:?}"
     );
 }
 

@@ -158,7 +158,7 @@ impl World {
             // The decoy is in every world of the case, a twin's too: a runner that globs its
             // workspace finds it in both and answers both alike (and confines the wrong one).
             if let Some(decoy) = &world.decoy {
-                std::fs::create_dir(decoy)?;
+                std::fs::create_dir_all(decoy)?;
             }
             if !matches!(layout, Layout::Twin) {
                 odd::record_world(world.ws.clone(), world.decoy.clone());

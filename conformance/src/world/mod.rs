@@ -46,7 +46,7 @@ pub use error::{BaseRefused, HostError, SeedError};
 pub use mirror::mirror;
 pub(crate) use mounts::unescape_mount_path;
 pub use names::{file_name, name, with_file_names};
-pub use odd::{ODD_SHARE, noted, odd_names};
+pub use odd::{DECOY_LINE, ODD_SHARE, noted, odd_names};
 pub use places::{Places, places};
 pub use quote::{expand_placeholders, raw_placeholders, shell_quote};
 pub use removal::{defer_removal, sweep, sweep_so_far};
@@ -149,9 +149,14 @@ impl World {
                 inside(&world.alias),
                 inside(&world.extra),
             );
-            let decoy = world.decoy.as_deref().map(inside);
+            // A decoy may lie deeper (what `${HOME}` expands to holds `/`): the same path below.
+            let decoy = world
+                .decoy
+                .as_deref()
+                .and_then(|d| d.strip_prefix(&world.dir).ok())
+                .map(|rel| twin.dir.join(rel));
             if let Some(d) = &decoy {
-                std::fs::create_dir(d)?;
+                std::fs::create_dir_all(d)?;
             }
             (twin.ws, twin.outside, twin.alias, twin.extra, twin.decoy) =
                 (ws, outside, alias, extra, decoy);

@@ -9,6 +9,11 @@ use super::names::LOGICAL_FILES;
 use super::seed::SEED_VAR;
 use super::snapshot::shown;
 
+/// How a failure names a world's decoy: what a glob of the workspace's name matches, or what an
+/// expansion or a split of it gives.
+pub const DECOY_LINE: &str =
+    "decoy (what a glob, an expansion or a split of the workspace's name gives): ";
+
 /// Puts `odd` in place for the case running on this thread until the guard drops.
 pub(super) fn enter(odd: Option<Odd>) -> impl Drop {
     RestoreOdd(ODD.replace(odd))
@@ -76,8 +81,12 @@ impl Dress {
         format!("{}{name}{}", self.before, self.after)
     }
 
+    /// The decoy's name (`{HOME}` in a dress stands for this host's home directory: what a
+    /// runner expanding `${HOME}` makes of it, a path holding `/`).
     pub(super) fn decoy_of(&self, name: &str) -> Option<String> {
-        self.decoy.map(|(b, a)| format!("{b}{name}{a}"))
+        let home = std::env::var("HOME").unwrap_or_default();
+        self.decoy
+            .map(|(b, a)| format!("{b}{name}{a}").replace("{HOME}", &home))
     }
 }
 
@@ -92,7 +101,9 @@ enum Pool {
 
 /// Workspace names as glob patterns, each with the sibling the pattern matches instead (a
 /// runner that expands its workspace option as a glob, as firejail's `--read-write` does, picks
-/// the sibling): every one sorts the decoy before the name itself.
+/// the sibling): every glob sorts the decoy before the name itself. Then names a runner expands
+/// or splits (`$(...)`, backticks, `${HOME}`, `:`, `=`, a newline), each with the decoy that
+/// expansion or split makes of it.
 const ODD_WORKSPACES: &[Dress] = &[
     Dress::glob("", " [draft]", ("", " d")),
     Dress::glob("[wip] ", "", ("w ", "")),
@@ -100,10 +111,21 @@ const ODD_WORKSPACES: &[Dress] = &[
     Dress::glob("", "?", ("", "1")),
     Dress::glob("-", " [old] ", ("-", " o ")),
     Dress::glob(" ", " v[12]", (" ", " v1")),
+    // Names a runner that expands or splits its arguments changes (a bind written into a shell
+    // command, `${HOME}` expanded as configs do, a list split on `:`, `=` or lines): the decoy
+    // is what the expansion or the split makes of the name.
+    Dress::glob("", "$(echo d)", ("", "d")),
+    Dress::glob("", "`echo d`", ("", "d")),
+    Dress::glob("", "${HOME}", ("", "{HOME}")),
+    Dress::glob("", ":d", ("", "")),
+    Dress::glob("", "=d", ("", "")),
+    Dress::glob("", "\nd", ("", "")),
 ];
 
 /// Project folder names as people spell them: shell characters, quotes, spaces at the ends.
 const ODD_PROJECTS: &[Plain] = &[
+    ("~", ""),
+    ("", " $5"),
     ("", " R&D"),
     ("", " 50%"),
     ("", "'s notes"),
@@ -216,10 +238,7 @@ pub fn noted(message: String) -> String {
             for (ws, decoy) in &o.worlds {
                 out.push_str(&format!("\n  workspace: {}", shown(ws)));
                 if let Some(d) = decoy {
-                    out.push_str(&format!(
-                        "\n  decoy (a glob of the workspace's name matches it): {}",
-                        shown(d)
-                    ));
+                    out.push_str(&format!("\n  {DECOY_LINE}{}", shown(d)));
                 }
             }
             out

@@ -180,6 +180,7 @@ fn a_placeholder_expands_once_and_its_shell_form_reaches_bash_byte_for_byte() {
 fn a_fixed_share_of_cases_draws_odd_names_the_same_in_every_world_of_the_case() {
     let odd_chars = [
         '[', ']', '(', ')', '*', '?', '&', '%', ',', ';', '!', '{', '}', '\'', '"', '\\', '-', ' ',
+        '$', '`', '~', ':', '=', '\n',
     ];
     let mut odd = 0;
     let mut seen: std::collections::BTreeSet<char> = Default::default();
@@ -232,15 +233,43 @@ fn a_fixed_share_of_cases_draws_odd_names_the_same_in_every_world_of_the_case() 
                 .clone()
                 .expect("an odd workspace is a glob with a decoy");
             assert!(decoy.is_dir() && twin.decoy.as_ref().is_some_and(|d| d.is_dir()));
-            // The decoy is what a glob of the workspace's path finds first.
-            let out = std::process::Command::new("python3")
-                .args([
-                    "-c",
-                    "import glob,sys; print(sorted(glob.glob(sys.argv[1]))[0], end='')",
-                ])
-                .arg(&world.ws)
+            // The decoy is what a glob of the workspace's path finds first, what a shell's
+            // expansion of its name gives, or what a split of its name keeps.
+            let name = world
+                .ws
+                .file_name()
+                .expect("a name")
+                .to_string_lossy()
+                .into_owned();
+            let (program, args): (&str, Vec<std::ffi::OsString>) = if name.contains(['[', '*', '?'])
+            {
+                let glob = "import glob,sys; print(sorted(glob.glob(sys.argv[1]))[0], end='')";
+                (
+                    "python3",
+                    vec!["-c".into(), glob.into(), world.ws.clone().into()],
+                )
+            } else if name.contains(['$', '`']) {
+                let expand = r#"eval "x=\"$1\""; printf %s "$2/$x""#;
+                let dir = world.dir.clone().into_os_string();
+                (
+                    "bash",
+                    vec![
+                        "-c".into(),
+                        expand.into(),
+                        "_".into(),
+                        name.clone().into(),
+                        dir,
+                    ],
+                )
+            } else {
+                let split = name.split([':', '=', '\n']).next().unwrap_or_default();
+                let kept = world.dir.join(split).into_os_string();
+                ("printf", vec!["%s".into(), kept])
+            };
+            let out = std::process::Command::new(program)
+                .args(&args)
                 .output()
-                .expect("python3");
+                .expect(program);
             assert_eq!(
                 std::ffi::OsStr::from_bytes(&out.stdout),
                 decoy.as_os_str(),
