@@ -200,6 +200,11 @@ try gitfile "mkdir -p gitfiled && printf 'gitdir: ../.cache/g\n' > gitfiled/.git
 try toolchain "printf '[toolchain]\npath = \"/x\"\n' > sub/rust-toolchain.toml"
 try vscode "mkdir .vscode"
 try proc_self "exec 3<nested/.git/config; printf x > /proc/self/fd/3"
+try logs_head "mkdir .git/logs/logs && printf 'ref: refs/heads/main\n' > .git/logs/logs/HEAD"
+try into_worktrees "mv .cache/g .git/worktrees/planted"
+try into_modules "mkdir -p .git/modules && mv .cache/g .git/modules/sub"
+try gitdir_moved "mv .git/worktrees/wt .cache/oldwt"
+try repo_moved "mv nested nested_moved && mv nested_moved nested"
 echo "$r" > {ws}/results.tmp && mv {ws}/results.tmp {ws}/results
 while [ ! -e {ws}/go ]; do sleep 0.05; done
 "#,
@@ -229,13 +234,17 @@ while [ ! -e {ws}/go ]; do sleep 0.05; done
             "toolchain",
             "vscode",
             "proc_self",
+            "logs_head",
+            "into_worktrees",
+            "into_modules",
+            "gitdir_moved",
         ] {
             assert!(
                 said.contains(&format!(" {refused}:refused")),
                 "{who:?}: {refused} was not refused: {said}"
             );
         }
-        for landed in ["new_repo", "gitfile"] {
+        for landed in ["new_repo", "gitfile", "repo_moved"] {
             assert!(
                 said.contains(&format!(" {landed}:landed")),
                 "{who:?}: {landed} did not work inside: {said}"
@@ -270,6 +279,42 @@ while [ ! -e {ws}/go ]; do sleep 0.05; done
                 .iter()
                 .any(|t| t.starts_with(&format!("{ws}/newrepo/.git\n"))),
             "{who:?}: {targets:?}"
+        );
+    }
+}
+
+/// A FIFO reopened for writing through its procfs magic link waits for a reader, as by name:
+/// the emulator answers it from a thread, so the payload's other creates go on and the launch
+/// ends when the payload does (it hung the emulator, and with it the launcher, before).
+#[test]
+fn a_fifo_reopened_through_its_magic_link_holds_up_nothing_else() {
+    for who in identities() {
+        let w = world();
+        let stage = stage_dir(&w, who);
+        let ws = w.ws();
+        let script = format!(
+            r#"cd {ws} && mkfifo fifo && python3 -c '
+import os
+p = os.open("fifo", os.O_PATH)
+if os.fork() == 0:
+    os.open("/proc/self/fd/%d" % p, os.O_WRONLY)
+    os._exit(0)
+os.close(os.open("after", os.O_CREAT | os.O_WRONLY, 0o644))
+'"#
+        );
+        let child = spawn(who, &stage, &prevent_args(&w, &stage), &script);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        let out = rx
+            .recv_timeout(Duration::from_secs(120))
+            .expect("the launch ended")
+            .expect("wait");
+        assert!(out.status.success(), "{who:?}: {}", stderr(&out));
+        assert!(
+            w.ws.join("after").exists(),
+            "{who:?}: the create after it ran"
         );
     }
 }

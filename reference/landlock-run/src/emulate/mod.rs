@@ -221,6 +221,12 @@ impl Emulator {
                 if writes && self.magic_denied(&dir, &name) {
                     return Err(REFUSED);
                 }
+                // A FIFO reopened through its magic link waits for its other end as by name.
+                let fifo = nix::sys::stat::fstatat(&dir, name.as_os_str(), AtFlags::empty())
+                    .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
+                if fifo && flags & libc::O_NONBLOCK == 0 {
+                    return Ok(self.open_later(n, dir, name, oflags, Mode::empty(), cloexec));
+                }
                 let fd = nix::fcntl::openat(&dir, name.as_os_str(), oflags, Mode::empty())?;
                 return Ok(Answer::Fd(fd, cloexec));
             }
@@ -271,20 +277,32 @@ impl Emulator {
         }
         let oflags = oflags | OFlag::O_NOFOLLOW;
         if fifo && flags & libc::O_NONBLOCK == 0 {
-            // An open of a FIFO waits for its other end: answered from a thread, so the other
-            // calls of the payload go on meanwhile.
-            let listener = Arc::clone(&self.listener);
-            let id = n.id;
-            std::thread::spawn(move || {
-                match nix::fcntl::openat(&parent, call_name.as_os_str(), oflags, mode) {
-                    Ok(fd) => listener.answer_fd(id, &fd, cloexec),
-                    Err(e) => listener.answer(id, 0, e as i32),
-                }
-            });
-            return Ok(Answer::Later);
+            return Ok(self.open_later(n, parent, call_name, oflags, mode, cloexec));
         }
         let fd = nix::fcntl::openat(&parent, call_name.as_os_str(), oflags, mode)?;
         Ok(Answer::Fd(fd, cloexec))
+    }
+
+    /// Opens `name` in `dir` from a thread of its own and answers the call from there: an open
+    /// of a FIFO waits for its other end, and the payload's other calls go on meanwhile.
+    fn open_later(
+        &self,
+        n: &Notification,
+        dir: OwnedFd,
+        name: OsString,
+        oflags: OFlag,
+        mode: Mode,
+        cloexec: bool,
+    ) -> Answer {
+        let listener = Arc::clone(&self.listener);
+        let id = n.id;
+        std::thread::spawn(move || {
+            match nix::fcntl::openat(&dir, name.as_os_str(), oflags, mode) {
+                Ok(fd) => listener.answer_fd(id, &fd, cloexec),
+                Err(e) => listener.answer(id, 0, e as i32),
+            }
+        });
+        Answer::Later
     }
 
     /// Whether a write through a procfs magic link lands on a name the rules refuse (a file

@@ -13,8 +13,11 @@
 //! - A new `.git` (a directory, or a file: a gitfile) is staged; anything else named `.git` (a
 //!   write to an existing gitfile, a symlink, a hard link or a rename onto that name) is refused.
 //! - `HEAD` may be created or written only in a git directory (a `.git`, or a folder that holds a
-//!   `HEAD` already) or its `logs`: no folder becomes a git directory the person's git would
-//!   take for a repository (a bare one, a gitfile's target).
+//!   `HEAD` already, never its `logs`) or its `logs`: no folder becomes a git
+//!   directory the person's git would take for a repository (a bare one, a gitfile's target).
+//! - No git directory is moved (a folder holding a `HEAD` or a `commondir`: one the payload made
+//!   where no rule looked, config first), and no folder is moved into a git directory or its
+//!   `worktrees` or `modules` (where a gitfile of the workspace already points).
 //! - In a git directory: `config`, `config.worktree`, `commondir`, `hooks`, `remotes` and
 //!   `branches` are never created or written, nor is anything in its `hooks`, `remotes` and
 //!   `branches`, nor `info/attributes`; a new folder in its `worktrees` or `modules` (what `git
@@ -149,6 +152,16 @@ impl Rules {
                 _ => Verdict::Deny,
             };
         }
+        if let Op::RenameTarget { dir: true } = op
+            && (moved.is_some_and(|(from, n)| is_git_dir_named(from, n))
+                || is_git_dir(parent)
+                || in_modules_or_worktrees(parent))
+        {
+            // A git directory moved anywhere, or any folder moved into a git directory or its
+            // `worktrees` or `modules`, is a git directory the payload made where no rule looked
+            // (its config written before it held a HEAD): refused.
+            return Verdict::Deny;
+        }
         if let Some(v) = git_verdict(parent, name, op) {
             return match v {
                 Verdict::StageDir if !self.can_stage => Verdict::Deny,
@@ -262,11 +275,36 @@ fn base_name(dir: &OwnedFd) -> Option<OsString> {
 }
 
 /// Whether `dir` is a git directory: a `.git`, or a folder holding a `HEAD` (which nothing but a
-/// git directory may gain while the emulator runs).
+/// git directory may gain while the emulator runs). A folder named `logs` is a git directory's
+/// reflogs (`logs/HEAD`), not one itself.
 pub fn is_git_dir(dir: &OwnedFd) -> bool {
-    base_name(dir).is_some_and(|n| n == ".git")
-        || nix::unistd::faccessat(dir, "HEAD", AccessFlags::F_OK, AtFlags::AT_SYMLINK_NOFOLLOW)
-            .is_ok()
+    match base_name(dir) {
+        Some(n) if n == ".git" => true,
+        Some(n) if n == "logs" => false,
+        _ => holds(dir, &["HEAD"]),
+    }
+}
+
+/// Whether the folder `name` in `from` is, or is being made into, a git directory: a `.git`, or
+/// a folder holding a `HEAD` or a `commondir` (a linked worktree's).
+fn is_git_dir_named(from: &OwnedFd, name: &OsStr) -> bool {
+    if name == ".git" {
+        return true;
+    }
+    nix::fcntl::openat(
+        from,
+        name,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .is_ok_and(|dir| holds(&dir, &["HEAD", "commondir"]))
+}
+
+/// Whether `dir` holds an entry of one of these names.
+fn holds(dir: &OwnedFd, names: &[&str]) -> bool {
+    names.iter().any(|f| {
+        nix::unistd::faccessat(dir, *f, AccessFlags::F_OK, AtFlags::AT_SYMLINK_NOFOLLOW).is_ok()
+    })
 }
 
 /// The git rules for `name` in `parent`, when one applies.
