@@ -103,11 +103,21 @@ impl Backend {
             .filter(|c| c.iter().any(|(reported, _)| reported == class))
             .map(|c| c.get(class));
         let answers = seen
-            .map(crate::observed::ClassesSeen::weakest)
+            .map(crate::observed::ClassesSeen::weakest_in_full)
             .filter(|c| c.iter().any(|(reported, _)| reported == class))
             .map(|c| c.get(class));
         match (facts, answers) {
             (Some(a), Some(b)) if b.enforcement < a.enforcement => Some(b),
+            // As weak as the facts say: the gaps either named (a launch names gaps of its own,
+            // such as the shared temp area or git's surface found per repository).
+            (Some(mut a), Some(b)) if b.enforcement == a.enforcement => {
+                for gap in b.ungoverned {
+                    if !a.ungoverned.contains(&gap) {
+                        a.ungoverned.push(gap);
+                    }
+                }
+                Some(a)
+            }
             (Some(a), _) => Some(a),
             (None, b) => b,
         }
@@ -401,6 +411,19 @@ pub struct NotHere(pub String);
 /// it are not planned here. Decided once per process.
 pub fn host_has(fact: crate::model::HostFact) -> Result<String, NotHere> {
     use crate::model::HostFact;
+    if fact == HostFact::Cargo {
+        return match crate::prerequisites::locate("cargo") {
+            Some(cargo) => Ok(format!(
+                "the harness's user has cargo ({})",
+                cargo.display()
+            )),
+            None => Err(NotHere(
+                "needs the person's cargo, and the harness's user has none (no rustup proxy in \
+                 $CARGO_HOME/bin or ~/.cargo/bin, no cargo on PATH)"
+                    .into(),
+            )),
+        };
+    }
     if fact == HostFact::Root {
         return if nix::unistd::geteuid().is_root() {
             Ok("the harness runs as root".into())
@@ -430,7 +453,7 @@ pub fn host_has(fact: crate::model::HostFact) -> Result<String, NotHere> {
         (HostFact::NoBwrap, Ok(has)) => {
             Err(NotHere(format!("is for a host without bwrap, and {has}")))
         }
-        (HostFact::Root, _) => Ok("the harness runs as root".into()),
+        (HostFact::Root | HostFact::Cargo, _) => Ok("decided above".into()),
     }
 }
 

@@ -40,7 +40,20 @@ impl ClassesSeen {
         }
     }
 
-    /// The weakest report per class seen so far (empty when the backend was never asked).
+    /// The weakest report per class seen so far, every gap named (what a `gap:` expectation is
+    /// judged against); empty when the backend was never asked.
+    pub fn weakest_in_full(&self) -> ClassEnforcements {
+        let Ok(seen) = self.0.lock() else {
+            return ClassEnforcements::default();
+        };
+        seen.iter()
+            .fold(ClassEnforcements::default(), |all, (c, r)| {
+                all.with(*c, r.clone())
+            })
+    }
+
+    /// The weakest report per class seen so far, as a report shows it (at most a few gaps named,
+    /// then how many more); empty when the backend was never asked.
     pub fn weakest(&self) -> ClassEnforcements {
         let Ok(seen) = self.0.lock() else {
             return ClassEnforcements::default();

@@ -289,4 +289,7 @@ pub enum HostFact {
     /// The harness runs as root (a promise about root's powers: `trusted.*` xattrs, file
     /// capabilities).
     Root,
+    /// The harness's user has a cargo to act as the person with (rustup's proxy, or cargo on
+    /// `PATH`): the cases where the person's cargo runs beside the call.
+    Cargo,
 }

@@ -37,8 +37,11 @@ def go(f):
         pass
 for item in sys.argv[5:]:
     kind, path = item[0], item[2:]
+    # A chown to the owner an inode already has needs no privilege at all (as root without
+    # CAP_CHOWN, or as the owner), and still changes it (its ctime): tried first, then the real one.
     if effect == "lchown":
         if kind == "l":
+            go(lambda: os.lchown(path, os.lstat(path).st_uid, os.lstat(path).st_gid))
             go(lambda: os.lchown(path, uid, gid))
         continue
     if kind == "l":
@@ -46,6 +49,7 @@ for item in sys.argv[5:]:
     if effect == "chmod":
         go(lambda: os.chmod(path, 0o777 if kind == "d" else 0o666))
     elif effect == "chown":
+        go(lambda: os.chown(path, os.stat(path).st_uid, os.stat(path).st_gid))
         go(lambda: os.chown(path, uid, gid))
     elif effect == "utimes":
         go(lambda: os.utime(path, (86400, 86400)))
@@ -107,11 +111,9 @@ impl Inode {
         if a.size != self.size {
             out.push(format!("size {} -> {}", self.size, a.size));
         }
+        // Not the times themselves: a message replays byte for byte under the same seed.
         if a.mtime != self.mtime {
-            out.push(format!(
-                "mtime {}.{:09} -> {}.{:09}",
-                self.mtime.0, self.mtime.1, a.mtime.0, a.mtime.1
-            ));
+            out.push("mtime changed".into());
         }
         if a.ctime != self.ctime && out.is_empty() {
             out.push("ctime (an xattr or an owner set)".into());

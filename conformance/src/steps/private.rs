@@ -31,6 +31,20 @@ impl Drop for Place {
     }
 }
 
+/// Where the harness tries a declared private place: the place itself when its user may write
+/// there, else the user's home directory when it lies in the place (`/home` for a user who can
+/// write only `/home/USER`), else the place (then the harness cannot put its file there).
+fn probe_dir(place: &Path) -> PathBuf {
+    let writable = |p: &Path| nix::unistd::access(p, nix::unistd::AccessFlags::W_OK).is_ok();
+    if writable(place) {
+        return place.to_path_buf();
+    }
+    std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.starts_with(place) && h.is_dir() && writable(h))
+        .unwrap_or_else(|| place.to_path_buf())
+}
+
 pub(super) fn run(backend: &Backend, step: &PrivateStep) -> Result<(), StepError> {
     let provider = super::confining(backend)?;
     let declared = backend.declared_private(step.mode);
@@ -44,7 +58,8 @@ pub(super) fn run(backend: &Backend, step: &PrivateStep) -> Result<(), StepError
     let stem = || format!(".{}-{}", draw_one(&["state", "lock", "cache"]), draw_hex(8));
     let (canary_name, made) = (stem(), stem());
     let mut places = Vec::new();
-    for inside in declared {
+    for declared in declared {
+        let inside = probe_dir(&declared);
         let canary = inside.is_dir().then(|| inside.join(&canary_name));
         if let Some(c) = &canary {
             std::fs::write(c, HOST_CONTENT).map_err(|e| {

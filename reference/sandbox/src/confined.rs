@@ -328,6 +328,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_launch_carries_its_staging_directory_to_the_caller_that_merges_it() {
+        let mut fds = LaunchFds::default();
+        assert_eq!(fds.staging(), None);
+        let staging = Staging {
+            dir: "/state/stage/1".into(),
+            roots: vec!["/ws".into()],
+        };
+        fds.set_staging(staging.clone());
+        assert_eq!(fds.staging(), Some(&staging));
+        assert_ne!(
+            fds,
+            LaunchFds::default(),
+            "the staging directory is part of the launch"
+        );
+    }
+
+    #[test]
     fn a_launch_without_classes_reports_files_by_its_overall_word() {
         use crate::enforcement::ClassEnforcement;
         let mut launch = ConfinedArgv {
