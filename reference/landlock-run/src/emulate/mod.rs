@@ -392,14 +392,7 @@ impl Emulator {
             Make::Symlink(at) => Some(task.read_string(at)?),
             _ => None,
         };
-        let (parent, name, trailing) = match self.path(task, dirfd, addr, false)? {
-            Found::Entry {
-                parent,
-                name,
-                trailing_slash,
-            } => (parent, name, trailing_slash),
-            Found::Magic { .. } => return Err(Errno::EEXIST),
-        };
+        let (parent, name, trailing) = self.path(task, dirfd, addr, false)?.entry(Errno::EEXIST)?;
         self.still(n)?;
         let umask = task.umask();
         let call_name = Found::call_name(&name, trailing);
@@ -459,14 +452,7 @@ impl Emulator {
         } else {
             Some(self.path(task, odir, oaddr, follow)?)
         };
-        let (np, nn, trailing) = match self.path(task, ndir, naddr, false)? {
-            Found::Entry {
-                parent,
-                name,
-                trailing_slash,
-            } => (parent, name, trailing_slash),
-            Found::Magic { .. } => return Err(Errno::EEXIST),
-        };
+        let (np, nn, trailing) = self.path(task, ndir, naddr, false)?.entry(Errno::EEXIST)?;
         self.still(n)?;
         if self.judge(&np, &nn, Op::CreateOther, None) != Verdict::Allow {
             return Err(REFUSED);
@@ -546,16 +532,8 @@ impl Emulator {
         (ndir, naddr): (i32, u64),
         flags: u32,
     ) -> Result<i64, Errno> {
-        let entry = |f: Found| match f {
-            Found::Entry {
-                parent,
-                name,
-                trailing_slash,
-            } => Ok((parent, name, trailing_slash)),
-            Found::Magic { .. } => Err(Errno::EXDEV),
-        };
-        let (op, on, ot) = entry(self.path(task, odir, oaddr, false)?)?;
-        let (np, nn, nt) = entry(self.path(task, ndir, naddr, false)?)?;
+        let (op, on, ot) = self.path(task, odir, oaddr, false)?.entry(Errno::EXDEV)?;
+        let (np, nn, nt) = self.path(task, ndir, naddr, false)?.entry(Errno::EXDEV)?;
         self.still(n)?;
         let is_dir = |p: &OwnedFd, name: &OsString| {
             nix::sys::stat::fstatat(p, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)

@@ -163,6 +163,19 @@ pub enum Found {
 }
 
 impl Found {
+    /// The directory, the name and its trailing `/`, for a call that makes a new name: a magic
+    /// link there fails with `magic` (it names an object that exists).
+    pub fn entry(self, magic: Errno) -> Result<(OwnedFd, OsString, bool), Errno> {
+        match self {
+            Found::Entry {
+                parent,
+                name,
+                trailing_slash,
+            } => Ok((parent, name, trailing_slash)),
+            Found::Magic { .. } => Err(magic),
+        }
+    }
+
     /// The last component with the trailing `/` the path had, as the final call must get it.
     pub fn call_name(name: &OsStr, trailing_slash: bool) -> OsString {
         let mut n = name.to_os_string();
