@@ -23,10 +23,7 @@
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 
-use sandbox::{
-    CallGuard, ExtraRoot, ProtectedPath, ProviderPolicy, SANDBOX_UNAVAILABLE, SandboxEnforcement,
-    SandboxProvider,
-};
+use sandbox::{CallGuard, SANDBOX_UNAVAILABLE, SandboxEnforcement, SandboxProvider};
 use sandbox_local::{Backend, LocalConfig, LocalProvider};
 use sandbox_protocol::{
     Differences, Implementation, Request, Response, SUPPORTED_VERSIONS, WireCapability, WirePolicy,
@@ -128,25 +125,11 @@ fn confine(
         detail,
     };
     // Absent: the deployment default; a pattern that is not one is refused, not dropped.
-    let protected = match wire.protected_paths {
-        None => Ok(ProtectedPath::defaults()),
-        Some(list) => list.iter().map(|p| ProtectedPath::new(p)).collect(),
-    };
-    let protected = match protected {
+    // The protocol crate's conversion: every field of the request, allowed sockets included.
+    let policy = match wire.into_provider_policy(cwd) {
         Ok(p) => p,
         Err(e) => return unavailable(e.to_string()),
     };
-    let mut policy = ProviderPolicy::new(wire.mode, wire.workspace_root)
-        .with_temp_dir(wire.temp_dir)
-        .with_network(wire.network)
-        .with_extra_roots(
-            wire.writable_roots
-                .into_iter()
-                .map(ExtraRoot::new)
-                .collect(),
-        )
-        .with_protected_paths(protected);
-    policy.cwd = cwd;
     let argv: Vec<_> = argv.into_iter().map(Into::into).collect();
     match provider.confine(&argv, &policy) {
         Ok(confined) => {

@@ -216,6 +216,37 @@ fn is_enabled(network: &NetworkMode) -> bool {
     !network.is_restricted()
 }
 
+impl WirePolicy {
+    /// The reference library's policy for this request, run in `cwd` (the request's): every
+    /// field carried over, absent protected paths read as the reference's defaults. A protected
+    /// path that could escape its root is refused (the backend answers `unavailable` with it).
+    pub fn into_provider_policy(
+        self,
+        cwd: Option<PathBuf>,
+    ) -> Result<sandbox::ProviderPolicy, sandbox::ProtectedPathError> {
+        let protected = match self.protected_paths {
+            None => sandbox::ProtectedPath::defaults(),
+            Some(list) => list
+                .iter()
+                .map(|p| sandbox::ProtectedPath::new(p))
+                .collect::<Result<_, _>>()?,
+        };
+        let mut policy = sandbox::ProviderPolicy::new(self.mode, self.workspace_root)
+            .with_temp_dir(self.temp_dir)
+            .with_network(self.network)
+            .with_extra_roots(
+                self.writable_roots
+                    .into_iter()
+                    .map(sandbox::ExtraRoot::new)
+                    .collect(),
+            )
+            .with_protected_paths(protected)
+            .with_allow_unix_sockets(self.allow_unix_sockets);
+        policy.cwd = cwd;
+        Ok(policy)
+    }
+}
+
 /// An answer from the backend.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -325,5 +356,60 @@ fn sorted(value: serde_json::Value) -> serde_json::Value {
             serde_json::Value::Array(items.into_iter().map(sorted).collect())
         }
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wire() -> WirePolicy {
+        WirePolicy {
+            mode: ConfinedMode::WorkspaceWrite,
+            workspace_root: "/ws".into(),
+            temp_dir: Some("/var/tmp/t".into()),
+            writable_roots: vec!["/srv/cache".into()],
+            protected_paths: Some(vec![".git/hooks".into()]),
+            network: NetworkMode::Restricted,
+            allow_unix_sockets: vec!["/run/agent.sock".into()],
+        }
+    }
+
+    #[test]
+    fn every_field_of_a_request_reaches_the_reference_policy() {
+        let policy = wire()
+            .into_provider_policy(Some("/ws/sub".into()))
+            .expect("a good policy");
+        assert_eq!(policy.mode, ConfinedMode::WorkspaceWrite);
+        assert_eq!(policy.workspace_root, PathBuf::from("/ws"));
+        assert_eq!(policy.temp_dir, Some(PathBuf::from("/var/tmp/t")));
+        assert_eq!(policy.extra_roots.len(), 1);
+        assert_eq!(policy.network, NetworkMode::Restricted);
+        assert_eq!(
+            policy.allow_unix_sockets,
+            [PathBuf::from("/run/agent.sock")]
+        );
+        assert_eq!(policy.protected_paths.len(), 1);
+        assert_eq!(policy.cwd, Some(PathBuf::from("/ws/sub")));
+        let defaults = WirePolicy {
+            protected_paths: None,
+            ..wire()
+        };
+        assert_eq!(
+            defaults
+                .into_provider_policy(None)
+                .expect("defaults")
+                .protected_paths,
+            sandbox::ProtectedPath::defaults()
+        );
+    }
+
+    #[test]
+    fn a_protected_path_that_could_escape_is_refused() {
+        let bad = WirePolicy {
+            protected_paths: Some(vec!["../outside".into()]),
+            ..wire()
+        };
+        assert!(bad.into_provider_policy(None).is_err());
     }
 }

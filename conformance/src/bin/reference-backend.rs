@@ -11,7 +11,7 @@ use conformance::model::Capability;
 use conformance::protocol::{
     Differences, Implementation, Request, Response, SUPPORTED_VERSIONS, WireCapability,
 };
-use sandbox::{ExtraRoot, ProtectedPath, ProviderPolicy, SANDBOX_UNAVAILABLE, SandboxEnforcement};
+use sandbox::{SANDBOX_UNAVAILABLE, SandboxEnforcement};
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -92,11 +92,7 @@ fn main() -> ExitCode {
                 cwd,
                 policy,
             }) => {
-                let protected = match policy.protected_paths {
-                    None => Ok(ProtectedPath::defaults()),
-                    Some(list) => list.iter().map(|p| ProtectedPath::new(p)).collect(),
-                };
-                let protected = match protected {
+                let policy = match policy.into_provider_policy(cwd) {
                     Ok(p) => p,
                     Err(e) => {
                         let refused = Response::Unavailable {
@@ -110,19 +106,6 @@ fn main() -> ExitCode {
                         continue;
                     }
                 };
-                let mut policy = ProviderPolicy::new(policy.mode, policy.workspace_root)
-                    .with_temp_dir(policy.temp_dir)
-                    .with_network(policy.network)
-                    .with_extra_roots(
-                        policy
-                            .writable_roots
-                            .into_iter()
-                            .map(ExtraRoot::new)
-                            .collect(),
-                    )
-                    .with_protected_paths(protected)
-                    .with_allow_unix_sockets(policy.allow_unix_sockets);
-                policy.cwd = cwd;
                 let argv: Vec<_> = argv.into_iter().map(Into::into).collect();
                 match provider.as_ref().map(|p| p.confine(&argv, &policy)) {
                     Some(Ok(c)) => {
