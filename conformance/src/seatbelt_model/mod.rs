@@ -2,7 +2,7 @@
 //! reference Seatbelt profile on a host without macOS. **A fake**: it stands for Apple's
 //! evaluator where that cannot run, and the `seatbelt-model` backend built on it is named as one.
 //!
-//! What it models ([`facts`] pins each point to its source):
+//! What it models (its `facts` module pins each point to its source):
 //! - the last matching rule wins, `(deny default)` or `(allow default)` first;
 //! - filters `literal`, `subpath`, `prefix`, `regex` (case-sensitive, anchored as written),
 //!   `require-all`, `require-any`, `require-not`, several filters in one rule meaning any of

@@ -193,6 +193,7 @@ fn set_user_xattr(path: &Path) {
     // SAFETY: both pointers are valid NUL-terminated strings alive for the call, the value
     // points at 4 readable bytes whose length is passed; setxattr(2) only reads them. Neither
     // std nor nix wraps setxattr.
+    #[cfg(target_os = "linux")]
     #[allow(unsafe_code)]
     let _ = unsafe {
         libc::setxattr(
@@ -200,6 +201,20 @@ fn set_user_xattr(path: &Path) {
             name.as_ptr(),
             b"keep".as_ptr().cast(),
             4,
+            0,
+        )
+    };
+    // macOS's setxattr takes a position (0 for a whole value) before its options.
+    // SAFETY: as above.
+    #[cfg(target_os = "macos")]
+    #[allow(unsafe_code)]
+    let _ = unsafe {
+        libc::setxattr(
+            c_path.as_ptr(),
+            name.as_ptr(),
+            b"keep".as_ptr().cast(),
+            4,
+            0,
             0,
         )
     };

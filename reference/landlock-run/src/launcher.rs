@@ -239,7 +239,10 @@ fn run_init(
             if let Err(failure) = follow_parent(init_pid) {
                 return fail(status.as_mut(), &failure.to_string());
             }
-            if launch.prevent {
+            // Without a mount namespace nothing can be staged, and a refused `git init` or
+            // `git worktree add` would break git's own work: the check after the call stays the
+            // only one there (the protected class is reported not-governed on such a host).
+            if launch.prevent && can_mount {
                 emulate_and_run(launch, status, client)
             } else {
                 match inner(launch) {
