@@ -340,12 +340,13 @@ fn emulate_and_run(
             drop(theirs);
             let listener = init::recv_fd(&mine);
             drop(mine);
-            let rules = emulate::rules::Rules::new(
+            let mut rules = emulate::rules::Rules::new(
                 launch.anchors.clone(),
                 launch.protected_rel.clone(),
                 launch.protected_names.clone(),
                 stager.is_some(),
             );
+            rules.truncate_ungoverned = launch.abi_cap.is_some_and(|cap| cap < 3);
             let ending = match listener {
                 Some(l) => {
                     let stager = stager.map(|s| Box::new(s) as Box<dyn emulate::Stager>);

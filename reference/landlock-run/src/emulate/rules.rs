@@ -95,6 +95,10 @@ pub struct Rules {
     /// Whether a new git directory can be staged (the launcher can mount); when not, it is
     /// refused.
     pub can_stage: bool,
+    /// Truncating by path is not governed for the payload (its Landlock ABI is capped below 3):
+    /// the emulator then truncates as the payload would, so it governs no more than the launch
+    /// reports.
+    pub truncate_ungoverned: bool,
     /// The last component of every pattern and every name of `everywhere`: a name outside it
     /// needs no path lookup.
     last_names: HashSet<OsString>,
@@ -126,6 +130,7 @@ impl Rules {
             patterns,
             everywhere,
             can_stage,
+            truncate_ungoverned: false,
             last_names,
             any_names,
         }
