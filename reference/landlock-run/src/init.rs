@@ -341,11 +341,20 @@ impl StageServer {
         let Ok(st) = nix::sys::stat::fstat(target) else {
             return;
         };
-        let record = format!("{}\n{}:{}\n", path.display(), st.st_dev, st.st_ino);
-        let file = self.root.join(format!("{n}.target"));
-        let tmp = self.root.join(format!("{n}.target.tmp"));
+        let record = crate::staged::StagedTarget {
+            path,
+            dev: st.st_dev,
+            ino: st.st_ino,
+        }
+        .encode();
+        let file = self
+            .root
+            .join(format!("{n}{}", crate::staged::RECORD_SUFFIX));
+        let tmp = self
+            .root
+            .join(format!("{n}{}.tmp", crate::staged::RECORD_SUFFIX));
         if std::fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(record.as_bytes()))
+            .and_then(|mut f| f.write_all(&record))
             .and_then(|()| std::fs::rename(&tmp, &file))
             .is_err()
         {

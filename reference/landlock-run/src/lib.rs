@@ -152,6 +152,7 @@ pub mod net;
 mod notify;
 #[cfg(target_os = "linux")]
 mod protect;
+pub mod staged;
 
 /// The launcher's entry point (what the `landlock-run` binary runs): reads the process's
 /// arguments (after `argv[0]`), launches or probes, and returns the exit status. On a target

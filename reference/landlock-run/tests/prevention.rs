@@ -14,6 +14,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::*;
+use landlock_run::staged::{RECORD_SUFFIX, StagedTarget};
 
 /// Makes `dir` and everything below it writable by anyone (the unprivileged payload works in a
 /// repository the test made as root).
@@ -268,16 +269,18 @@ while [ ! -e {ws}/go ]; do sleep 0.05; done
         assert!(out.status.success(), "{who:?}: {}", stderr(&out));
         persons_git_runs_nothing(&w, &marker, &format!("{who:?}, after the call"));
         // The staged git directory holds what the payload made, and says where it belongs.
-        let targets: Vec<String> = fs::read_dir(&stage)
+        let targets: Vec<PathBuf> = fs::read_dir(&stage)
             .expect("stage")
             .filter_map(Result::ok)
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".target"))
-            .map(|e| fs::read_to_string(e.path()).expect("target"))
+            .filter(|e| e.file_name().to_string_lossy().ends_with(RECORD_SUFFIX))
+            .map(|e| {
+                StagedTarget::decode(&fs::read(e.path()).expect("target"))
+                    .expect("a staged target record")
+                    .path
+            })
             .collect();
         assert!(
-            targets
-                .iter()
-                .any(|t| t.starts_with(&format!("{ws}/newrepo/.git\n"))),
+            targets.contains(&PathBuf::from(format!("{ws}/newrepo/.git"))),
             "{who:?}: {targets:?}"
         );
     }
@@ -363,9 +366,9 @@ echo ok
         let mut targets: Vec<String> = fs::read_dir(&stage)
             .expect("stage")
             .filter_map(Result::ok)
-            .filter(|e| e.file_name().to_string_lossy().ends_with(".target"))
-            .filter_map(|e| fs::read_to_string(e.path()).ok())
-            .filter_map(|t| t.lines().next().map(str::to_owned))
+            .filter(|e| e.file_name().to_string_lossy().ends_with(RECORD_SUFFIX))
+            .filter_map(|e| StagedTarget::decode(&fs::read(e.path()).ok()?))
+            .map(|t| t.path.display().to_string())
             .collect();
         targets.sort();
         for want in [

@@ -19,6 +19,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::{Path, PathBuf};
 
+use landlock_run::staged::{RECORD_SUFFIX, StagedTarget};
 use nix::errno::Errno;
 use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 use nix::sys::stat::Mode;
@@ -110,17 +111,14 @@ fn staged_entries(dir: &Path) -> Vec<Staged> {
         .filter_map(Result::ok)
         .filter_map(|e| {
             let name = e.file_name().into_string().ok()?;
-            let n: u32 = name.strip_suffix(".target")?.parse().ok()?;
-            let text = std::fs::read_to_string(e.path()).ok()?;
-            let mut lines = text.lines();
-            let target = PathBuf::from(lines.next()?);
-            let (dev, ino) = lines.next()?.split_once(':')?;
+            let n: u32 = name.strip_suffix(RECORD_SUFFIX)?.parse().ok()?;
+            let record = StagedTarget::decode(&std::fs::read(e.path()).ok()?)?;
             Some((
                 n,
                 Staged {
                     source: dir.join(n.to_string()),
-                    target,
-                    id: (dev.parse().ok()?, ino.parse().ok()?),
+                    target: record.path,
+                    id: (record.dev, record.ino),
                 },
             ))
         })
@@ -218,7 +216,7 @@ fn sanitize(source: &Path, target: &Path, mode: SandboxMode, lines: &mut Vec<Str
         .is_some_and(|n| n == "worktrees");
     let mut stack = vec![(source.to_path_buf(), target.to_path_buf(), worktree_dir)];
     while let Some((dir, shown, is_worktree)) = stack.pop() {
-        let mut drop_it = |rel: &str| {
+        let mut drop_it = |rel: &Path| {
             let path = dir.join(rel);
             let gone = if path.is_dir() && !path.is_symlink() {
                 std::fs::remove_dir_all(&path)
@@ -235,7 +233,7 @@ fn sanitize(source: &Path, target: &Path, mode: SandboxMode, lines: &mut Vec<Str
                 let sample = hook.file_type().is_ok_and(|t| t.is_file())
                     && name.to_string_lossy().ends_with(".sample");
                 if !sample {
-                    drop_it(&format!("{HOOKS}/{}", name.to_string_lossy()));
+                    drop_it(&Path::new(HOOKS).join(&name));
                 }
             }
         }
@@ -246,7 +244,7 @@ fn sanitize(source: &Path, target: &Path, mode: SandboxMode, lines: &mut Vec<Str
                     && !path.is_symlink()
                     && std::fs::read(&path).is_ok_and(|b| crate::gitguard::config_is_safe(&b)))
             {
-                drop_it(config);
+                drop_it(Path::new(config));
             }
         }
         let commondir = dir.join("commondir");
@@ -254,11 +252,11 @@ fn sanitize(source: &Path, target: &Path, mode: SandboxMode, lines: &mut Vec<Str
             let leads_back = is_worktree
                 && std::fs::read(&commondir).is_ok_and(|b| b.trim_ascii_end() == b"../..");
             if !leads_back {
-                drop_it("commondir");
+                drop_it(Path::new("commondir"));
             }
         }
         if dir.join("info/attributes").symlink_metadata().is_ok() {
-            drop_it("info/attributes");
+            drop_it(Path::new("info/attributes"));
         }
         // The old ways to name a remote (a push runs that repository's hooks): what they hold
         // goes; `git init` makes an empty `branches`, which stays.
@@ -267,10 +265,10 @@ fn sanitize(source: &Path, target: &Path, mode: SandboxMode, lines: &mut Vec<Str
             match std::fs::read_dir(&path) {
                 Ok(list) if !path.is_symlink() => {
                     for entry in list.filter_map(Result::ok) {
-                        drop_it(&format!("{folder}/{}", entry.file_name().to_string_lossy()));
+                        drop_it(&Path::new(folder).join(entry.file_name()));
                     }
                 }
-                _ if path.symlink_metadata().is_ok() => drop_it(folder),
+                _ if path.symlink_metadata().is_ok() => drop_it(Path::new(folder)),
                 _ => {}
             }
         }
@@ -414,4 +412,56 @@ fn copy_file_into(source: &Path, target: &OwnedFd) -> Result<(), String> {
     std::fs::File::from(out)
         .write_all(&bytes)
         .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::ffi::OsStrExt;
+
+    use super::*;
+
+    /// A workspace whose name holds a newline and a byte that is not UTF-8 (real names do, and
+    /// `git worktree add` works there unconfined): the staged worktree git directory still
+    /// lands where it belongs, and a hook named with such bytes is still dropped.
+    #[test]
+    fn a_staged_git_directory_lands_under_a_name_with_a_newline_and_bytes_that_are_not_utf8() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let ws = base.path().join(OsStr::from_bytes(b"site\nd \xe9"));
+        // The launcher made the target empty on the host and staged what goes into it.
+        let wt = ws.join(".git/worktrees/wt2");
+        std::fs::create_dir_all(&wt).expect("worktrees");
+        let stage = base.path().join("stage");
+        let staged = stage.join("0");
+        std::fs::create_dir_all(staged.join("hooks")).expect("staged");
+        std::fs::write(staged.join("HEAD"), "ref: refs/heads/wt2\n").expect("HEAD");
+        std::fs::write(staged.join("commondir"), "../..\n").expect("commondir");
+        std::fs::write(staged.join("hooks").join(OsStr::from_bytes(b"x\xff")), "").expect("hook");
+        std::fs::write(staged.join("hooks/pre-commit"), "#!/bin/sh\n").expect("hook");
+        let st = std::fs::metadata(&wt).expect("stat");
+        let record = StagedTarget {
+            path: wt.clone(),
+            dev: st.dev(),
+            ino: st.ino(),
+        };
+        std::fs::write(stage.join(format!("0{RECORD_SUFFIX}")), record.encode()).expect("record");
+
+        let lines = merge(&stage, &[ws.clone()], SandboxMode::WorkspaceWrite);
+
+        assert_eq!(
+            std::fs::read_to_string(wt.join("HEAD")).expect("merged HEAD"),
+            "ref: refs/heads/wt2\n"
+        );
+        assert!(
+            wt.join("commondir").is_file(),
+            "a worktree's own commondir stays"
+        );
+        let hooks: Vec<_> = std::fs::read_dir(wt.join("hooks"))
+            .expect("hooks")
+            .filter_map(Result::ok)
+            .map(|e| e.file_name())
+            .collect();
+        assert!(hooks.is_empty(), "hooks merged: {hooks:?}");
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(!stage.exists(), "the staging directory is removed");
+    }
 }
