@@ -445,7 +445,11 @@ mod tests {
         };
         std::fs::write(stage.join(format!("0{RECORD_SUFFIX}")), record.encode()).expect("record");
 
-        let lines = merge(&stage, &[ws.clone()], SandboxMode::WorkspaceWrite);
+        let lines = merge(
+            &stage,
+            std::slice::from_ref(&ws),
+            SandboxMode::WorkspaceWrite,
+        );
 
         assert_eq!(
             std::fs::read_to_string(wt.join("HEAD")).expect("merged HEAD"),
