@@ -40,8 +40,15 @@ pub(super) fn run(step: &SelectStep) -> Result<(), StepError> {
     if step.host == Host::LandlockExhausted {
         let launcher = sandbox_local::probe::locate_launcher().map_err(StepError::harness)?;
         for _ in 0..LANDLOCK_MAX_LAYERS {
-            argv.extend([launcher.clone().into(), "--ro".into(), "/".into()]);
-            argv.extend(["--rw".into(), "/".into(), "--".into()]);
+            argv.push(launcher.clone().into());
+            argv.extend(
+                landlock_run::cli::LaunchArgs {
+                    read_only: vec!["/".into()],
+                    read_write: vec![landlock_run::cli::WritableRoot::new("/")],
+                    ..Default::default()
+                }
+                .flags(),
+            );
         }
     }
     argv.push(sandboxctl.into());

@@ -2,6 +2,7 @@
 //! Landlock ruleset, drop its capabilities and stray descriptors, then exec the payload. See the
 //! crate documentation for the command-line contract; [`crate::run`] is the entry point.
 
+use crate::cli::{Invocation, LaunchArgs as Launch, Namespace};
 use crate::{emulate, harden, init, monitor, notify, protect};
 use sandbox::status::Record;
 
@@ -10,7 +11,7 @@ use std::fs::File;
 use std::io::Write;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::CommandExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use crate::{
@@ -27,64 +28,6 @@ use nix::fcntl::{OFlag, OpenHow, ResolveFlag};
 /// Set in the launch's init when the launch has a PID namespace of its own (the processes it
 /// forks inherit it): the payload's guard then need not keep it from the host's processes.
 static OWN_PID_NAMESPACE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
-/// A parsed command line.
-struct Launch {
-    abi_cap: Option<u32>,
-    status_fd: Option<i32>,
-    /// `--net restricted`: TCP bind and connect are denied (see `crate::net`).
-    net_restricted: bool,
-    /// `--ipc private`: the caller gave the launcher an IPC namespace of its own (bwrap's
-    /// `--unshare-ipc`), so SysV IPC and POSIX message queues are the sandbox's own.
-    ipc: harden::IpcGuard,
-    /// `--allow-unix-sockets`: the deployment allowed named unix sockets, so the guard lets the
-    /// payload make stream and seqpacket unix sockets (seccomp cannot tell one path from another:
-    /// the caller reports the class partial).
-    unix_sockets: harden::UnixSockets,
-    /// `--bench-unguarded`: skip the seccomp guard, for `sandbox-bench` to measure what it costs.
-    /// No profile of `sandbox_local` emits it (a test checks every dialect's argv), so no policy
-    /// reaches it; it only weakens the launch it is given to, and a payload that passes it to a
-    /// nested launcher stays under the outer launcher's filter (seccomp filters only stack).
-    unguarded: bool,
-    read_only: Vec<PathBuf>,
-    read_write: Vec<PathBuf>,
-    /// `--rw-identity DEV:INO` after a `--rw`: the device and inode that path must be.
-    read_write_ids: Vec<Option<(u64, u64)>>,
-    pinned: Vec<PathBuf>,
-    protected: Vec<PathBuf>,
-    /// `--pid-namespace`: run the launch in a PID namespace of its own (see `crate::init`).
-    pid_namespace: bool,
-    /// `--pids private`: the caller gave the launcher a PID namespace of its own (bwrap's
-    /// `--unshare-pid`), so the host's processes are out of sight already.
-    pids_private: bool,
-    /// `--prevent`: the emulator carries out the payload's creates and writes under the rules of
-    /// `crate::emulate::rules` (git's surface and the protected paths refused while it runs).
-    prevent: bool,
-    /// `--anchor ROOT`: a writable root the protected paths are relative to.
-    anchors: Vec<PathBuf>,
-    /// `--protected-rel REL`: a protected path relative to every anchor and worktree top.
-    protected_rel: Vec<PathBuf>,
-    /// `--protected-name NAME`: a name protected in every folder under an anchor.
-    protected_names: Vec<OsString>,
-    /// `--stage-fd FD`: an inherited directory where new git directories are made private
-    /// (without it they are refused).
-    stage_fd: Option<i32>,
-    /// `--memory BYTES`: the most data each payload process may map (`RLIMIT_DATA`, soft and
-    /// hard: without `CAP_SYS_RESOURCE` the payload cannot raise it).
-    memory: Option<u64>,
-    payload: Vec<OsString>,
-}
-
-enum Mode {
-    Launch(Box<Launch>),
-    Probe {
-        abi_cap: Option<u32>,
-    },
-    ProbeChild {
-        abi_cap: Option<u32>,
-        target: PathBuf,
-    },
-}
 
 /// A launcher failure: printed with the prefix, reported on the status channel, exit 125. The
 /// variant says which part of the launch failed; the text is what the caller reads.
@@ -114,14 +57,14 @@ enum Failure {
 /// Parses the process's arguments and launches, probes or fails (exit [`FAILURE_EXIT_CODE`]).
 pub(crate) fn main() -> ExitCode {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
-    let mode = match parse(args) {
-        Ok(mode) => mode,
-        Err(failure) => return fail(None, &failure.to_string()),
+    let invocation = match Invocation::parse(args) {
+        Ok(invocation) => invocation,
+        Err(usage) => return fail(None, &Failure::Usage(usage.0).to_string()),
     };
-    match mode {
-        Mode::Probe { abi_cap } => probe(abi_cap),
-        Mode::ProbeChild { abi_cap, target } => probe_child(abi_cap, &target),
-        Mode::Launch(launch) => {
+    match invocation {
+        Invocation::Probe { abi_cap } => probe(abi_cap),
+        Invocation::ProbeChild { abi_cap, target } => probe_child(abi_cap, &target),
+        Invocation::Launch(launch) => {
             // Before this process opens anything: a number that is not an inherited directory
             // now would later name a descriptor of the launcher's own.
             if let Some(fd) = launch.stage_fd.filter(|_| launch.prevent)
@@ -435,10 +378,6 @@ fn outer(
     Ok(mounted)
 }
 
-/// The smallest `--memory` the launcher takes (16 MiB): below it no shell starts, and a typo
-/// (`--memory 8` for 8 GiB) would read as a broken sandbox.
-const MIN_MEMORY: u64 = 16 * 1024 * 1024;
-
 /// Restricts this process, drops its capabilities and stray descriptors and installs the guards:
 /// the payload's own process, just before exec.
 fn inner(launch: &Launch) -> Result<(), Failure> {
@@ -456,213 +395,18 @@ fn inner(launch: &Launch) -> Result<(), Failure> {
     if launch.unguarded {
         return Ok(());
     }
-    let host_pids =
-        !launch.pids_private && !OWN_PID_NAMESPACE.load(std::sync::atomic::Ordering::Relaxed);
-    harden::install_setuid_guard(launch.ipc, launch.unix_sockets, host_pids)
-        .map_err(Failure::Harden)
-}
-
-fn parse(args: Vec<OsString>) -> Result<Mode, Failure> {
-    let mut abi_cap = None;
-    let mut status_fd = None;
-    let mut net_restricted = false;
-    let mut ipc = harden::IpcGuard::HostNamespace;
-    let mut unix_sockets = harden::UnixSockets::Refused;
-    let mut unguarded = false;
-    let mut read_only = Vec::new();
-    let mut read_write = Vec::new();
-    let mut read_write_ids = Vec::new();
-    let mut pinned = Vec::new();
-    let mut protected = Vec::new();
-    let mut pid_namespace = false;
-    let mut pids_private = false;
-    let mut prevent = false;
-    let mut anchors = Vec::new();
-    let mut protected_rel = Vec::new();
-    let mut protected_names = Vec::new();
-    let mut stage_fd = None;
-    let mut memory = None;
-    let mut probe = false;
-    let mut probe_child = None;
-    let mut it = args.into_iter();
-    let value = |flag: &str, v: Option<OsString>| {
-        v.ok_or_else(|| Failure::Usage(format!("{flag} needs a value")))
+    let host_pids = launch.pids == Namespace::Host
+        && !OWN_PID_NAMESPACE.load(std::sync::atomic::Ordering::Relaxed);
+    let ipc = match launch.ipc {
+        Namespace::Private => harden::IpcGuard::PrivateNamespace,
+        Namespace::Host => harden::IpcGuard::HostNamespace,
     };
-    while let Some(arg) = it.next() {
-        match arg.to_str() {
-            Some("--") => {
-                let payload: Vec<OsString> = it.collect();
-                if payload.is_empty() {
-                    return Err(Failure::Usage("nothing to run after --".into()));
-                }
-                return Ok(Mode::Launch(Box::new(Launch {
-                    abi_cap,
-                    status_fd,
-                    net_restricted,
-                    ipc,
-                    unix_sockets,
-                    unguarded,
-                    read_only,
-                    read_write,
-                    read_write_ids,
-                    pinned,
-                    protected,
-                    pid_namespace,
-                    pids_private,
-                    prevent,
-                    anchors,
-                    protected_rel,
-                    protected_names,
-                    stage_fd,
-                    memory,
-                    payload,
-                })));
-            }
-            Some("--ro") => read_only.push(PathBuf::from(value("--ro", it.next())?)),
-            Some("--rw") => {
-                read_write.push(PathBuf::from(value("--rw", it.next())?));
-                read_write_ids.push(None);
-            }
-            Some("--rw-identity") => {
-                let v = value("--rw-identity", it.next())?;
-                let id = v
-                    .to_str()
-                    .and_then(|s| s.split_once(':'))
-                    .and_then(|(d, i)| Some((d.parse::<u64>().ok()?, i.parse::<u64>().ok()?)));
-                match (id, read_write_ids.last_mut()) {
-                    (Some(id), Some(slot @ None)) => *slot = Some(id),
-                    (None, _) => {
-                        return Err(Failure::Usage(format!(
-                            "--rw-identity takes DEVICE:INODE, not {v:?}"
-                        )));
-                    }
-                    (_, _) => {
-                        return Err(Failure::Usage(
-                            "--rw-identity follows the --rw it is about, once".into(),
-                        ));
-                    }
-                }
-            }
-            Some("--pin") => pinned.push(PathBuf::from(value("--pin", it.next())?)),
-            Some("--protect") => protected.push(PathBuf::from(value("--protect", it.next())?)),
-            Some("--pid-namespace") => pid_namespace = true,
-            Some("--pids") => {
-                let v = value("--pids", it.next())?;
-                pids_private = match v.to_str() {
-                    Some("private") => true,
-                    Some("host") => false,
-                    _ => {
-                        return Err(Failure::Usage(format!(
-                            "--pids takes private or host, not {v:?}"
-                        )));
-                    }
-                };
-            }
-            Some("--prevent") => prevent = true,
-            Some("--anchor") => anchors.push(PathBuf::from(value("--anchor", it.next())?)),
-            Some("--protected-rel") => {
-                let rel = PathBuf::from(value("--protected-rel", it.next())?);
-                if rel.is_absolute() || rel.as_os_str().is_empty() {
-                    return Err(Failure::Usage(format!(
-                        "--protected-rel takes a relative path, not {rel:?}"
-                    )));
-                }
-                protected_rel.push(rel);
-            }
-            Some("--protected-name") => {
-                let name = value("--protected-name", it.next())?;
-                if name.is_empty() || Path::new(&name).components().count() != 1 {
-                    return Err(Failure::Usage(format!(
-                        "--protected-name takes one file name, not {name:?}"
-                    )));
-                }
-                protected_names.push(name);
-            }
-            Some("--stage-fd") => {
-                let v = value("--stage-fd", it.next())?;
-                let n = v
-                    .to_str()
-                    .and_then(|s| s.parse::<i32>().ok())
-                    .filter(|n| *n > 2)
-                    .ok_or_else(|| {
-                        Failure::Usage(format!("--stage-fd takes a descriptor above 2, not {v:?}"))
-                    })?;
-                stage_fd = Some(n);
-            }
-            Some("--memory") => {
-                let v = value("--memory", it.next())?;
-                let n = v
-                    .to_str()
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .filter(|n| *n >= MIN_MEMORY)
-                    .ok_or_else(|| {
-                        Failure::Usage(format!(
-                            "--memory takes a number of bytes, at least {MIN_MEMORY}, not {v:?}"
-                        ))
-                    })?;
-                memory = Some(n);
-            }
-            Some("--abi-cap") => {
-                let v = value("--abi-cap", it.next())?;
-                let n = v
-                    .to_str()
-                    .and_then(|s| s.parse::<u32>().ok())
-                    .filter(|n| (1..=7).contains(n))
-                    .ok_or_else(|| Failure::Usage(format!("--abi-cap takes 1..=7, not {v:?}")))?;
-                abi_cap = Some(n);
-            }
-            Some("--status-fd") => {
-                let v = value("--status-fd", it.next())?;
-                let n = v
-                    .to_str()
-                    .and_then(|s| s.parse::<i32>().ok())
-                    .filter(|n| *n > 2)
-                    .ok_or_else(|| {
-                        Failure::Usage(format!("--status-fd takes a descriptor above 2, not {v:?}"))
-                    })?;
-                status_fd = Some(n);
-            }
-            Some(net::NET_FLAG) => {
-                let v = value(net::NET_FLAG, it.next())?;
-                net_restricted = match v.to_str() {
-                    Some("restricted") => true,
-                    Some("enabled") => false,
-                    _ => {
-                        return Err(Failure::Usage(format!(
-                            "{} takes restricted or enabled, not {v:?}",
-                            net::NET_FLAG
-                        )));
-                    }
-                };
-            }
-            Some("--ipc") => {
-                let v = value("--ipc", it.next())?;
-                ipc = match v.to_str() {
-                    Some("private") => harden::IpcGuard::PrivateNamespace,
-                    Some("host") => harden::IpcGuard::HostNamespace,
-                    _ => {
-                        return Err(Failure::Usage(format!(
-                            "--ipc takes private or host, not {v:?}"
-                        )));
-                    }
-                };
-            }
-            Some("--allow-unix-sockets") => unix_sockets = harden::UnixSockets::StreamAllowed,
-            Some(crate::BENCH_UNGUARDED_FLAG) => unguarded = true,
-            Some("--probe") => probe = true,
-            Some("--probe-child") => {
-                probe_child = Some(PathBuf::from(value("--probe-child", it.next())?));
-            }
-            _ => return Err(Failure::Usage(format!("unknown argument {arg:?}"))),
-        }
-    }
-    match (probe, probe_child) {
-        (_, Some(target)) => Ok(Mode::ProbeChild { abi_cap, target }),
-        (true, None) => Ok(Mode::Probe { abi_cap }),
-        (false, None) => Err(Failure::Usage(
-            "usage: landlock-run [--abi-cap N] [--status-fd FD] [--net restricted|enabled] [--ipc private|host] [--allow-unix-sockets] (--ro PATH | --rw PATH | --pin DIR | --protect PATH)... -- PROGRAM [ARGS...] | --probe [--abi-cap N]".into(),
-        )),
-    }
+    let unix_sockets = if launch.allow_unix_sockets {
+        harden::UnixSockets::StreamAllowed
+    } else {
+        harden::UnixSockets::Refused
+    };
+    harden::install_setuid_guard(ipc, unix_sockets, host_pids).map_err(Failure::Harden)
 }
 
 /// Takes ownership of the status descriptor our parent handed us and marks it close-on-exec so
@@ -817,7 +561,11 @@ fn restrict_with(launch: &Launch, notice: bool) -> Result<(), Failure> {
         // Reads are ungoverned; opening the path still proves it exists, as a profile expects.
         open_canonical(path, "--ro")?;
     }
-    for (path, want) in launch.read_write.iter().zip(&launch.read_write_ids) {
+    for crate::cli::WritableRoot {
+        path,
+        identity: want,
+    } in &launch.read_write
+    {
         let fd = open_canonical(path, "--rw")?;
         let st = nix::sys::stat::fstat(&fd).map_err(|e| {
             Failure::Path(format!("cannot inspect {} for --rw: {e}", path.display()))
@@ -979,11 +727,11 @@ fn probe(abi_cap: Option<u32>) -> ExitCode {
     let target = dir.path().join("must-not-exist");
     let exe = std::env::current_exe();
     let child = exe.and_then(|exe| {
-        let mut cmd = Command::new(exe);
-        if let Some(cap) = abi_cap {
-            cmd.arg("--abi-cap").arg(cap.to_string());
-        }
-        cmd.arg("--probe-child").arg(&target).output()
+        let child = Invocation::ProbeChild {
+            abi_cap,
+            target: target.clone(),
+        };
+        Command::new(exe).args(child.to_args()).output()
     });
     let created = target.exists();
     // The probe child tried to make its directory setgid (metadata no ruleset governs).

@@ -10,6 +10,9 @@
 //! landlock-run --probe [--abi-cap N]
 //! ```
 //!
+//! The command line is one type, [`cli::Invocation`]: the provider emits it and the launcher
+//! parses it, so a flag cannot exist on one side only (its round-trip test covers every flag).
+//!
 //! - `--ro PATH` grants reading beneath PATH (reads are not restricted at all today; the flag keeps
 //!   profiles explicit), `--rw PATH` grants every governed write beneath PATH (or to the file).
 //! - Every `--ro` and `--rw` PATH must be canonical: no component may be a symbolic link. The
@@ -137,6 +140,7 @@ use std::process::ExitCode;
 
 use serde_json::json;
 
+pub mod cli;
 #[cfg(target_os = "linux")]
 mod emulate;
 #[cfg(target_os = "linux")]

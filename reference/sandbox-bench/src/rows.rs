@@ -2,7 +2,9 @@
 //! the launcher with and without its guard, the library, `sandboxctl` cold and warm, the peers.
 
 use std::ffi::OsString;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+
+use landlock_run::cli::{Invocation, LaunchArgs, WritableRoot};
 
 use sandbox::{ConfinedMode, ProviderPolicy};
 use sandbox_local::launch::LaunchOptions;
@@ -234,34 +236,43 @@ pub(crate) fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row
     };
     // The launcher with its seccomp guard (as every launch runs it) and without it (a flag only
     // this benchmark passes): what the guard costs the Landlock backend.
-    let layered = |guard: bool, extra: &[OsString]| match (&launcher, &set) {
+    let layered = |guard: bool, layers: fn(&mut LaunchArgs, &Path)| match (&launcher, &set) {
         (Ok(l), Ok(set)) => {
+            let mut launch = LaunchArgs {
+                unguarded: !guard,
+                read_only: vec!["/".into()],
+                read_write: set
+                    .workspace
+                    .iter()
+                    .chain(&set.temp)
+                    .chain(std::iter::once(&PathBuf::from(profile::DEV_NULL)))
+                    .map(|root| WritableRoot::new(root.clone()))
+                    .collect(),
+                payload: payload(),
+                ..LaunchArgs::default()
+            };
+            layers(&mut launch, ws);
             let mut argv = vec![os(l)];
-            if !guard {
-                argv.push(os(landlock_run::BENCH_UNGUARDED_FLAG));
-            }
-            argv.extend(extra.iter().cloned());
-            argv.extend([os("--ro"), os("/")]);
-            argv.extend(grants(set));
+            argv.extend(Invocation::Launch(Box::new(launch)).to_args());
             Ok(Runner::Process(Spawn::new(argv, ws)))
         }
         (Err(e), _) | (_, Err(e)) => Err(e.clone()),
     };
-    let launcher_row = |guard: bool| layered(guard, &[]);
+    let launcher_row = |guard: bool| layered(guard, |_, _| {});
     // The layers a provider launch adds (issue 30), each on top of the one before: a PID
     // namespace of its own, then the emulator that prevents git's code surface while the call
     // runs (the default protected paths at the workspace; no staging directory, so it refuses
     // new git directories rather than staging them).
-    let pid_ns = [os("--pid-namespace")];
-    let mut prevent = vec![
-        os("--pid-namespace"),
-        os("--prevent"),
-        os("--anchor"),
-        os(ws),
-    ];
-    for rel in sandbox::DEFAULT_PROTECTED_PATHS {
-        prevent.extend([os("--protected-rel"), os(rel)]);
-    }
+    let pid_ns = |launch: &mut LaunchArgs, _: &Path| launch.pid_namespace = true;
+    let prevent = |launch: &mut LaunchArgs, ws: &Path| {
+        launch.pid_namespace = true;
+        launch.prevent = true;
+        launch.anchors = vec![ws.to_path_buf()];
+        launch.protected_rel = sandbox::DEFAULT_PROTECTED_PATHS
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+    };
     // bwrap binds by descriptor, as the provider does: the bare rows open the same binds and
     // leave them inheritable under their own numbers (kept open for the whole run).
     let held = match &set {
@@ -327,15 +338,11 @@ pub(crate) fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row
         Row::new("trampoline", "unconfined", trampoline_row),
         Row::new("landlock-run", "trampoline", launcher_row(true)),
         Row::new("landlock-run unguarded", "trampoline", launcher_row(false)),
-        Row::new(
-            "landlock-run pid-ns",
-            "landlock-run",
-            layered(true, &pid_ns),
-        ),
+        Row::new("landlock-run pid-ns", "landlock-run", layered(true, pid_ns)),
         Row::new(
             "landlock-run prevent",
             "landlock-run pid-ns",
-            layered(true, &prevent),
+            layered(true, prevent),
         ),
         Row::new("bwrap plain", "unconfined", bare(false)),
         Row::new("bwrap hardened", "unconfined", bare(true)),

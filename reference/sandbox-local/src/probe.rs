@@ -403,10 +403,13 @@ fn probe_bwrap(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Probe
 }
 
 fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, ProbeError> {
-    let mut argv: Vec<OsString> = vec![program.into(), "--probe".into()];
-    if let Some(cap) = config.landlock_abi_cap {
-        argv.extend(["--abi-cap".into(), cap.to_string().into()]);
-    }
+    let mut argv: Vec<OsString> = vec![program.into()];
+    argv.extend(
+        landlock_run::cli::Invocation::Probe {
+            abi_cap: config.landlock_abi_cap,
+        }
+        .to_args(),
+    );
     let probe = sandbox::ConfinedArgv {
         argv,
         backend: "landlock".into(),

@@ -5,6 +5,7 @@
 use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
+use landlock_run::cli::{LaunchArgs, Namespace, WritableRoot};
 use sandbox::{NetworkMode, ProtectedPlan, ProviderPolicy, RootError};
 
 /// The Seatbelt dialect lives in [`crate::seatbelt`]; its entry points stay reachable here.
@@ -97,22 +98,13 @@ impl Prevention {
         })
     }
 
-    /// The launcher's flags for it.
-    pub fn launcher_args(&self) -> Vec<OsString> {
-        let mut args = vec![os("--prevent")];
-        if let Some(fd) = self.stage_fd {
-            args.extend([os("--stage-fd"), os(&fd.to_string())]);
-        }
-        for a in &self.anchors {
-            args.extend([os("--anchor"), a.clone().into()]);
-        }
-        for p in &self.patterns {
-            args.extend([os("--protected-rel"), p.clone().into()]);
-        }
-        for n in &self.everywhere {
-            args.extend([os("--protected-name"), n.clone()]);
-        }
-        args
+    /// Sets the launcher's `--prevent` and its companions on `launch`.
+    fn apply(&self, launch: &mut LaunchArgs) {
+        launch.prevent = true;
+        launch.stage_fd = self.stage_fd;
+        launch.anchors.clone_from(&self.anchors);
+        launch.protected_rel.clone_from(&self.patterns);
+        launch.protected_names.clone_from(&self.everywhere);
     }
 }
 
@@ -339,10 +331,42 @@ pub fn bwrap_args(
     args
 }
 
-/// The launcher's flag for a policy that allows named unix sockets: its guard then lets the
-/// payload make stream and seqpacket unix sockets (to any path it can see: seccomp cannot read a
-/// `connect` address, so the launch reports `host-ipc` partial).
-pub const ALLOW_UNIX_SOCKETS_FLAG: &str = "--allow-unix-sockets";
+/// The launcher's flag for a policy that allows named unix sockets.
+pub use landlock_run::cli::ALLOW_UNIX_SOCKETS_FLAG;
+
+/// What every launch of the launcher shares: the memory limit, the status channel, the network
+/// rule, the unix-socket allowance, `--ro /`, then `--rw` for the workspace, each existing temp
+/// root and the extra roots, each with its identity when `identity` knows it.
+fn launch_of(
+    set: &WritableSet,
+    network: NetworkMode,
+    status_fd: Option<i32>,
+    identity: impl Fn(&PathBuf) -> Option<(u64, u64)>,
+) -> LaunchArgs {
+    let roots = set
+        .workspace
+        .iter()
+        .chain(set.temp.iter().filter(|t| t.exists()))
+        .chain(&set.extra);
+    let mut launch = LaunchArgs {
+        memory: set.memory_limit,
+        status_fd,
+        net_restricted: network.is_restricted(),
+        allow_unix_sockets: !set.unix_sockets.is_empty(),
+        read_only: vec![PathBuf::from("/")],
+        read_write: roots
+            .map(|root| WritableRoot {
+                path: root.clone(),
+                identity: identity(root),
+            })
+            .collect(),
+        ..LaunchArgs::default()
+    };
+    if let Some(prevent) = &set.prevent {
+        prevent.apply(&mut launch);
+    }
+    launch
+}
 
 /// The launcher inside bwrap: `--ipc private` (bwrap's `--unshare-ipc` made SysV IPC and POSIX
 /// message queues the sandbox's own), the network flag, then `--ro /`, `--rw` per writable root
@@ -357,54 +381,23 @@ pub fn bwrap_guard_args(
     network: NetworkMode,
     status_fd: Option<i32>,
 ) -> Vec<OsString> {
-    let mut args = vec![launcher.as_os_str().to_owned()];
-    if let Some(fd) = status_fd {
-        args.extend([os("--status-fd"), os(&fd.to_string())]);
-    }
-    args.extend([os("--ipc"), os("private"), os("--pids"), os("private")]);
-    args.extend(memory_args(set));
-    if !set.unix_sockets.is_empty() {
-        args.push(os(ALLOW_UNIX_SOCKETS_FLAG));
-    }
-    if network.is_restricted() {
-        args.extend([os(landlock_run::net::NET_FLAG), os("restricted")]);
-    }
-    args.extend([os("--ro"), os("/")]);
     // Each root with the identity of the directory bwrap was handed for it: bwrap turns a
     // descriptor back into a path before it mounts, so a swap racing it could mount another
     // directory there; the launcher then refuses to grant it (the call fails closed).
-    let mut rw = |root: &PathBuf| {
-        args.extend([os("--rw"), root.clone().into()]);
-        if let Some(id) = binds
+    let identity = |root: &PathBuf| {
+        binds
             .iter()
             .find(|b| b.writable && b.dest == *root)
             .and_then(|b| b.identity)
-        {
-            args.extend([os("--rw-identity"), os(&format!("{}:{}", id.dev, id.ino))]);
-        }
+            .map(|id| (id.dev, id.ino))
     };
-    if let Some(ws) = &set.workspace {
-        rw(ws);
-    }
-    for t in set.temp.iter().filter(|t| t.exists()) {
-        rw(t);
-    }
-    for root in &set.extra {
-        rw(root);
-    }
-    args.extend([os("--rw"), os("/dev")]);
-    if let Some(prevent) = &set.prevent {
-        args.extend(prevent.launcher_args());
-    }
-    args.push(os("--"));
+    let mut launch = launch_of(set, network, status_fd, identity);
+    launch.ipc = Namespace::Private;
+    launch.pids = Namespace::Private;
+    launch.read_write.push(WritableRoot::new("/dev"));
+    let mut args = vec![launcher.as_os_str().to_owned()];
+    args.extend(launch.flags());
     args
-}
-
-/// The launcher's `--memory BYTES` when the set carries a limit.
-fn memory_args(set: &WritableSet) -> Vec<OsString> {
-    set.memory_limit
-        .map(|bytes| vec![os("--memory"), os(&bytes.to_string())])
-        .unwrap_or_default()
 }
 
 /// The Landlock launcher: `--ro /`, `--rw` per existing root and `/dev/null`,
@@ -417,44 +410,15 @@ pub fn landlock_args(
     abi_cap: Option<u32>,
     status_fd: Option<i32>,
 ) -> Vec<OsString> {
+    let mut launch = launch_of(set, network, status_fd, |_| None);
     // A PID namespace of its own wherever the launcher can make one: no host process of the
     // payload's uid is then within its reach.
-    let mut args = vec![os("--pid-namespace")];
-    args.extend(memory_args(set));
-    if let Some(cap) = abi_cap {
-        args.extend([os("--abi-cap"), os(&cap.to_string())]);
-    }
-    if let Some(fd) = status_fd {
-        args.extend([os("--status-fd"), os(&fd.to_string())]);
-    }
-    if network.is_restricted() {
-        args.extend([os(landlock_run::net::NET_FLAG), os("restricted")]);
-    }
-    if !set.unix_sockets.is_empty() {
-        args.push(os(ALLOW_UNIX_SOCKETS_FLAG));
-    }
-    args.extend([os("--ro"), os("/")]);
-    if let Some(ws) = &set.workspace {
-        args.extend([os("--rw"), ws.clone().into()]);
-    }
-    for t in set.temp.iter().filter(|t| t.exists()) {
-        args.extend([os("--rw"), t.clone().into()]);
-    }
-    for root in &set.extra {
-        args.extend([os("--rw"), root.clone().into()]);
-    }
-    args.extend([os("--rw"), os(DEV_NULL)]);
-    for dir in &set.protected.pinned {
-        args.extend([os("--pin"), dir.clone().into()]);
-    }
-    for path in &set.protected.read_only {
-        args.extend([os("--protect"), path.clone().into()]);
-    }
-    if let Some(prevent) = &set.prevent {
-        args.extend(prevent.launcher_args());
-    }
-    args.push(os("--"));
-    args
+    launch.pid_namespace = true;
+    launch.abi_cap = abi_cap;
+    launch.read_write.push(WritableRoot::new(DEV_NULL));
+    launch.pinned.clone_from(&set.protected.pinned);
+    launch.protected.clone_from(&set.protected.read_only);
+    launch.flags()
 }
 
 /// `program` followed by `args` and then `payload`.
