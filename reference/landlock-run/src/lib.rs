@@ -138,7 +138,7 @@
 
 use std::process::ExitCode;
 
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 pub mod cli;
 #[cfg(target_os = "linux")]
@@ -246,33 +246,9 @@ pub const SCOPE_SIGNAL: &str = "signal";
 /// The scope name for "the payload cannot connect to an abstract unix socket created outside".
 pub const SCOPE_ABSTRACT_UNIX_SOCKET: &str = "abstract-unix-socket";
 
-/// How much of what the modes promise the launcher governs, as `--probe` states it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Enforcement {
-    /// Every promised file effect is governed.
-    Full,
-    /// Some promised effect is not (see [`ProbeReport::ungoverned`]).
-    Partial,
-}
-
-impl Enforcement {
-    /// Its word in the report.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Enforcement::Full => "full",
-            Enforcement::Partial => "partial",
-        }
-    }
-
-    /// The word back; anything else is not an enforcement.
-    pub fn parse(word: &str) -> Option<Enforcement> {
-        match word {
-            "full" => Some(Enforcement::Full),
-            "partial" => Some(Enforcement::Partial),
-            _ => None,
-        }
-    }
-}
+/// How much of what the modes promise the launcher governs, as `--probe` states it: the one
+/// enforcement fact every backend reports.
+pub use sandbox::SandboxEnforcement as Enforcement;
 
 /// What `--probe` prints on stdout, as one JSON object:
 ///
@@ -284,7 +260,7 @@ impl Enforcement {
 /// `enforcement` is `partial` whenever `ungoverned` is not empty, which with Landlock is always
 /// (no ABI governs metadata). [`ProbeReport::parse`] accepts reports that predate `ungoverned`
 /// and `setuid_guard` (empty and `false`).
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProbeReport {
     /// The kernel enforced a maximal ruleset in a child.
     pub usable: bool,
@@ -300,69 +276,37 @@ pub struct ProbeReport {
     pub reason: Option<String>,
     /// The Landlock scopes a launch applies ([`SCOPE_SIGNAL`], [`SCOPE_ABSTRACT_UNIX_SOCKET`]);
     /// empty below ABI 6, when capped below 6, and in reports that predate the field.
+    #[serde(default)]
     pub scoped: Vec<String>,
     /// What is not governed at `abi` ([`ungoverned_at`]): [`UNGOVERNED_METADATA`],
     /// [`UNGOVERNED_TRUNCATE`], [`UNGOVERNED_RENAME_ACROSS_DIRS`], [`UNGOVERNED_LINK_ACROSS_DIRS`];
     /// empty in reports that predate the field.
+    #[serde(default)]
     pub ungoverned: Vec<String>,
     /// The payload cannot set the setuid or setgid bit (the seccomp guard, x86_64 and aarch64),
     /// as the probe child proved; `false` in reports that predate the field.
+    #[serde(default)]
     pub setuid_guard: bool,
     /// What of the network a `--net restricted` launch governs here ([`net::governed`]:
     /// [`net::TCP`], [`net::ABSTRACT_UNIX_SOCKETS`]); empty in reports that predate the field.
+    #[serde(default)]
     pub network: Vec<String>,
     /// A launch can keep `--protect` paths read-only here (a private mount namespace is allowed:
     /// root, or unprivileged user namespaces); `false` in reports that predate the field.
+    #[serde(default)]
     pub protect: bool,
 }
 
 impl ProbeReport {
     /// The JSON line.
     pub fn to_json(&self) -> String {
-        json!({
-            "usable": self.usable,
-            "enforcement": self.enforcement.as_str(),
-            "abi": self.abi,
-            "kernel_abi": self.kernel_abi,
-            "reason": self.reason,
-            "scoped": self.scoped,
-            "ungoverned": self.ungoverned,
-            "setuid_guard": self.setuid_guard,
-            "network": self.network,
-            "protect": self.protect,
-        })
-        .to_string()
+        // A struct of strings, numbers and lists always serialises.
+        serde_json::to_string(self).unwrap_or_default()
     }
 
     /// Parses the JSON line printed by `--probe`.
     pub fn parse(line: &str) -> Option<ProbeReport> {
-        let v: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
-        let strings = |key: &str| match v.get(key) {
-            None | Some(serde_json::Value::Null) => Some(Vec::new()),
-            Some(list) => list
-                .as_array()?
-                .iter()
-                .map(|s| s.as_str().map(str::to_owned))
-                .collect::<Option<Vec<_>>>(),
-        };
-        let flag = |key: &str| match v.get(key) {
-            None | Some(serde_json::Value::Null) => Some(false),
-            Some(b) => b.as_bool(),
-        };
-        let setuid_guard = flag("setuid_guard")?;
-        let protect = flag("protect")?;
-        Some(ProbeReport {
-            usable: v.get("usable")?.as_bool()?,
-            enforcement: Enforcement::parse(v.get("enforcement")?.as_str()?)?,
-            abi: u32::try_from(v.get("abi")?.as_u64()?).ok()?,
-            kernel_abi: u32::try_from(v.get("kernel_abi")?.as_u64()?).ok()?,
-            reason: v.get("reason").and_then(|r| r.as_str()).map(str::to_owned),
-            scoped: strings("scoped")?,
-            ungoverned: strings("ungoverned")?,
-            setuid_guard,
-            network: strings("network")?,
-            protect,
-        })
+        serde_json::from_str(line.trim()).ok()
     }
 }
 

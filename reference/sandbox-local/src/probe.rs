@@ -442,10 +442,7 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
             || "the kernel did not enforce a Landlock ruleset".into(),
         )));
     }
-    let enforcement = match report.enforcement {
-        landlock_run::Enforcement::Full => SandboxEnforcement::Full,
-        landlock_run::Enforcement::Partial => SandboxEnforcement::Partial,
-    };
+    let enforcement = report.enforcement;
     functional(Backend::Landlock, program, enforcement, config)?;
     let files = ClassReport {
         enforcement: enforcement.into(),

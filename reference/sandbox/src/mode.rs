@@ -225,7 +225,7 @@ impl FromStr for NetworkMode {
 }
 
 /// How completely the selected backend governs the file effects a mode promises. A reported fact,
-/// never hidden.
+/// never hidden. On the wire (and in the Landlock launcher's probe report) `full` or `partial`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum SandboxEnforcement {
     /// Every file effect the mode promises is governed.
