@@ -263,8 +263,8 @@ pub(super) fn run(backend: &Backend, step: &MetadataStep) -> Result<(), StepErro
     }
     // The gap this effect goes through, as a backend that leaves it open names it.
     let route = match step.effect {
-        crate::model::MetadataEffect::Truncate => "truncate",
-        _ => "metadata",
+        crate::model::MetadataEffect::Truncate => sandbox::gaps::TRUNCATE,
+        _ => sandbox::gaps::METADATA,
     };
     Err(StepError::Unmet(format!(
         "{effect} under {} changed the host outside the writable set: {}; the launch reports \

@@ -388,10 +388,10 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), StepError> {
         .iter()
         .filter(|(_, r)| !r.is_empty())
         .map(|(t, _)| match t {
-            NetTarget::Tcp => "tcp",
-            NetTarget::Udp => "udp",
-            NetTarget::Unix => "named-unix-sockets",
-            NetTarget::Abstract => "abstract-unix-sockets",
+            NetTarget::Tcp => sandbox::gaps::TCP,
+            NetTarget::Udp => sandbox::gaps::UDP,
+            NetTarget::Unix => sandbox::gaps::NAMED_UNIX_SOCKETS,
+            NetTarget::Abstract => sandbox::gaps::ABSTRACT_UNIX_SOCKETS,
         })
         .collect();
     Err(StepError::Unmet(format!(

@@ -208,16 +208,16 @@ pub const FULL_ENFORCEMENT_ABI: u32 = 3;
 
 /// Ungoverned at every ABI: metadata changes (`chmod` without the setuid and setgid bits, `chown`
 /// to the same owner, `utimes`, extended attributes) on any file the payload can reach.
-pub const UNGOVERNED_METADATA: &str = "metadata";
+pub use sandbox::gaps::METADATA as UNGOVERNED_METADATA;
 
 /// Ungoverned below ABI 3: `truncate(2)` and `O_TRUNC` outside the writable set.
-pub const UNGOVERNED_TRUNCATE: &str = "truncate";
+pub use sandbox::gaps::TRUNCATE as UNGOVERNED_TRUNCATE;
 
 /// Ungoverned below ABI 2: renaming a file into another directory (`LANDLOCK_ACCESS_FS_REFER`).
-pub const UNGOVERNED_RENAME_ACROSS_DIRS: &str = "rename-across-dirs";
+pub use sandbox::gaps::RENAME_ACROSS_DIRS as UNGOVERNED_RENAME_ACROSS_DIRS;
 
 /// Ungoverned below ABI 2: hard-linking a file into another directory.
-pub const UNGOVERNED_LINK_ACROSS_DIRS: &str = "link-across-dirs";
+pub use sandbox::gaps::LINK_ACROSS_DIRS as UNGOVERNED_LINK_ACROSS_DIRS;
 
 /// What is not governed at Landlock ABI `abi`, in a fixed order: [`UNGOVERNED_METADATA`] always,
 /// [`UNGOVERNED_TRUNCATE`] below 3, [`UNGOVERNED_RENAME_ACROSS_DIRS`] and

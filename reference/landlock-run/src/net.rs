@@ -38,16 +38,16 @@ pub const NET_FLAG: &str = "--net";
 pub const NET_ABI: u32 = 4;
 
 /// TCP bind and connect (ABI 4).
-pub const TCP: &str = "tcp";
+pub use sandbox::gaps::TCP;
 
 /// Connecting to an abstract unix socket created outside the sandbox (the ABI 6 scope).
-pub const ABSTRACT_UNIX_SOCKETS: &str = "abstract-unix-sockets";
+pub use sandbox::gaps::ABSTRACT_UNIX_SOCKETS;
 
 /// UDP: ungoverned at every ABI.
-pub const UDP: &str = "udp";
+pub use sandbox::gaps::UDP;
 
 /// Connecting to a unix socket bound to a path: ungoverned at every ABI.
-pub const NAMED_UNIX_SOCKETS: &str = "named-unix-sockets";
+pub use sandbox::gaps::NAMED_UNIX_SOCKETS;
 
 /// What a restricted launch governs, from what the kernel offers and the launch uses: `tcp` when
 /// the ABI in reach (the kernel's, lowered by `--abi-cap`) is at least [`NET_ABI`], and

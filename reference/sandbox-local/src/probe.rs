@@ -68,7 +68,7 @@ impl ProbeFacts {
 /// - The launcher: see `landlock_network`.
 pub fn network_capability(backend: Backend, landlock_governed: &[String]) -> ClassReport {
     match backend {
-        Backend::Bwrap => ClassReport::with_gaps([landlock_run::net::NAMED_UNIX_SOCKETS]),
+        Backend::Bwrap => ClassReport::with_gaps([sandbox::gaps::NAMED_UNIX_SOCKETS]),
         Backend::Seatbelt => ClassReport::full(),
         Backend::Landlock => landlock_network(landlock_governed),
     }

@@ -18,6 +18,29 @@ use serde::{Deserialize, Serialize};
 
 use crate::mode::{ModeParseError, NetworkMode, SandboxEnforcement};
 
+/// The names of what a backend leaves ungoverned, as a class report's `ungoverned` entries spell
+/// them: one home for every backend and every reader (the harness matches `gap:` entries on
+/// them).
+pub mod gaps {
+    /// Files: metadata changes (`chmod` without the set-id bits, `chown` to the same owner,
+    /// `utimes`, extended attributes) on any file the payload can reach.
+    pub const METADATA: &str = "metadata";
+    /// Files: `truncate(2)` and `O_TRUNC` outside the writable set.
+    pub const TRUNCATE: &str = "truncate";
+    /// Files: renaming a file into another directory.
+    pub const RENAME_ACROSS_DIRS: &str = "rename-across-dirs";
+    /// Files: hard-linking a file into another directory.
+    pub const LINK_ACROSS_DIRS: &str = "link-across-dirs";
+    /// Network: TCP bind and connect.
+    pub const TCP: &str = "tcp";
+    /// Network: connecting to an abstract unix socket created outside the sandbox.
+    pub const ABSTRACT_UNIX_SOCKETS: &str = "abstract-unix-sockets";
+    /// Network: UDP datagrams.
+    pub const UDP: &str = "udp";
+    /// Network: connecting to a unix socket bound to a path.
+    pub const NAMED_UNIX_SOCKETS: &str = "named-unix-sockets";
+}
+
 /// A class of effects whose enforcement is reported on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum EnforcementClass {

@@ -61,7 +61,7 @@ pub use confined::{
     CallGuard, ConfinedArgv, LaunchFds, RuleError, RunnerFailureRule, SandboxProvider, Staging,
     StatusChannel, StatusFormat,
 };
-pub use enforcement::{ClassEnforcement, ClassEnforcements, ClassReport, EnforcementClass};
+pub use enforcement::{ClassEnforcement, ClassEnforcements, ClassReport, EnforcementClass, gaps};
 pub use error::{SANDBOX_UNAVAILABLE, SandboxUnavailable};
 pub use marker::denial_marker;
 pub use mode::{ConfinedMode, ModeParseError, NetworkMode, SandboxEnforcement, SandboxMode};
