@@ -16,8 +16,8 @@ use sandbox::{
 
 use crate::model::Capability;
 use crate::protocol::{
-    Differences, Implementation, PROTOCOL_VERSION, Request, Response, SUPPORTED_VERSIONS,
-    WirePolicy,
+    Differences, ErrorCode, Implementation, PROTOCOL_VERSION, Request, Response,
+    SUPPORTED_VERSIONS, WirePolicy,
 };
 
 /// Why the conversation with a backend broke down.
@@ -149,7 +149,9 @@ impl External {
         // a loaded machine can stretch past a request's timeout: it gets the longer of the two.
         let start_timeout = timeout.max(START_TIMEOUT);
         let mut answer = exchange(&mut conn, &hello(PROTOCOL_VERSION), start_timeout, &stderr)?;
-        if matches!(&answer, Response::Error { code, .. } if code == "PROTOCOL_VERSION") {
+        if matches!(&answer, Response::Error { code, .. }
+            if ErrorCode::of(code) == Some(ErrorCode::ProtocolVersion))
+        {
             answer = exchange(&mut conn, &hello(1), start_timeout, &stderr)?;
         }
         let (implementation, capabilities, enforcement, protocol, differences) = match answer {

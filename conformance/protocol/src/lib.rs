@@ -19,6 +19,9 @@
 
 use std::path::PathBuf;
 
+mod serve;
+pub use serve::{Handshake, serve};
+
 use sandbox::{
     ClassEnforcements, ConfinedMode, NetworkMode, RunnerFailureRule, SandboxEnforcement,
     StatusChannel,
@@ -37,6 +40,44 @@ pub enum WireCapability {
     StatusChannel,
     /// It can be told to use a capped Landlock ABI.
     AbiCap,
+}
+
+/// The codes of an `error` answer the protocol defines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorCode {
+    /// The line was not a request (`MALFORMED_REQUEST`).
+    MalformedRequest,
+    /// The `hello` offered a protocol version the backend does not speak (`PROTOCOL_VERSION`):
+    /// the harness then offers version 1.
+    ProtocolVersion,
+}
+
+impl ErrorCode {
+    /// Every code, for readers that list them.
+    pub const ALL: [ErrorCode; 2] = [ErrorCode::MalformedRequest, ErrorCode::ProtocolVersion];
+
+    /// Its word on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::MalformedRequest => "MALFORMED_REQUEST",
+            ErrorCode::ProtocolVersion => "PROTOCOL_VERSION",
+        }
+    }
+
+    /// The code a word on the wire names, if the protocol defines it.
+    pub fn of(word: &str) -> Option<ErrorCode> {
+        ErrorCode::ALL.into_iter().find(|c| c.as_str() == word)
+    }
+}
+
+impl Response {
+    /// An `error` answer with one of the protocol's codes.
+    pub fn error(code: ErrorCode, message: impl Into<String>) -> Response {
+        Response::Error {
+            code: code.as_str().into(),
+            message: message.into(),
+        }
+    }
 }
 
 /// The newest protocol version this harness speaks (the one its handshake offers first).
@@ -313,7 +354,7 @@ pub enum Response {
     },
     /// The backend cannot serve the request at all (for example an unsupported protocol version).
     Error {
-        /// A stable code.
+        /// A stable code: `MALFORMED_REQUEST` or `PROTOCOL_VERSION` (see `ErrorCode`).
         code: String,
         /// What went wrong.
         message: String,
