@@ -63,7 +63,7 @@ pub(crate) fn tag_launch(options: &mut sandbox_local::launch::LaunchOptions) {
 }
 
 /// Processes whose environment carries `tag` that were alive right after the call returned and
-/// are still alive (not zombies) `grace` later ([`SURVIVOR_GRACE`] covers a runner whose
+/// can still run (not a zombie, not exiting, no SIGKILL pending) `grace` later ([`SURVIVOR_GRACE`] covers a runner whose
 /// namespace is still being torn down by the kernel as it returns; the scenarios' survivors live
 /// for seconds, so they cannot end by themselves within it; zero: at once). Every one found is
 /// killed before this returns (with any it forked meanwhile), so it leaks into no later case.
@@ -89,14 +89,14 @@ pub(crate) fn survivors_except(
     };
     let mut left: Vec<Tagged> = tagged(&needle, since)
         .into_iter()
-        .filter(|t| !t.zombie)
+        .filter(|t| !t.ended)
         .collect();
     let deadline = Instant::now() + grace;
     while !left.is_empty() && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
         let now: Vec<String> = tagged(&needle, since)
             .into_iter()
-            .filter(|t| !t.zombie)
+            .filter(|t| !t.ended)
             .map(|t| t.pid)
             .collect();
         left.retain(|t| now.contains(&t.pid));
@@ -134,7 +134,7 @@ fn kill_tagged(needle: &str, since: CallStart, except: Option<&str>) {
     loop {
         let live: Vec<Pid> = tagged(needle, since)
             .into_iter()
-            .filter(|t| !t.zombie && Some(t.pid.as_str()) != except)
+            .filter(|t| !t.ended && Some(t.pid.as_str()) != except)
             .filter_map(|t| t.pid.parse().ok().map(Pid::from_raw))
             .collect();
         if live.is_empty() || Instant::now() >= deadline {
@@ -154,16 +154,37 @@ fn kill_tagged(needle: &str, since: CallStart, except: Option<&str>) {
 struct Tagged {
     pid: String,
     cmdline: String,
-    /// It has exited and waits to be reaped: it can do nothing more.
-    zombie: bool,
+    /// It can do nothing more: it has exited and waits to be reaped, or it is exiting, or a
+    /// SIGKILL is pending for it (a runner's namespace init killed by its parent's death, whose
+    /// end a loaded host may take longer than any grace to schedule).
+    ended: bool,
 }
 
-/// True when `/proc/<pid>/status` says the process is a zombie (or dead).
-fn zombie(status: &str) -> bool {
+/// True when `/proc/<pid>/status` says the process is a zombie (or dead), or has a SIGKILL
+/// pending (for the thread or the whole process): either way it runs none of its code again.
+fn ended(status: &str) -> bool {
+    const SIGKILL_BIT: u64 = 1 << (9 - 1);
     status.lines().any(|line| {
         let mut parts = line.split_whitespace();
-        parts.next() == Some("State:") && matches!(parts.next(), Some("Z" | "X"))
+        match parts.next() {
+            Some("State:") => matches!(parts.next(), Some("Z" | "X")),
+            Some("SigPnd:" | "ShdPnd:") => parts
+                .next()
+                .and_then(|mask| u64::from_str_radix(mask, 16).ok())
+                .is_some_and(|mask| mask & SIGKILL_BIT != 0),
+            _ => false,
+        }
     })
+}
+
+/// True when `/proc/<pid>/stat`'s flags (field 9) hold `PF_EXITING`: the process is on its way
+/// out (a namespace's init waits there for the kernel to kill the rest of its namespace).
+fn exiting(stat: &str) -> bool {
+    const PF_EXITING: u64 = 0x4;
+    stat.rfind(')')
+        .and_then(|end| stat[end + 1..].split_whitespace().nth(6))
+        .and_then(|flags| flags.parse::<u64>().ok())
+        .is_some_and(|flags| flags & PF_EXITING != 0)
 }
 
 /// True when `/proc/<pid>/status` is that of a thread-group leader (`Tgid` is the pid).
@@ -283,7 +304,8 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
             found.push(Tagged {
                 pid: pid.to_owned(),
                 cmdline: shown.join(" "),
-                zombie: zombie(&status),
+                ended: ended(&status)
+                    || std::fs::read_to_string(path.join("stat")).is_ok_and(|s| exiting(&s)),
             });
         }
     }
@@ -293,6 +315,24 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_process_with_a_sigkill_pending_or_exiting_has_ended() {
+        let status = |state: &str, sig: &str, shd: &str| {
+            format!("Name:\tbwrap\nState:\t{state}\nSigPnd:\t{sig}\nShdPnd:\t{shd}\n")
+        };
+        let zero = "0000000000000000";
+        assert!(!ended(&status("S (sleeping)", zero, zero)));
+        assert!(ended(&status("Z (zombie)", zero, zero)));
+        assert!(ended(&status("R (running)", "0000000000000100", zero)));
+        assert!(ended(&status("S (sleeping)", zero, "0000000000000100")));
+        // SIGTERM (bit 15) pending is not an end: a process may catch it.
+        assert!(!ended(&status("S (sleeping)", zero, "0000000000004000")));
+        let stat =
+            |flags: u64| format!("7 (a) b) S 1 7 7 0 -1 {flags} 1 0 0 0 0 0 0 0 20 0 1 0 5 1");
+        assert!(exiting(&stat(0x4 | 0x400000)));
+        assert!(!exiting(&stat(0x400100)));
+    }
 
     #[test]
     fn a_start_time_is_read_past_a_command_name_with_spaces_and_parentheses() {
@@ -382,7 +422,7 @@ mod tests {
         let _ = bomb.wait();
         let left: Vec<Tagged> = tagged(&needle, since)
             .into_iter()
-            .filter(|t| !t.zombie)
+            .filter(|t| !t.ended)
             .collect();
         assert!(found.len() >= 10, "{found:?}");
         assert!(
