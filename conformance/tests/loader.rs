@@ -109,7 +109,7 @@ fn only_the_first_user_of_a_duplicate_id_loads() {
     let suite = load_suite(&fixtures());
     let loaded: Vec<&str> = suite.scenarios.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(loaded, vec!["BAD-DUP"]);
-    assert_eq!(suite.errors.len(), 10, "{:#?}", suite.errors);
+    assert_eq!(suite.errors.len(), 11, "{:#?}", suite.errors);
 }
 
 #[test]
@@ -156,7 +156,7 @@ fn every_load_error_is_a_failing_trial_not_a_skip() {
         names.contains(&"broken::load-error::unknown_key".to_owned()),
         "{names:#?}"
     );
-    assert_eq!(outcomes(all), (10, 0));
+    assert_eq!(outcomes(all), (11, 0));
 }
 
 #[test]
@@ -239,5 +239,18 @@ fn every_world_path_in_a_shell_command_is_spelled_quoted() {
         raw.is_empty(),
         "raw world paths in shell commands:\n{}",
         raw.join("\n")
+    );
+}
+
+#[test]
+fn a_tool_code_no_call_ends_with_is_a_load_error() {
+    let e = error_for("unknown_tool_code");
+    assert!(
+        e.starts_with("malformed-scenarios/broken/unknown_tool_code.yaml:12:"),
+        "{e}"
+    );
+    assert!(
+        e.contains("\"DENIDE\" is no code a tool call ends with"),
+        "{e}"
     );
 }

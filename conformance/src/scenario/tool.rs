@@ -102,12 +102,51 @@ pub struct ToolStep {
     pub expect: ToolExpect,
 }
 
+/// A tool result code a scenario expects: one of [`sandbox_tools::outcome::CODES`], so a typo
+/// fails when the scenario file loads (at its line and column), not when the case runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCode(String);
+
+impl ToolCode {
+    /// The code as the wire spells it.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for ToolCode {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<ToolCode, D::Error> {
+        let code = String::deserialize(d)?;
+        if sandbox_tools::outcome::CODES.contains(&code.as_str()) {
+            Ok(ToolCode(code))
+        } else {
+            Err(serde::de::Error::custom(format!(
+                "{code:?} is no code a tool call ends with (one of {})",
+                sandbox_tools::outcome::CODES.join(", ")
+            )))
+        }
+    }
+}
+
+impl std::fmt::Display for ToolCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl PartialEq<str> for ToolCode {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
 /// What a `tool` step must observe.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolExpect {
-    /// The result code (`OK`, `DENIED`, `FS_SANDBOX_DENIED`, `ESCALATION_REJECTED`, ...).
-    pub code: String,
+    /// The result code (`OK`, `DENIED`, `FS_SANDBOX_DENIED`, `ESCALATION_REJECTED`, ...): one of
+    /// the codes a tool call can end with, checked when the file loads.
+    pub code: ToolCode,
     /// The exact result text.
     #[serde(default)]
     pub text: Option<String>,

@@ -217,7 +217,8 @@ pub(super) fn run(
         rig.refused = true;
         return Ok(());
     }
-    if out.code != expect.code && !denied_in_private_place(backend, step, &out, &rig.world) {
+    if out.code != expect.code.as_str() && !denied_in_private_place(backend, step, &out, &rig.world)
+    {
         return Err(StepError::Unmet(format!(
             "expected code {}, got {}",
             expect.code,
@@ -303,7 +304,7 @@ fn denied_in_private_place(
         .get("mode")
         .and_then(|m| serde_json::from_value::<sandbox::ConfinedMode>(m.clone()).ok());
     step.name == "bash"
-        && step.expect.code == "DENIED"
+        && step.expect.code.as_str() == "DENIED"
         && out.code == "OK"
         && mode.is_some_and(|m| {
             backend.in_private_place(m, &world.dir) || backend.in_private_place(m, &world.tmpdir)

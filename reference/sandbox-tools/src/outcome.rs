@@ -73,6 +73,62 @@ impl Code {
     }
 }
 
+/// Every code a tool call can end with: [`Code`]'s named variants and every stable error code
+/// the tools, the shell, the fenced filesystem, the escalation ladder and the writable set can
+/// give (`Code::Other`). A closed list, so a scenario's expected code is checked when it loads
+/// (a test keeps it complete against the crates' sources).
+pub const CODES: &[&str] = &[
+    "OK",
+    "STARTED",
+    "RUNNING",
+    "CANCELLED",
+    "DENIED",
+    "BAD_ARGUMENTS",
+    "POLICY_ERROR",
+    "HOOK_BLOCKED",
+    crate::fs::FS_SANDBOX_DENIED,
+    crate::fs::FS_PERMISSION_DENIED,
+    "FS_NOT_FOUND",
+    "FS_EDIT_NO_MATCH",
+    "FS_BAD_PATH",
+    "FS_NOT_A_FILE",
+    "FS_TOO_LARGE",
+    "FS_LINK_OUT",
+    "FS_IO",
+    sandbox::SANDBOX_UNAVAILABLE,
+    "SHELL_START_FAILED",
+    "ESCALATION_BAD_PAIRING",
+    "ESCALATION_NOT_ADVERTISED",
+    "ESCALATION_UNKNOWN_MODE",
+    "ESCALATION_EMPTY_JUSTIFICATION",
+    "ESCALATION_NOT_WIDER",
+    "ESCALATION_NO_APPROVAL_SERVICE",
+    "ESCALATION_NO_AGENT",
+    "ESCALATION_ALREADY_REJECTED",
+    "ESCALATION_REJECTED",
+    "ESCALATION_POLICY_NEVER",
+    "ESCALATION_CANCELLED",
+    "ESCALATION_UNAVAILABLE",
+    sandbox::BAD_PROTECTED_PATH,
+    sandbox::BAD_PATH,
+    sandbox::WORKSPACE_MISSING,
+    sandbox::WORKSPACE_NOT_A_DIRECTORY,
+    sandbox::WORKSPACE_TOO_BROAD,
+    sandbox::WORKSPACE_MOVED,
+    sandbox::TEMP_DIR_NOT_A_DIRECTORY,
+    sandbox::TEMP_DIR_TOO_BROAD,
+    sandbox::TEMP_DIR_MOVED,
+    sandbox::WRITABLE_ROOT_RELATIVE,
+    sandbox::WRITABLE_ROOT_MISSING,
+    sandbox::WRITABLE_ROOT_NOT_A_DIRECTORY,
+    sandbox::WRITABLE_ROOT_TOO_BROAD,
+    sandbox::WRITABLE_ROOT_MOVED,
+    sandbox::UNIX_SOCKET_RELATIVE,
+    sandbox::UNIX_SOCKET_MISSING,
+    sandbox::UNIX_SOCKET_NOT_A_SOCKET,
+    sandbox::UNIX_SOCKET_NOT_GRANTABLE,
+];
+
 impl fmt::Display for Code {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -344,6 +400,59 @@ pub struct HookFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every code-like word the tools' sources and the writable set's codes spell is in
+    /// [`CODES`]: a new code that is not listed fails here, not in a scenario that expects it.
+    #[test]
+    fn the_closed_list_of_codes_is_complete() {
+        const PREFIXES: [&str; 8] = [
+            "ESCALATION_",
+            "FS_",
+            "SHELL_",
+            "WORKSPACE_",
+            "TEMP_DIR_",
+            "WRITABLE_ROOT_",
+            "UNIX_SOCKET_",
+            "BAD_",
+        ];
+        let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut sources: Vec<std::path::PathBuf> = std::fs::read_dir(here.join("src"))
+            .expect("src")
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .collect();
+        sources.push(here.join("../sandbox/src/workspace.rs"));
+        sources.push(here.join("../sandbox/src/protected.rs"));
+        let mut seen = 0;
+        for path in sources {
+            let text = std::fs::read_to_string(&path).expect("source");
+            for word in text.split('"').skip(1).step_by(2) {
+                let code_like = !word.is_empty()
+                    && word
+                        .bytes()
+                        .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_');
+                if code_like && !word.ends_with('_') && PREFIXES.iter().any(|p| word.starts_with(p))
+                {
+                    seen += 1;
+                    assert!(
+                        CODES.contains(&word),
+                        "{word} ({}) is not in CODES",
+                        path.display()
+                    );
+                }
+            }
+        }
+        assert!(seen > 30, "only {seen} codes found: the scan is broken");
+        for code in [
+            Code::Ok,
+            Code::Started,
+            Code::Running,
+            Code::Cancelled,
+            Code::Denied,
+        ] {
+            assert!(CODES.contains(&code.as_str()), "{code}");
+        }
+    }
 
     #[test]
     fn codes_read_as_their_wire_words() {
