@@ -70,16 +70,7 @@ fn bare_binds(set: &WritableSet, ws: &Path) -> Result<Vec<profile::FdBind>, Stri
 /// The unconfined payload through the library's spawn path.
 pub(crate) fn unconfined_launch(ws: &Path) -> Runner {
     Runner::Launch(Box::new((
-        sandbox::ConfinedArgv {
-            argv: payload(),
-            backend: "none".into(),
-            enforcement: sandbox::SandboxEnforcement::Full,
-            denial_signatures: Vec::new(),
-            runner_failure_rules: Vec::new(),
-            status_channel: None,
-            fds: Default::default(),
-            classes: sandbox::ClassEnforcements::from_overall(sandbox::SandboxEnforcement::Full),
-        },
+        sandbox::ConfinedArgv::unconfined(payload()),
         LaunchOptions::in_dir(ws),
     )))
 }

@@ -66,16 +66,7 @@ pub(crate) fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
         .and_then(|p| sandbox::SandboxProvider::call_guard(&provider, &p));
     let confined = match policy.for_provider() {
         // danger-full-access never reaches a provider.
-        None => sandbox::ConfinedArgv {
-            argv: command,
-            backend: "none".into(),
-            enforcement: sandbox::SandboxEnforcement::Full,
-            classes: Default::default(),
-            denial_signatures: Vec::new(),
-            runner_failure_rules: Vec::new(),
-            status_channel: None,
-            fds: Default::default(),
-        },
+        None => sandbox::ConfinedArgv::unconfined(command),
         Some(provider_policy) => match provider.confine(&command, &provider_policy) {
             Ok(c) => c,
             Err(e) => {

@@ -411,14 +411,8 @@ fn probe_landlock(program: &Path, config: &LocalConfig) -> Result<ProbeFacts, Pr
         .to_args(),
     );
     let probe = sandbox::ConfinedArgv {
-        argv,
         backend: "landlock".into(),
-        enforcement: SandboxEnforcement::Full,
-        classes: ClassEnforcements::default(),
-        denial_signatures: Vec::new(),
-        runner_failure_rules: Vec::new(),
-        status_channel: None,
-        fds: Default::default(),
+        ..sandbox::ConfinedArgv::unconfined(argv)
     };
     let mut options = LaunchOptions::in_dir("/");
     options.timeout = Some(config.probe_timeout);

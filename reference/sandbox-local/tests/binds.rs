@@ -9,9 +9,7 @@ use std::ffi::OsString;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use sandbox::{
-    ConfinedArgv, ConfinedMode, LaunchFds, ProviderPolicy, SandboxEnforcement, SandboxProvider,
-};
+use sandbox::{ConfinedArgv, ConfinedMode, LaunchFds, ProviderPolicy, SandboxProvider};
 use sandbox_local::bind::{self, PROTECTED_PATH_MOVED};
 use sandbox_local::launch::{self, LaunchOptions};
 use sandbox_local::profile::{self, WritableSet};
@@ -127,20 +125,14 @@ fn a_launch_hands_its_descriptors_at_their_numbers_and_nothing_else() {
     let opened = std::fs::File::open(&file).expect("open");
     let stray_n = nix::fcntl::fcntl(&opened, nix::fcntl::FcntlArg::F_DUPFD(100)).expect("dup");
     let launch = ConfinedArgv {
-        argv: vec![
+        fds,
+        ..ConfinedArgv::unconfined(vec![
             "bash".into(),
             "-c".into(),
             OsString::from(format!(
                 "cat /dev/fd/{n}; echo; cat /dev/fd/9; echo; ls /proc/self/fd | sort -n | tr '\\n' ' '; [ -e /proc/self/fd/{stray_n} ] && echo STRAY"
             )),
-        ],
-        backend: "none".into(),
-        enforcement: SandboxEnforcement::Full,
-        classes: Default::default(),
-        denial_signatures: Vec::new(),
-        runner_failure_rules: Vec::new(),
-        status_channel: None,
-        fds,
+        ])
     };
     // Twice: the launch keeps its descriptors for the next spawn (each spawn duplicates them, so
     // they share one offset: the payload reopens them through /dev/fd).

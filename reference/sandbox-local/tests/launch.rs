@@ -5,21 +5,12 @@ use std::ffi::OsString;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sandbox::{Classification, ConfinedArgv, ProcessOutcome, SandboxEnforcement};
+use sandbox::{Classification, ConfinedArgv, ProcessOutcome};
 use sandbox_local::launch::{self, LaunchOptions};
 use sandbox_test_support::scratch_dir;
 
 fn bash(script: &str) -> ConfinedArgv {
-    ConfinedArgv {
-        argv: vec!["bash".into(), "-c".into(), OsString::from(script)],
-        backend: "none".into(),
-        enforcement: SandboxEnforcement::Full,
-        classes: Default::default(),
-        denial_signatures: Vec::new(),
-        runner_failure_rules: Vec::new(),
-        status_channel: None,
-        fds: Default::default(),
-    }
+    ConfinedArgv::unconfined(vec!["bash".into(), "-c".into(), OsString::from(script)])
 }
 
 fn pid_alive(pid: &str) -> bool {

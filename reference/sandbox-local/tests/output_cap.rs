@@ -5,23 +5,15 @@
 use std::ffi::OsString;
 use std::time::{Duration, Instant};
 
-use sandbox::{
-    Classification, ConfinedArgv, ConfinedMode, ProviderPolicy, SandboxEnforcement, SandboxProvider,
-};
+use sandbox::{Classification, ConfinedArgv, ConfinedMode, ProviderPolicy, SandboxProvider};
 use sandbox_local::launch::{self, Dropped, LaunchOptions, parse_size};
 use sandbox_local::{Backend, LocalConfig, LocalProvider};
 use sandbox_test_support::scratch_dir;
 
 fn bash(script: &str, denial: &[&str]) -> ConfinedArgv {
     ConfinedArgv {
-        argv: vec!["bash".into(), "-c".into(), OsString::from(script)],
-        backend: "none".into(),
-        enforcement: SandboxEnforcement::Full,
-        classes: Default::default(),
         denial_signatures: denial.iter().map(|s| (*s).to_owned()).collect(),
-        runner_failure_rules: Vec::new(),
-        status_channel: None,
-        fds: Default::default(),
+        ..ConfinedArgv::unconfined(vec!["bash".into(), "-c".into(), OsString::from(script)])
     }
 }
 

@@ -186,16 +186,7 @@ impl ShellExecutor {
                 Ok((confined, policy.mode, guard))
             }
             (None, _) | (_, None) => Ok((
-                ConfinedArgv {
-                    argv,
-                    backend: "none".into(),
-                    enforcement: SandboxEnforcement::Full,
-                    classes: Default::default(),
-                    denial_signatures: Vec::new(),
-                    runner_failure_rules: Vec::new(),
-                    status_channel: None,
-                    fds: Default::default(),
-                },
+                ConfinedArgv::unconfined(argv),
                 // An unconfined shell runs everything with full access, whatever was asked.
                 if self.provider.is_some() {
                     policy.mode

@@ -167,6 +167,21 @@ impl std::fmt::Debug for LaunchFds {
 }
 
 impl ConfinedArgv {
+    /// `argv` run as it is, by no backend (`none`): what `danger-full-access` and the unconfined
+    /// baselines spawn. No denial signature and no runner of its own to fail.
+    pub fn unconfined(argv: Vec<OsString>) -> ConfinedArgv {
+        ConfinedArgv {
+            argv,
+            backend: "none".into(),
+            enforcement: SandboxEnforcement::Full,
+            classes: ClassEnforcements::default(),
+            denial_signatures: Vec::new(),
+            runner_failure_rules: Vec::new(),
+            status_channel: None,
+            fds: LaunchFds::default(),
+        }
+    }
+
     /// The report for `class`. A launch that reports no classes states files through its overall
     /// enforcement and governs nothing else.
     pub fn class_report(&self, class: EnforcementClass) -> ClassReport {
