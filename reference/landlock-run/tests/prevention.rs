@@ -180,7 +180,7 @@ fn gits_surface_planted_while_the_call_runs_fails_and_the_persons_git_runs_nothi
         let fsm = format!("echo fsmonitor >> {m}; false");
         let hook = format!("#!/bin/sh\necho hook >> {m}\n");
         let script = format!(
-            r#"cd {ws}
+            r##"cd {ws}
 r=""
 try() {{ if eval "$2" >/dev/null 2>&1; then r="$r $1:landed"; else r="$r $1:refused"; fi; }}
 mkdir -p .cache/g/hooks
@@ -194,6 +194,9 @@ try wt_commondir "printf '../../../.cache/g\n' > .git/worktrees/wt/commondir"
 try hook "printf '%s' {hook_q} > .git/hooks/pre-commit"
 try hook_rename "cp .cache/g/hooks/pre-commit .git/hooks/x && mv .git/hooks/x .git/hooks/pre-commit"
 try hook_link "ln .cache/g/hooks/pre-commit .git/hooks/pre-push"
+try hook_symlink "ln -s ../../.cache/g/hooks/pre-commit .git/hooks/pre-merge-commit"
+try hook_tmpfile "python3 -c 'import os,ctypes,sys;l=ctypes.CDLL(None);fd=os.open(\".git/hooks\",os.O_TMPFILE|os.O_WRONLY,0o755);os.write(fd,b\"#!/bin/sh\\n\");sys.exit(l.linkat(-100,(\"/proc/self/fd/%d\"%fd).encode(),-100,b\".git/hooks/pre-rebase\",0x400))'"
+try config_exchange "python3 -c 'import ctypes,sys;l=ctypes.CDLL(None);sys.exit(l.renameat2(-100,b\".cache/g/config\",-100,b\"nested/.git/config\",2))'"
 try config_link "ln nested/.git/config linked && printf '[core]\n\tfsmonitor = x\n' >> linked"
 try new_repo "git init -q newrepo && git -C newrepo config core.fsmonitor {fsm_q}"
 try bare "mkdir -p fake/objects fake/refs && printf 'ref: refs/heads/main\n' > fake/HEAD"
@@ -208,7 +211,7 @@ try gitdir_moved "mv .git/worktrees/wt .cache/oldwt"
 try repo_moved "mv nested nested_moved && mv nested_moved nested"
 echo "$r" > {ws}/results.tmp && mv {ws}/results.tmp {ws}/results
 while [ ! -e {ws}/go ]; do sleep 0.05; done
-"#,
+"##,
             hook_q = shell_quote(&hook),
             fsm_q = shell_quote(&fsm),
         );
@@ -230,6 +233,9 @@ while [ ! -e {ws}/go ]; do sleep 0.05; done
             "hook",
             "hook_rename",
             "hook_link",
+            "hook_symlink",
+            "hook_tmpfile",
+            "config_exchange",
             "config_link",
             "bare",
             "toolchain",
