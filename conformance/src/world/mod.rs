@@ -46,7 +46,7 @@ pub use error::{BaseRefused, HostError, SeedError};
 pub use mirror::mirror;
 pub(crate) use mounts::unescape_mount_path;
 pub use names::{file_name, name, with_file_names};
-pub use odd::{DECOY_LINE, ODD_SHARE, noted, odd_names};
+pub use odd::{DECOY_LINE, ODD_NAMES_VAR, ODD_SHARE, noted, odd_names};
 pub use places::{Places, places};
 pub use quote::{expand_placeholders, raw_placeholders, shell_quote};
 pub use removal::{defer_removal, sweep, sweep_so_far};
