@@ -1,6 +1,9 @@
 //! The guard against the disk: each test plays the payload's writes between the snapshot and
 //! the settle, then checks what is on disk (inside and outside the workspace).
+use super::paths::{Lead, is_local_url, named_git_dir};
 use super::*;
+use sandbox::CallGuard;
+use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
 fn git(dir: &Path, args: &[&str]) {
