@@ -1,7 +1,7 @@
 //! A whole external backend in Rust, certified by the suite: the protocol's typed messages
 //! (`sandbox-protocol`) over the reference library's Landlock backend (`sandbox-local` and its
-//! launcher, `landlock-run`). It reads one [`Request`] per line on stdin and answers one
-//! [`Response`] per line on stdout; it never runs the payload itself.
+//! launcher, `landlock-run`). It reads one [`sandbox_protocol::Request`] per line on stdin and answers one
+//! [`sandbox_protocol::Response`] per line on stdout; it never runs the payload itself.
 //!
 //! Why Landlock and not the reference bwrap backend: bwrap's argv binds descriptors the provider
 //! opened and pinned (`--bind-fd N`), and an answer over the protocol carries an argv, not

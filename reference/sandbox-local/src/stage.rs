@@ -227,7 +227,29 @@ fn sanitize(source: &Path, target: &Path, mode: SandboxMode, lines: &mut Vec<Str
                 lines.push(line(mode, "not merged", &shown.join(rel)));
             }
         };
-        if let Ok(hooks) = std::fs::read_dir(dir.join(HOOKS)) {
+        // A symlink in a git directory leads out of it: the merge runs unconfined, so nothing
+        // here may be read or removed through one. Each goes, as the link itself.
+        if let Ok(list) = std::fs::read_dir(&dir) {
+            for entry in list.filter_map(Result::ok) {
+                if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                    drop_it(Path::new(&entry.file_name()));
+                }
+            }
+        }
+        for sub in ["info", "refs", "logs", "objects"] {
+            if let Some(Ok(list)) =
+                real_dir(&dir.join(sub)).then(|| std::fs::read_dir(dir.join(sub)))
+            {
+                for entry in list.filter_map(Result::ok) {
+                    if entry.file_type().is_ok_and(|t| t.is_symlink()) {
+                        drop_it(&Path::new(sub).join(entry.file_name()));
+                    }
+                }
+            }
+        }
+        if let Some(Ok(hooks)) =
+            real_dir(&dir.join(HOOKS)).then(|| std::fs::read_dir(dir.join(HOOKS)))
+        {
             for hook in hooks.filter_map(Result::ok) {
                 let name = hook.file_name();
                 let sample = hook.file_type().is_ok_and(|t| t.is_file())
@@ -280,12 +302,20 @@ fn sanitize(source: &Path, target: &Path, mode: SandboxMode, lines: &mut Vec<Str
     }
 }
 
+/// A directory itself, not a symlink to one.
+fn real_dir(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
+}
+
 fn collect_git_dirs(
     dir: &Path,
     shown: &Path,
     worktree: bool,
     out: &mut Vec<(PathBuf, PathBuf, bool)>,
 ) {
+    if !real_dir(dir) {
+        return;
+    }
     let Ok(list) = std::fs::read_dir(dir) else {
         return;
     };
@@ -467,5 +497,59 @@ mod tests {
         assert!(hooks.is_empty(), "hooks merged: {hooks:?}");
         assert_eq!(lines.len(), 2, "{lines:?}");
         assert!(!stage.exists(), "the staging directory is removed");
+    }
+
+    /// The merge runs unconfined: a symlink the payload left in its staged git directory
+    /// (`hooks -> /some/dir`, `modules -> /other/repos`, `modules/a/modules -> ..`) is removed as a
+    /// link, never followed (it deleted what the link led to, and a loop hung the caller).
+    #[test]
+    fn a_symlink_in_a_staged_git_directory_is_dropped_not_followed() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let outside = base.path().join("outside");
+        std::fs::create_dir_all(outside.join("repo/hooks")).expect("outside");
+        std::fs::write(outside.join("keep"), "x").expect("keep");
+        std::fs::write(outside.join("repo/HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+        std::fs::write(outside.join("repo/hooks/pre-commit"), "x").expect("hook");
+        let ws = base.path().join("ws");
+        let target = ws.join("sub/.git");
+        std::fs::create_dir_all(&target).expect("target");
+        let stage = base.path().join("stage");
+        let staged = stage.join("0");
+        std::fs::create_dir_all(staged.join("modules/a")).expect("staged");
+        std::fs::write(staged.join("HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+        std::os::unix::fs::symlink(&outside, staged.join("hooks")).expect("hooks link");
+        std::os::unix::fs::symlink(&outside, staged.join("info")).expect("info link");
+        std::fs::write(staged.join("modules/a/HEAD"), "ref: refs/heads/main\n").expect("HEAD");
+        std::os::unix::fs::symlink("..", staged.join("modules/a/modules")).expect("loop");
+        std::os::unix::fs::symlink(&outside, staged.join("modules/b")).expect("modules link");
+        let st = std::fs::metadata(&target).expect("stat");
+        let record = StagedTarget {
+            path: target.clone(),
+            dev: st.dev(),
+            ino: st.ino(),
+        };
+        std::fs::write(stage.join(format!("0{RECORD_SUFFIX}")), record.encode()).expect("record");
+
+        merge(
+            &stage,
+            std::slice::from_ref(&ws),
+            SandboxMode::WorkspaceWrite,
+        );
+
+        assert!(
+            outside.join("keep").is_file(),
+            "the merge deleted through a link"
+        );
+        assert!(
+            outside.join("repo/hooks/pre-commit").is_file(),
+            "sanitised a repo outside"
+        );
+        assert!(target.join("HEAD").is_file(), "the staged HEAD was merged");
+        for link in ["hooks", "info", "modules/a/modules"] {
+            assert!(
+                std::fs::symlink_metadata(target.join(link)).is_err(),
+                "{link} was merged"
+            );
+        }
     }
 }
