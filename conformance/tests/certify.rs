@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use conformance::certify::CaseResult;
 use sandbox_test_support::{is_root, scratch_dir};
 use serde_json::Value;
 
@@ -27,6 +28,28 @@ struct Run {
     matrix: String,
     junit: String,
     _out: tempfile::TempDir,
+}
+
+impl Run {
+    /// What a failed assertion shows: each case whose status denies certification, with its
+    /// message, and the seed to run it again (then the matrix).
+    fn why(&self) -> String {
+        let mut out = String::new();
+        let cases: Vec<CaseResult> =
+            serde_json::from_value(self.report["cases"].clone()).unwrap_or_default();
+        for case in cases.iter().filter(|c| c.status.is_bad()) {
+            out += &format!(
+                "{} {}: {}\n",
+                case.status.code(),
+                case.trial,
+                case.message.as_deref().unwrap_or("")
+            );
+        }
+        format!(
+            "{out}seed: {} (CONFORMANCE_SEED replays it)\n{}",
+            self.report["seed"], self.matrix
+        )
+    }
 }
 
 fn certify(args: &[&str], command: &[String]) -> Run {
@@ -84,7 +107,7 @@ fn count(report: &Value, status: &str) -> usize {
 #[test]
 fn the_main_command_certifies_this_hosts_backends_and_writes_three_reports() {
     let run = certify(&[], &[]);
-    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert_eq!(run.code, Some(0), "{}", run.why());
     let certified: Vec<&str> = run.report["backends"]
         .as_array()
         .expect("backends")
@@ -132,7 +155,7 @@ fn the_worked_example_in_python_is_certified() {
         &["--expectations", expectations.to_str().expect("utf8")],
         &backend("example_bwrap_backend.py"),
     );
-    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert_eq!(run.code, Some(0), "{}", run.why());
     // The gap it reports (a unix socket bound to a host path) is an expected failure, named.
     assert!(count(&run.report, "XFAIL") >= 2, "{}", run.matrix);
     assert!(count(&run.report, "PASS") >= 262);
@@ -164,7 +187,7 @@ fn the_worked_example_in_rust_is_certified() {
         &["--expectations", expectations.to_str().expect("utf8")],
         &[RUST_EXAMPLE.to_owned()],
     );
-    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert_eq!(run.code, Some(0), "{}", run.why());
     let me = &run.report["backends"][0];
     assert_eq!(me["name"], "rust-example", "{me}");
     assert_eq!(me["certified"], true, "{me}");
@@ -472,7 +495,7 @@ fn the_reference_launcher_is_certified_through_the_protocol_too() {
         &["--expectations", expectations.to_str().expect("utf8")],
         &[ADAPTER.into(), "--backend".into(), "landlock".into()],
     );
-    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert_eq!(run.code, Some(0), "{}", run.why());
     assert!(count(&run.report, "XFAIL") > 0);
 }
 
@@ -492,7 +515,7 @@ fn an_operator_runner_is_certifiable_directly() {
         ],
         &[],
     );
-    assert_eq!(run.code, Some(0), "{}", run.matrix);
+    assert_eq!(run.code, Some(0), "{}", run.why());
     assert!(
         count(&run.report, "PASS") >= 262 + 11,
         "containment and its runner-failure cases"

@@ -209,6 +209,10 @@ try into_worktrees "mv .cache/g .git/worktrees/planted"
 try into_modules "mkdir -p .git/modules && mv .cache/g .git/modules/sub"
 try gitdir_moved "mv .git/worktrees/wt .cache/oldwt"
 try repo_moved "mv nested nested_moved && mv nested_moved nested"
+try toolchain_deleted "mkdir 'x (deleted)' && printf '[toolchain]\npath = \"/x\"\n' > 'x (deleted)/rust-toolchain.toml'"
+try modules_symlink "mkdir -p .git/modules && ln -s ../../.cache/g .git/modules/linked"
+try logs_config "rm -f .git/logs/HEAD; printf '[core]\n\tfsmonitor = %s\n' {fsm_q} > .git/logs/config"
+try wt_into_logs "rm -rf .git/worktrees/wt; printf 'ref: refs/heads/wt\n' > .git/logs/HEAD; ln -s ../logs .git/worktrees/wt"
 echo "$r" > {ws}/results.tmp && mv {ws}/results.tmp {ws}/results
 while [ ! -e {ws}/go ]; do sleep 0.05; done
 "##,
@@ -245,6 +249,10 @@ while [ ! -e {ws}/go ]; do sleep 0.05; done
             "into_worktrees",
             "into_modules",
             "gitdir_moved",
+            "toolchain_deleted",
+            "modules_symlink",
+            "logs_config",
+            "wt_into_logs",
         ] {
             assert!(
                 said.contains(&format!(" {refused}:refused")),
@@ -324,6 +332,75 @@ os.close(os.open("after", os.O_CREAT | os.O_WRONLY, 0o644))
         assert!(
             w.ws.join("after").exists(),
             "{who:?}: the create after it ran"
+        );
+    }
+}
+
+/// A payload races a file against a FIFO: behind `/proc/self/fd/N` (`dup2` of an `O_PATH`
+/// descriptor of each) and under one name (renames), while it opens that for writing. What the
+/// emulator looked at as a file may be a FIFO with no reader when it opens it; that open must
+/// never block the emulator (the payload's every later call would hang, and the launch with it).
+/// Each racing child is ended by its own alarm, as a blocked open of a FIFO would be.
+#[test]
+fn a_file_swapped_for_a_fifo_while_it_is_opened_holds_up_nothing_else() {
+    const RACE: &str = r#"
+import os, signal, threading
+for f in ("reg", "reg2"):
+    open(f, "w").close()
+for f in ("fifo", "fifo2"):
+    os.mkfifo(f)
+reg, fifo = os.open("reg", os.O_PATH), os.open("fifo", os.O_PATH)
+N = 50
+def magic():
+    while True:
+        os.dup2(fifo, N)
+        os.dup2(reg, N)
+def renames():
+    while True:
+        for a, b in (("reg2", "x"), ("x", "reg2"), ("fifo2", "x"), ("x", "fifo2")):
+            try:
+                os.rename(a, b)
+            except OSError:
+                pass
+for i in range(4):
+    pid = os.fork()
+    if pid == 0:
+        signal.alarm(2)
+        threading.Thread(target=magic, daemon=True).start()
+        threading.Thread(target=renames, daemon=True).start()
+        for k in range(400):
+            for p in ("/proc/self/fd/%d" % N, "x"):
+                try:
+                    os.close(os.open(p, os.O_WRONLY))
+                except OSError:
+                    pass
+        os._exit(0)
+    os.waitpid(pid, 0)
+os.close(os.open("after", os.O_CREAT | os.O_WRONLY, 0o644))
+"#;
+    for who in identities() {
+        let w = world();
+        let stage = stage_dir(&w, who);
+        fs::write(w.outside.join("race.py"), RACE).expect("script");
+        let script = format!(
+            "cd {} && python3 {}",
+            w.ws(),
+            w.outside.join("race.py").display()
+        );
+        let child = spawn(who, &stage, &prevent_args(&w, &stage), &script);
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        // Four rounds of at most two seconds each: ten minutes is a hang, not load.
+        let out = rx
+            .recv_timeout(Duration::from_secs(600))
+            .expect("the launch ended: the emulator was not blocked by the FIFO")
+            .expect("wait");
+        assert!(out.status.success(), "{who:?}: {}", stderr(&out));
+        assert!(
+            w.ws.join("after").exists(),
+            "{who:?}: the create after the race was carried out"
         );
     }
 }

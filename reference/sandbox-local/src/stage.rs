@@ -297,7 +297,21 @@ fn sanitize(source: &Path, target: &Path, mode: SandboxMode, lines: &mut Vec<Str
         // Git directories below: a clone's submodules (`modules/<name>`, at any depth) and
         // worktrees.
         for (folder, worktree) in [("modules", false), ("worktrees", true)] {
-            collect_git_dirs(&dir.join(folder), &shown.join(folder), worktree, &mut stack);
+            let mut links = Vec::new();
+            collect_git_dirs(
+                &dir.join(folder),
+                &shown.join(folder),
+                worktree,
+                &mut stack,
+                &mut links,
+            );
+            // A symlink among them (`modules/b -> DIR`) would put a place outside the
+            // workspace where git looks for a git directory: each goes, as the link itself.
+            for (link, shown) in links {
+                if std::fs::remove_file(&link).is_ok() {
+                    lines.push(line(mode, "not merged", &shown));
+                }
+            }
         }
     }
 }
@@ -307,11 +321,14 @@ fn real_dir(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_dir())
 }
 
+/// Collects the git directories in `dir` (a `modules` or `worktrees`) into `out`, and the
+/// symlinks found on the way into `links` (each with the path it is shown as).
 fn collect_git_dirs(
     dir: &Path,
     shown: &Path,
     worktree: bool,
     out: &mut Vec<(PathBuf, PathBuf, bool)>,
+    links: &mut Vec<(PathBuf, PathBuf)>,
 ) {
     if !real_dir(dir) {
         return;
@@ -320,15 +337,20 @@ fn collect_git_dirs(
         return;
     };
     for entry in list.filter_map(Result::ok) {
-        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+        let (path, shown) = (entry.path(), shown.join(entry.file_name()));
+        let kind = entry.file_type();
+        if kind.as_ref().is_ok_and(|t| t.is_symlink()) {
+            links.push((path, shown));
             continue;
         }
-        let (path, shown) = (entry.path(), shown.join(entry.file_name()));
+        if !kind.is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
         if path.join("HEAD").symlink_metadata().is_ok() {
             out.push((path, shown, worktree));
         } else if !worktree {
             // A submodule named with slashes (`modules/a/b`).
-            collect_git_dirs(&path, &shown, false, out);
+            collect_git_dirs(&path, &shown, false, out, links);
         }
     }
 }
@@ -500,8 +522,9 @@ mod tests {
     }
 
     /// The merge runs unconfined: a symlink the payload left in its staged git directory
-    /// (`hooks -> /some/dir`, `modules -> /other/repos`, `modules/a/modules -> ..`) is removed as a
-    /// link, never followed (it deleted what the link led to, and a loop hung the caller).
+    /// (`hooks -> /some/dir`, `modules -> /other/repos`, `modules/a/modules -> ..`, `modules/b` or
+    /// `worktrees/w` leading to a repository elsewhere, where the person's git would then look) is
+    /// removed as a link, never followed (it deleted what the link led to, and a loop hung the caller).
     #[test]
     fn a_symlink_in_a_staged_git_directory_is_dropped_not_followed() {
         let base = tempfile::tempdir().expect("tempdir");
@@ -522,6 +545,8 @@ mod tests {
         std::fs::write(staged.join("modules/a/HEAD"), "ref: refs/heads/main\n").expect("HEAD");
         std::os::unix::fs::symlink("..", staged.join("modules/a/modules")).expect("loop");
         std::os::unix::fs::symlink(&outside, staged.join("modules/b")).expect("modules link");
+        std::fs::create_dir(staged.join("worktrees")).expect("worktrees");
+        std::os::unix::fs::symlink(outside.join("repo"), staged.join("worktrees/w")).expect("wt");
         let st = std::fs::metadata(&target).expect("stat");
         let record = StagedTarget {
             path: target.clone(),
@@ -545,7 +570,13 @@ mod tests {
             "sanitised a repo outside"
         );
         assert!(target.join("HEAD").is_file(), "the staged HEAD was merged");
-        for link in ["hooks", "info", "modules/a/modules"] {
+        for link in [
+            "hooks",
+            "info",
+            "modules/a/modules",
+            "modules/b",
+            "worktrees/w",
+        ] {
             assert!(
                 std::fs::symlink_metadata(target.join(link)).is_err(),
                 "{link} was merged"

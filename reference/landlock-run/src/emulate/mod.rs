@@ -28,6 +28,7 @@ use std::ffi::{OsStr, OsString};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use nix::errno::Errno;
 use nix::fcntl::{AtFlags, OFlag};
@@ -41,6 +42,10 @@ use rules::{Op, Rules, Verdict};
 /// read-only bind), so every dialect reads it as a denial (bwrap's `EROFS`, not its `EACCES`,
 /// which a payload's own permission errors print too).
 const REFUSED: Errno = Errno::EROFS;
+
+/// How many of the payload's opens may wait at once for a FIFO's other end, each in a thread of
+/// the emulator's.
+const MAX_WAITING_OPENS: usize = 256;
 
 /// What makes a new git directory private: the launcher's init, which can mount.
 pub trait Stager {
@@ -56,6 +61,8 @@ pub struct Emulator {
     stager: Option<Box<dyn Stager>>,
     /// Mount ids of the staged git directories.
     staged: HashSet<u64>,
+    /// How many opens wait for a FIFO's other end in threads of their own.
+    waiting: Arc<AtomicUsize>,
 }
 
 /// What a handled call answers.
@@ -86,6 +93,7 @@ impl Emulator {
             rules,
             stager,
             staged: HashSet::new(),
+            waiting: Arc::new(AtomicUsize::new(0)),
         }
     }
 
@@ -227,8 +235,7 @@ impl Emulator {
                 if fifo && flags & libc::O_NONBLOCK == 0 {
                     return Ok(self.open_later(n, dir, name, oflags, Mode::empty(), cloexec));
                 }
-                let fd = nix::fcntl::openat(&dir, name.as_os_str(), oflags, Mode::empty())?;
-                return Ok(Answer::Fd(fd, cloexec));
+                return Ok(self.open_now(n, dir, name, oflags, Mode::empty(), cloexec));
             }
             Found::Entry {
                 parent,
@@ -253,8 +260,7 @@ impl Emulator {
             Some(Verdict::StageFile) => {
                 self.stage_file(&parent, &name, mode)?;
                 let again = oflags & !(OFlag::O_CREAT | OFlag::O_EXCL) | OFlag::O_NOFOLLOW;
-                let fd = nix::fcntl::openat(&parent, name.as_os_str(), again, Mode::empty())?;
-                return Ok(Answer::Fd(fd, cloexec));
+                return Ok(self.open_now(n, parent, name, again, Mode::empty(), cloexec));
             }
             Some(Verdict::StageDir) => return Err(REFUSED),
             Some(Verdict::Allow) | None => {}
@@ -283,12 +289,64 @@ impl Emulator {
         if fifo && flags & libc::O_NONBLOCK == 0 {
             return Ok(self.open_later(n, parent, call_name, oflags, mode, cloexec));
         }
-        let fd = nix::fcntl::openat(&parent, call_name.as_os_str(), oflags, mode)?;
-        Ok(Answer::Fd(fd, cloexec))
+        Ok(self.open_now(n, parent, call_name, oflags, mode, cloexec))
+    }
+
+    /// Opens `name` in `dir` for the call without ever blocking the emulator: what was a file
+    /// when it was looked at may be a FIFO by the time it is opened (a rename, or a `dup2` behind
+    /// `/proc/self/fd/N`), and a blocking open of a FIFO waits for its other end, which the
+    /// payload need never provide. The open is made with `O_NONBLOCK`; when the call did not ask
+    /// for it and what opened is a FIFO (or a FIFO with no reader refused a writer, `ENXIO`), the
+    /// call is answered from a thread of its own ([`Emulator::open_later`]) as a FIFO is; else the
+    /// flag is cleared on what opened, which the call then receives.
+    fn open_now(
+        &self,
+        n: &Notification,
+        dir: OwnedFd,
+        name: OsString,
+        oflags: OFlag,
+        mode: Mode,
+        cloexec: bool,
+    ) -> Answer {
+        let blocking = !oflags.contains(OFlag::O_NONBLOCK);
+        let fd = match nix::fcntl::openat(&dir, name.as_os_str(), oflags | OFlag::O_NONBLOCK, mode)
+        {
+            Ok(fd) => fd,
+            Err(Errno::ENXIO) if blocking => {
+                return self.open_later(n, dir, name, oflags, mode, cloexec);
+            }
+            Err(e) => return Answer::Error(e),
+        };
+        if !blocking {
+            return Answer::Fd(fd, cloexec);
+        }
+        match nix::sys::stat::fstat(&fd) {
+            Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFIFO => {
+                drop(fd);
+                // Created by this very open, it is no FIFO: what is there now is one the payload
+                // put in its place, opened again without O_CREAT as the kernel would reach it.
+                let again = oflags & !(OFlag::O_CREAT | OFlag::O_EXCL);
+                self.open_later(n, dir, name, again, mode, cloexec)
+            }
+            Ok(_) => {
+                let flags = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_GETFL)
+                    .map(OFlag::from_bits_retain);
+                match flags.and_then(|f| {
+                    nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_SETFL(f - OFlag::O_NONBLOCK))
+                }) {
+                    Ok(_) => Answer::Fd(fd, cloexec),
+                    Err(e) => Answer::Error(e),
+                }
+            }
+            Err(e) => Answer::Error(e),
+        }
     }
 
     /// Opens `name` in `dir` from a thread of its own and answers the call from there: an open
-    /// of a FIFO waits for its other end, and the payload's other calls go on meanwhile.
+    /// of a FIFO waits for its other end, and the payload's other calls go on meanwhile. At most
+    /// [`MAX_WAITING_OPENS`] wait at once (an open whose caller died waits on until the launch
+    /// ends): past that, or when no thread can be made, the call fails with `ENFILE`, so a payload
+    /// can exhaust only its own opens, never the emulator that serves its other calls.
     fn open_later(
         &self,
         n: &Notification,
@@ -298,15 +356,27 @@ impl Emulator {
         mode: Mode,
         cloexec: bool,
     ) -> Answer {
+        if self.waiting.fetch_add(1, Ordering::SeqCst) >= MAX_WAITING_OPENS {
+            self.waiting.fetch_sub(1, Ordering::SeqCst);
+            return Answer::Error(Errno::ENFILE);
+        }
         let listener = Arc::clone(&self.listener);
+        let waiting = Arc::clone(&self.waiting);
         let id = n.id;
-        std::thread::spawn(move || {
+        let spawned = std::thread::Builder::new().spawn(move || {
             match nix::fcntl::openat(&dir, name.as_os_str(), oflags, mode) {
                 Ok(fd) => listener.answer_fd(id, &fd, cloexec),
                 Err(e) => listener.answer(id, 0, e as i32),
             }
+            waiting.fetch_sub(1, Ordering::SeqCst);
         });
-        Answer::Later
+        match spawned {
+            Ok(_) => Answer::Later,
+            Err(_) => {
+                self.waiting.fetch_sub(1, Ordering::SeqCst);
+                Answer::Error(Errno::ENFILE)
+            }
+        }
     }
 
     /// Whether a write through a procfs magic link lands on a name the rules refuse (a file

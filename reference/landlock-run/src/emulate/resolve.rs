@@ -378,12 +378,21 @@ pub fn resolve(
 }
 
 /// The path of an open descriptor as this process's `/proc` spells it (`None` for an object
-/// with no path: a pipe, a socket, a deleted file).
+/// with no path: a pipe, a socket, a deleted file). `/proc` marks a deleted object by appending
+/// ` (deleted)`, which a folder may also be named: the path counts when it still leads to the
+/// very object (a payload's folder named `x (deleted)` is judged as any other).
 pub fn fd_path(fd: &impl AsFd) -> Option<std::path::PathBuf> {
     let link = std::fs::read_link(format!("/proc/self/fd/{}", fd.as_fd().as_raw_fd())).ok()?;
     let bytes = link.as_os_str().as_bytes();
-    if !bytes.starts_with(b"/") || bytes.ends_with(b" (deleted)") {
+    if !bytes.starts_with(b"/") {
         return None;
+    }
+    if bytes.ends_with(b" (deleted)") {
+        let here = nix::sys::stat::fstat(fd).ok()?;
+        let named = nix::sys::stat::lstat(&link).ok()?;
+        if (named.st_dev, named.st_ino) != (here.st_dev, here.st_ino) {
+            return None;
+        }
     }
     Some(link)
 }

@@ -15,13 +15,15 @@
 //! - `HEAD` may be created or written only in a git directory (a `.git`, or a folder that holds a
 //!   `HEAD` already, never its `logs`) or its `logs`: no folder becomes a git
 //!   directory the person's git would take for a repository (a bare one, a gitfile's target).
+//!   A git directory's `logs` is kept to reflogs: nothing of the surface below is made there.
 //! - No git directory is moved (a folder holding a `HEAD` or a `commondir`: one the payload made
 //!   where no rule looked, config first), and no folder is moved into a git directory or its
 //!   `worktrees` or `modules` (where a gitfile of the workspace already points).
 //! - In a git directory: `config`, `config.worktree`, `commondir`, `hooks`, `remotes` and
 //!   `branches` are never created or written, nor is anything in its `hooks`, `remotes` and
 //!   `branches`, nor `info/attributes`; a new folder in its `worktrees` or `modules` (what `git
-//!   worktree add` and `git submodule update` make) is staged like a new `.git`.
+//!   worktree add` and `git submodule update` make) is staged like a new `.git`; nothing else (a
+//!   symlink, a file, a rename) is made there.
 //! - The policy's protected paths (relative to each anchor root, and to every folder holding a
 //!   `.git` under it) and the names protected in every folder are never created or written, and
 //!   no folder is renamed into a place where it would put one there.
@@ -193,7 +195,8 @@ impl Rules {
             return false;
         }
         let Some(dir) = fd_path(parent) else {
-            return false;
+            // Where a protected name is made cannot be told (a path past PATH_MAX): refused.
+            return true;
         };
         let Some(anchor) = self.anchors.iter().find(|a| dir.starts_with(a)) else {
             return false;
@@ -280,14 +283,36 @@ fn base_name(dir: &OwnedFd) -> Option<OsString> {
 }
 
 /// Whether `dir` is a git directory: a `.git`, or a folder holding a `HEAD` (which nothing but a
-/// git directory may gain while the emulator runs). A folder named `logs` is a git directory's
-/// reflogs (`logs/HEAD`), not one itself.
+/// git directory may gain while the emulator runs) that is not a git directory's reflogs
+/// ([`is_reflogs`]: `logs/HEAD` is the reflog of `HEAD`).
 pub fn is_git_dir(dir: &OwnedFd) -> bool {
+    git_dir_within(dir, MAX_LOGS_DEPTH)
+}
+
+/// How many `logs` folders deep [`is_git_dir`] looks for the git directory they are the reflogs
+/// of (`.git/logs/logs/...`): past that, a folder named `logs` is taken for reflogs.
+const MAX_LOGS_DEPTH: usize = 8;
+
+fn git_dir_within(dir: &OwnedFd, depth: usize) -> bool {
     match base_name(dir) {
         Some(n) if n == ".git" => true,
-        Some(n) if n == "logs" => false,
+        Some(n) if n == "logs" && holds(dir, &["HEAD"]) => !reflogs_within(dir, depth),
         _ => holds(dir, &["HEAD"]),
     }
+}
+
+/// Whether `dir` is a git directory's `logs` (its reflogs), where `HEAD` is written but none of a
+/// git directory's own surface may be: made one with a `config` and symlinked onto a linked
+/// worktree's git directory, it ran the payload's `core.fsmonitor` in the person's `git status`.
+fn is_reflogs(dir: &OwnedFd) -> bool {
+    reflogs_within(dir, MAX_LOGS_DEPTH)
+}
+
+fn reflogs_within(dir: &OwnedFd, depth: usize) -> bool {
+    if base_name(dir).is_none_or(|n| n != "logs") {
+        return false;
+    }
+    depth == 0 || up(dir).is_some_and(|g| git_dir_within(&g, depth - 1))
 }
 
 /// Whether the folder `name` in `from` is, or is being made into, a git directory: a `.git`, or
@@ -314,28 +339,39 @@ fn holds(dir: &OwnedFd, names: &[&str]) -> bool {
 
 /// The git rules for `name` in `parent`, when one applies.
 fn git_verdict(parent: &OwnedFd, name: &OsStr, op: Op) -> Option<Verdict> {
-    let parent_is_git = is_git_dir(parent);
-    let parent_name = base_name(parent);
-    let grand_is_git = || up(parent).is_some_and(|g| is_git_dir(&g));
+    // A git directory or its reflogs: where HEAD is written, and where none of a git
+    // directory's own surface may be (a folder holding a HEAD counts whatever its name).
+    let git_like = |d: &OwnedFd| is_git_dir(d) || is_reflogs(d) || holds(d, &["HEAD"]);
+    let parent_is_git = is_git_dir(parent) || is_reflogs(parent);
+    let grand_is_git = || up(parent).is_some_and(|g| git_like(&g));
     if name == "HEAD" {
-        let logs = parent_name.as_deref().is_some_and(|n| n == "logs") && grand_is_git();
-        return Some(if parent_is_git || logs {
+        return Some(if parent_is_git {
             Verdict::Allow
         } else {
             Verdict::Deny
         });
     }
-    if parent_is_git && GIT_DIR_SURFACE.iter().any(|s| name == *s) {
+    if GIT_DIR_SURFACE.iter().any(|s| name == *s) && git_like(parent) {
         return Some(Verdict::Deny);
     }
-    let parent_name = parent_name?;
+    let in_gits_folders = in_modules_or_worktrees(parent);
+    if in_gits_folders && matches!(op, Op::CreateOther | Op::RenameTarget { .. }) {
+        // Git makes folders there, never links or files: a symlink in `worktrees` or
+        // `modules` (`wt -> ../logs`, `sub -> /elsewhere`) would be a git directory the
+        // person's git enters where no rule looked.
+        return Some(Verdict::Deny);
+    }
+    let Some(parent_name) = base_name(parent) else {
+        // A folder whose name cannot be told, in a git directory: it may be its `hooks`.
+        return grand_is_git().then_some(Verdict::Deny);
+    };
     if GIT_DIR_SURFACE_FOLDERS.iter().any(|s| parent_name == *s) && grand_is_git() {
         return Some(Verdict::Deny);
     }
     if parent_name == "info" && name == "attributes" && grand_is_git() {
         return Some(Verdict::Deny);
     }
-    if op == Op::CreateDir && in_modules_or_worktrees(parent) {
+    if op == Op::CreateDir && in_gits_folders {
         return Some(Verdict::StageDir);
     }
     None
