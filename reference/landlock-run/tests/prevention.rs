@@ -424,6 +424,8 @@ git worktree add -q wt2
 git -C wt2 status --short >/dev/null
 git submodule update -q
 git -C sub log --oneline >/dev/null
+git submodule add -q {up} added
+git -C added log --oneline >/dev/null
 git clone -q {up} cloned
 git -C cloned log --oneline >/dev/null
 git init -q fresh && git -C fresh commit -q --allow-empty -m first
@@ -457,6 +459,8 @@ echo ok
         for want in [
             format!("{ws}/.git/worktrees/wt2"),
             format!("{ws}/.git/modules/sub"),
+            format!("{ws}/.git/modules/added"),
+            format!("{ws}/added/.git"),
             format!("{ws}/cloned/.git"),
             format!("{ws}/fresh/.git"),
             format!("{ws}/wt2/.git"),

@@ -156,6 +156,9 @@ impl Rules {
             return match op {
                 Op::CreateDir => stage(Verdict::StageDir),
                 Op::CreateFile => stage(Verdict::StageFile),
+                // A gitfile staged in this call is the sandbox's own until the merge judges it:
+                // `git submodule add` writes it twice.
+                Op::WriteExisting if is_staged_entry(staged, parent, name) => Verdict::Allow,
                 _ => Verdict::Deny,
             };
         }
@@ -241,6 +244,19 @@ impl Rules {
         }
         false
     }
+}
+
+/// Whether `name` in `parent` is itself a staged entry (a gitfile bound private to the sandbox).
+fn is_staged_entry(staged: &HashSet<u64>, parent: &OwnedFd, name: &OsStr) -> bool {
+    nix::fcntl::openat(
+        parent,
+        name,
+        OFlag::O_PATH | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()
+    .and_then(|fd| mnt_id(&fd))
+    .is_some_and(|id| staged.contains(&id))
 }
 
 /// Whether the directory `name` in `from` holds `rest` (the remainder of a protected path).
