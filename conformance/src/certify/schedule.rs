@@ -81,35 +81,8 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         .iter()
         .map(|s| (s.id.clone(), s.title.clone()))
         .collect();
-    let families = &options.families;
-    let mut left_out_families: Vec<String> = suite
-        .scenarios
-        .iter()
-        .map(|s| s.family.clone())
-        .filter(|f| !families.is_empty() && !families.contains(f))
-        .collect();
-    left_out_families.sort();
-    left_out_families.dedup();
-    let planned: Vec<Trial> = planned
-        .into_iter()
-        .filter(|t| {
-            families.is_empty()
-                || families
-                    .iter()
-                    .any(|f| t.name.starts_with(&format!("{f}::")))
-                || !matches!(t.kind, TrialKind::Case { .. })
-        })
-        .collect();
-    let (not_planned, planned): (Vec<Trial>, Vec<Trial>) = planned
-        .into_iter()
-        .partition(|t| matches!(t.kind, TrialKind::NotPlanned(_)));
-    let not_planned: Vec<(String, String)> = not_planned
-        .into_iter()
-        .filter_map(|t| match t.kind {
-            TrialKind::NotPlanned(why) => Some((t.name, why)),
-            _ => None,
-        })
-        .collect();
+    let (planned, not_planned, left_out_families) =
+        select_families(&suite, planned, &options.families);
     let total = planned.len();
     let backends = Arc::new(backends);
     let (waiting, busy): (VecDeque<Trial>, VecDeque<Trial>) =
@@ -177,12 +150,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
             report
         })
         .collect();
-    let mut family_seconds: BTreeMap<String, f64> = BTreeMap::new();
-    for c in &cases {
-        *family_seconds.entry(c.family.clone()).or_default() += c.duration_ms / 1e3;
-    }
-    let mut family_seconds: Vec<(String, f64)> = family_seconds.into_iter().collect();
-    family_seconds.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let family_seconds = family_seconds(&cases);
     let mut report = Report {
         suite_version: env!("CARGO_PKG_VERSION").to_owned(),
         suite_hash,
@@ -209,6 +177,55 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     };
     report.verdict = report.verdict();
     report
+}
+
+/// The planned trials of `families` (every family when empty; suite-level trials always), the
+/// trials not planned on this host with the reason, and the suite's families left out.
+fn select_families(
+    suite: &Suite,
+    planned: Vec<Trial>,
+    families: &[String],
+) -> (Vec<Trial>, Vec<(String, String)>, Vec<String>) {
+    let mut left_out_families: Vec<String> = suite
+        .scenarios
+        .iter()
+        .map(|s| s.family.clone())
+        .filter(|f| !families.is_empty() && !families.contains(f))
+        .collect();
+    left_out_families.sort();
+    left_out_families.dedup();
+    let planned: Vec<Trial> = planned
+        .into_iter()
+        .filter(|t| {
+            families.is_empty()
+                || families
+                    .iter()
+                    .any(|f| t.name.starts_with(&format!("{f}::")))
+                || !matches!(t.kind, TrialKind::Case { .. })
+        })
+        .collect();
+    let (not_planned, planned): (Vec<Trial>, Vec<Trial>) = planned
+        .into_iter()
+        .partition(|t| matches!(t.kind, TrialKind::NotPlanned(_)));
+    let not_planned: Vec<(String, String)> = not_planned
+        .into_iter()
+        .filter_map(|t| match t.kind {
+            TrialKind::NotPlanned(why) => Some((t.name, why)),
+            _ => None,
+        })
+        .collect();
+    (planned, not_planned, left_out_families)
+}
+
+/// Summed case time per family, in seconds, the slowest first.
+fn family_seconds(cases: &[CaseResult]) -> Vec<(String, f64)> {
+    let mut family_seconds: BTreeMap<String, f64> = BTreeMap::new();
+    for c in cases {
+        *family_seconds.entry(c.family.clone()).or_default() += c.duration_ms / 1e3;
+    }
+    let mut family_seconds: Vec<(String, f64)> = family_seconds.into_iter().collect();
+    family_seconds.sort_by(|a, b| b.1.total_cmp(&a.1));
+    family_seconds
 }
 
 /// Workers per job that run only cases that mostly wait (see [`mostly_waits`]).

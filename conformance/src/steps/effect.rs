@@ -103,6 +103,10 @@ fn direct(op: Effect, place: &Place) -> Option<Vec<OsString>> {
     Some(argv.into_iter().map(OsStr::to_os_string).collect())
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the table of every shape of place, one arm each: split, the table would be read across files"
+)]
 fn place(world: &World, shape: Shape, op: Effect) -> Result<Place, StepError> {
     let file = file_for(op);
     let plain = |root: PathBuf, ws: PathBuf, spelled: PathBuf, real: PathBuf, suffix: &OsStr| {

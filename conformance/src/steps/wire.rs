@@ -195,6 +195,10 @@ fn tool_call(
     Ok(out.code.into())
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "one wire action and its expectations in the order the agent answers them; to split by action next"
+)]
 pub(super) fn run(
     backend: &Backend,
     step: &WireStep,
@@ -467,6 +471,10 @@ fn wait_ready(path: &std::path::Path) -> Result<(), StepError> {
 }
 
 /// One wire action against the real agent binary over stdio.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one wire action over stdio and its expectations in the order the agent answers them; to split by action next"
+)]
 fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), StepError> {
     let expect: &WireExpect = &step.expect;
     if expect.mode_now.is_some()

@@ -15,8 +15,8 @@ use std::path::Path;
 use std::process::{Command, ExitCode};
 
 use crate::{
-    DIAGNOSTIC_PREFIX, Enforcement, FAILURE_EXIT_CODE, FULL_ENFORCEMENT_ABI, PARTIAL_NOTICE,
-    ProbeReport, SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI, net, ungoverned_at,
+    DIAGNOSTIC_PREFIX, FAILURE_EXIT_CODE, FULL_ENFORCEMENT_ABI, PARTIAL_NOTICE,
+    SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL, SCOPING_ABI, net,
 };
 use landlock::{
     ABI, Access, AccessFs, LandlockStatus, PathBeneath, Ruleset, RulesetAttr, RulesetCreated,
@@ -62,8 +62,8 @@ pub(crate) fn main() -> ExitCode {
         Err(usage) => return fail(None, &Failure::Usage(usage.0).to_string()),
     };
     match invocation {
-        Invocation::Probe { abi_cap } => probe(abi_cap),
-        Invocation::ProbeChild { abi_cap, target } => probe_child(abi_cap, &target),
+        Invocation::Probe { abi_cap } => crate::probe::probe(abi_cap),
+        Invocation::ProbeChild { abi_cap, target } => crate::probe::probe_child(abi_cap, &target),
         Invocation::Launch(launch) => {
             // Before this process opens anything: a number that is not an inherited directory
             // now would later name a descriptor of the launcher's own.
@@ -443,7 +443,7 @@ fn record(status: Option<&mut File>, record: Record) {
     }
 }
 
-fn fail(status: Option<&mut File>, msg: &str) -> ExitCode {
+pub(crate) fn fail(status: Option<&mut File>, msg: &str) -> ExitCode {
     let line = format!("{DIAGNOSTIC_PREFIX}{msg}");
     record(status, Record::Error(line.clone()));
     eprintln!("{line}");
@@ -452,7 +452,7 @@ fn fail(status: Option<&mut File>, msg: &str) -> ExitCode {
 
 /// The ABI the launcher targets: the cap when given, otherwise the ABI that governs every promised
 /// effect (newer ABIs add nothing the modes promise).
-fn target_abi(cap: Option<u32>) -> ABI {
+pub(crate) fn target_abi(cap: Option<u32>) -> ABI {
     match cap
         .unwrap_or(FULL_ENFORCEMENT_ABI)
         .min(FULL_ENFORCEMENT_ABI)
@@ -481,14 +481,14 @@ fn abi_number(abi: ABI) -> u32 {
 
 /// Whether a launch capped at `cap` scopes signals and abstract unix sockets (capping only
 /// weakens: below ABI 6 it does not).
-fn wants_scope(cap: Option<u32>) -> bool {
+pub(crate) fn wants_scope(cap: Option<u32>) -> bool {
     cap.is_none_or(|c| c >= SCOPING_ABI)
 }
 
 /// A ruleset governing every write at `abi`, scoped when `scope` (best effort: a kernel below
 /// ABI 6 drops the scopes, and [`scoped`] then reports none), and denying TCP when `net` (best
 /// effort below ABI 4, reported by `net::governed`).
-fn ruleset(abi: ABI, scope: bool, net: bool) -> Result<RulesetCreated, RulesetError> {
+pub(crate) fn ruleset(abi: ABI, scope: bool, net: bool) -> Result<RulesetCreated, RulesetError> {
     let mut attr = Ruleset::default().handle_access(governed(abi))?;
     if net {
         attr = net::handle_tcp(attr)?;
@@ -500,7 +500,7 @@ fn ruleset(abi: ABI, scope: bool, net: bool) -> Result<RulesetCreated, RulesetEr
 }
 
 /// The scopes actually in force after a restriction that asked for them when `wanted`.
-fn scoped(status: LandlockStatus, wanted: bool) -> Vec<&'static str> {
+pub(crate) fn scoped(status: LandlockStatus, wanted: bool) -> Vec<&'static str> {
     let kernel_scopes = match status {
         LandlockStatus::Available { effective_abi, .. } => abi_number(effective_abi) >= SCOPING_ABI,
         LandlockStatus::NotEnabled | LandlockStatus::NotImplemented => false,
@@ -519,7 +519,7 @@ fn governed(abi: ABI) -> landlock::BitFlags<AccessFs> {
 }
 
 /// The kernel's own Landlock ABI number.
-fn kernel_abi(status: LandlockStatus) -> u32 {
+pub(crate) fn kernel_abi(status: LandlockStatus) -> u32 {
     match status {
         LandlockStatus::Available {
             effective_abi,
@@ -532,7 +532,7 @@ fn kernel_abi(status: LandlockStatus) -> u32 {
 }
 
 /// The ABI actually in force: the kernel's effective ABI lowered to what we asked for.
-fn effective_abi(status: LandlockStatus, target: ABI) -> u32 {
+pub(crate) fn effective_abi(status: LandlockStatus, target: ABI) -> u32 {
     match status {
         LandlockStatus::Available { effective_abi, .. } => {
             abi_number(effective_abi).min(abi_number(target))
@@ -677,222 +677,4 @@ fn exec(payload: &[OsString], mut status: Option<&mut File>) -> ExitCode {
     record(status, Record::ExecFailed(line.clone()));
     eprintln!("{line}");
     ExitCode::from(FAILURE_EXIT_CODE as u8)
-}
-
-/// Runs the enforcement check in a child and reports on stdout; exit 0 only when enforced.
-fn probe(abi_cap: Option<u32>) -> ExitCode {
-    // First, while this process has no other thread: can a launch protect paths here?
-    let protect = protect::can_protect();
-    let report = |usable: bool, facts: ChildFacts, reason: Option<String>| {
-        let ungoverned = ungoverned_at(facts.abi);
-        let abstract_scoped = facts.scoped.iter().any(|s| s == SCOPE_ABSTRACT_UNIX_SOCKET);
-        let enforcement = if ungoverned.is_empty() {
-            Enforcement::Full
-        } else {
-            Enforcement::Partial
-        };
-        let report = ProbeReport {
-            usable,
-            enforcement,
-            abi: facts.abi,
-            kernel_abi: facts.kernel_abi,
-            reason,
-            scoped: facts.scoped,
-            ungoverned: ungoverned.into_iter().map(str::to_owned).collect(),
-            setuid_guard: facts.setuid_guard,
-            network: net::governed(facts.kernel_abi, abi_cap, abstract_scoped)
-                .into_iter()
-                .map(str::to_owned)
-                .collect(),
-            protect,
-        };
-        println!("{}", report.to_json());
-        ExitCode::from(if usable { 0 } else { 1 })
-    };
-    // A fresh private directory: a name another user could guess and create first would make
-    // the backend look unusable.
-    let dir = match tempfile::Builder::new()
-        .prefix("landlock-run-probe-")
-        .tempdir_in("/tmp")
-    {
-        Ok(dir) => dir,
-        Err(e) => {
-            return report(
-                false,
-                ChildFacts::default(),
-                Some(format!("cannot create a probe directory under /tmp: {e}")),
-            );
-        }
-    };
-    let target = dir.path().join("must-not-exist");
-    let exe = std::env::current_exe();
-    let child = exe.and_then(|exe| {
-        let child = Invocation::ProbeChild {
-            abi_cap,
-            target: target.clone(),
-        };
-        Command::new(exe).args(child.to_args()).output()
-    });
-    let created = target.exists();
-    // The probe child tried to make its directory setgid (metadata no ruleset governs).
-    let set_id = std::fs::metadata(dir.path())
-        .map(|m| std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o6000 != 0)
-        .unwrap_or(true);
-    if let Err(e) = dir.close() {
-        eprintln!("{DIAGNOSTIC_PREFIX}notice: cannot remove the probe directory: {e}");
-    }
-    match child {
-        Err(e) => report(
-            false,
-            ChildFacts::default(),
-            Some(format!("cannot run the probe child: {e}")),
-        ),
-        Ok(out) => {
-            let mut facts = ChildFacts::parse(&String::from_utf8_lossy(&out.stdout));
-            facts.setuid_guard &= !set_id;
-            let stderr = String::from_utf8_lossy(&out.stderr).trim().to_owned();
-            if created {
-                report(
-                    false,
-                    facts,
-                    Some("a write was not denied under a maximal ruleset".into()),
-                )
-            } else if out.status.success() {
-                report(true, facts, None)
-            } else {
-                report(
-                    false,
-                    facts,
-                    Some(if stderr.is_empty() {
-                        format!("probe child exited with {}", out.status)
-                    } else {
-                        stderr
-                    }),
-                )
-            }
-        }
-    }
-}
-
-/// What the probe child prints: `<effective abi> <kernel abi> <scope,scope|-> <setuid-guard|->`.
-#[derive(Default)]
-struct ChildFacts {
-    abi: u32,
-    kernel_abi: u32,
-    scoped: Vec<String>,
-    setuid_guard: bool,
-}
-
-/// The probe child's word for "the setuid guard refused a setgid chmod".
-const GUARD_WORD: &str = "setuid-guard";
-
-impl ChildFacts {
-    fn parse(stdout: &str) -> ChildFacts {
-        let mut words = stdout.split_whitespace();
-        let mut number = || words.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-        let (abi, kernel_abi) = (number(), number());
-        let scoped = words
-            .next()
-            .filter(|w| *w != "-")
-            .map(|w| w.split(',').map(str::to_owned).collect())
-            .unwrap_or_default();
-        let setuid_guard = words.next() == Some(GUARD_WORD);
-        ChildFacts {
-            abi,
-            kernel_abi,
-            scoped,
-            setuid_guard,
-        }
-    }
-}
-
-/// In the probe child: govern every write, grant nothing, scope as a launch would, and prove a
-/// create is denied (and, when signals are scoped, that signalling the parent is).
-fn probe_child(abi_cap: Option<u32>, target: &std::path::Path) -> ExitCode {
-    let abi = target_abi(abi_cap);
-    let wanted = wants_scope(abi_cap);
-    let status = ruleset(abi, wanted, false).and_then(|r| r.restrict_self());
-    match status {
-        Err(e) => fail(None, &format!("cannot restrict the probe child: {e}")),
-        Ok(s) if s.ruleset == RulesetStatus::NotEnforced => {
-            fail(None, "the kernel does not enforce Landlock")
-        }
-        Ok(s) => {
-            let scopes = scoped(s.landlock, wanted);
-            // As a launch would: the guard last. The probe directory is the child's own, so
-            // without the guard nothing would refuse making it setgid.
-            let guard = match harden::install_setuid_guard(
-                harden::IpcGuard::HostNamespace,
-                harden::UnixSockets::Refused,
-                true,
-            ) {
-                Err(e) => return fail(None, &e),
-                Ok(()) if !harden::SETUID_GUARD_SUPPORTED => false,
-                Ok(()) => match target.parent().map(|dir| {
-                    nix::sys::stat::fchmodat(
-                        nix::fcntl::AT_FDCWD,
-                        dir,
-                        nix::sys::stat::Mode::from_bits_truncate(0o2700),
-                        nix::sys::stat::FchmodatFlags::FollowSymlink,
-                    )
-                }) {
-                    // The same program closes the host's IPC: a unix socket of its own is
-                    // refused too.
-                    Some(Err(Errno::EPERM)) => match unix_socket() {
-                        Err(Errno::EPERM) => true,
-                        Ok(_) => return fail(None, "a unix socket was not refused"),
-                        Err(e) => {
-                            return fail(
-                                None,
-                                &format!("unix socket probe failed unexpectedly: {e}"),
-                            );
-                        }
-                    },
-                    Some(Ok(())) => return fail(None, "a setgid chmod was not refused"),
-                    Some(Err(e)) => {
-                        return fail(None, &format!("setgid probe failed unexpectedly: {e}"));
-                    }
-                    None => return fail(None, "the probe target has no directory"),
-                },
-            };
-            println!(
-                "{} {} {} {}",
-                effective_abi(s.landlock, abi),
-                kernel_abi(s.landlock),
-                if scopes.is_empty() {
-                    "-".to_owned()
-                } else {
-                    scopes.join(",")
-                },
-                if guard { GUARD_WORD } else { "-" }
-            );
-            if scopes.contains(&SCOPE_SIGNAL) {
-                let parent = nix::unistd::getppid();
-                match nix::sys::signal::kill(parent, None) {
-                    Err(nix::errno::Errno::EPERM) => {}
-                    Ok(()) => return fail(None, "a signal to the parent was not denied"),
-                    Err(e) => return fail(None, &format!("signal probe failed unexpectedly: {e}")),
-                }
-            }
-            match File::create(target) {
-                Err(e) if e.kind() == std::io::ErrorKind::PermissionDenied => ExitCode::SUCCESS,
-                Err(e) => fail(None, &format!("probe write failed unexpectedly: {e}")),
-                Ok(_) => fail(None, "probe write was not denied"),
-            }
-        }
-    }
-}
-
-/// Creates a unix stream socket (what the host-IPC guard refuses), for the probe child.
-fn unix_socket() -> Result<OwnedFd, Errno> {
-    use std::os::fd::FromRawFd;
-    // SAFETY: socket(2) takes integer arguments only and returns a new descriptor or -1.
-    #[allow(unsafe_code)]
-    let fd = unsafe { libc::socket(libc::AF_UNIX, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
-    if fd < 0 {
-        return Err(Errno::last());
-    }
-    // SAFETY: `fd` was just returned by socket(2) and nothing else owns it.
-    #[allow(unsafe_code)]
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }

@@ -155,6 +155,8 @@ pub mod net;
 #[cfg(target_os = "linux")]
 mod notify;
 #[cfg(target_os = "linux")]
+mod probe;
+#[cfg(target_os = "linux")]
 mod protect;
 pub mod staged;
 

@@ -167,6 +167,10 @@ fn peer(peers: &Path, name: &str, s: &Scratch) -> Result<Runner, String> {
 }
 
 /// Every row of the table, in print order.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the table in print order, each row next to how it is run: split, a row would be read across functions"
+)]
 pub(crate) fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row> {
     let ws = &s.ws;
     let launcher = args

@@ -420,6 +420,7 @@ mod tests {
             .expect("src")
             .filter_map(Result::ok)
             .map(|e| e.path())
+            .filter(|p| p.is_file())
             .collect();
         sources.push(here.join("../sandbox/src/workspace.rs"));
         sources.push(here.join("../sandbox/src/protected.rs"));

@@ -495,10 +495,10 @@ impl Emulator {
             (Make::Node(mode, dev), _) => {
                 let kind = mode & libc::S_IFMT;
                 let perm = mode & !libc::S_IFMT & !umask & 0o7777;
-                // SAFETY: mknodat(2) with a descriptor we own, a valid C string and plain
-                // integers; nix's wrapper cannot pass a raw file type of 0 (a regular file).
                 let c = std::ffi::CString::new(call_name.into_vec()).map_err(|_| Errno::EINVAL)?;
                 #[allow(unsafe_code)]
+                // SAFETY: mknodat(2) with a descriptor we own, a valid C string and plain
+                // integers; nix's wrapper cannot pass a raw file type of 0 (a regular file).
                 let rc = unsafe { libc::mknodat(parent.as_raw_fd(), c.as_ptr(), kind | perm, dev) };
                 Errno::result(rc).map(|_| 0)
             }
