@@ -10,7 +10,7 @@ use sandbox_local::probe::{ProbeFacts, ProbeVerdict, probe};
 use sandbox_local::{Backend as LocalBackend, LocalConfig, LocalProvider};
 
 use crate::external::External;
-use crate::model::Capability;
+use crate::scenario::Capability;
 
 /// What a backend is, with what only that kind has.
 #[derive(Clone)]
@@ -409,8 +409,8 @@ pub struct NotHere(pub String);
 
 /// Whether this host has `fact`: `Ok` with what it has, or `Err` with why the cases that need
 /// it are not planned here. Decided once per process.
-pub fn host_has(fact: crate::model::HostFact) -> Result<String, NotHere> {
-    use crate::model::HostFact;
+pub fn host_has(fact: crate::scenario::HostFact) -> Result<String, NotHere> {
+    use crate::scenario::HostFact;
     if fact == HostFact::Cargo {
         return match crate::prerequisites::locate("cargo") {
             Some(cargo) => Ok(format!(

@@ -7,8 +7,8 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::load::{ExpandedCase, LoadError, Scenario};
-use crate::model::{Level, OneOrMany};
+use crate::scenario::load::{ExpandedCase, LoadError, Scenario};
+use crate::scenario::{Level, OneOrMany};
 
 /// `fixtures/expectations/<backend>.yaml`.
 #[derive(Debug, Deserialize)]
@@ -19,7 +19,7 @@ pub struct ExpectationFile {
     /// The capabilities the backend must report on a certifying host: a backend that silently
     /// loses one (and so is no longer planned for its scenarios) fails its guard.
     #[serde(default)]
-    pub capabilities: Option<Vec<crate::model::Capability>>,
+    pub capabilities: Option<Vec<crate::scenario::Capability>>,
     /// The most skipped cases a certifying run may have (the committed baseline).
     #[serde(default)]
     pub max_skipped: Option<usize>,
@@ -294,7 +294,7 @@ pub fn load_path(
             });
         }
     };
-    let file: ExpectationFile = crate::load::read_yaml(&text).map_err(|e| {
+    let file: ExpectationFile = crate::scenario::load::read_yaml(&text).map_err(|e| {
         let (line, column) = e
             .location()
             .map(|l| (l.line(), l.column()))

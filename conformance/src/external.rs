@@ -14,11 +14,11 @@ use sandbox::{
     SandboxUnavailable,
 };
 
-use crate::model::Capability;
 use crate::protocol::{
     Differences, ErrorCode, Implementation, PROTOCOL_VERSION, Request, Response,
     SUPPORTED_VERSIONS, WirePolicy,
 };
+use crate::scenario::Capability;
 
 /// Why the conversation with a backend broke down.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

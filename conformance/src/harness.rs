@@ -16,9 +16,9 @@ use libtest_mimic::{Arguments, Failed};
 
 use crate::backends::{Backend, reference_backends};
 use crate::expectations::Judgement;
-use crate::load::load_suite;
 use crate::observed::ClassesSeen;
 use crate::plan::{Trial, TrialKind, plan};
+use crate::scenario::load::load_suite;
 use crate::steps::{Blame, run_case};
 
 /// The scenario root: `CONFORMANCE_SCENARIOS`, or the workspace's `scenarios/`.
@@ -139,9 +139,9 @@ fn targeted(name: &str, required: &[String]) -> Option<Vec<HarnessTrial>> {
     let shown = file
         .strip_prefix(root.parent().unwrap_or(&root))
         .unwrap_or(&file);
-    let (scenario, _) = crate::load::load_file(&root, &file, shown).ok()?;
+    let (scenario, _) = crate::scenario::load::load_file(&root, &file, shown).ok()?;
     let id = scenario.id.clone();
-    let single = crate::load::Suite {
+    let single = crate::scenario::load::Suite {
         scenarios: vec![scenario],
         errors: Vec::new(),
     };
@@ -338,7 +338,7 @@ fn guard(
         cases += 1;
         if trial.skip.is_some() {
             skipped += 1;
-            if level == crate::model::Level::Must {
+            if level == crate::scenario::Level::Must {
                 must_skipped.push(trial.name.clone());
             }
         }

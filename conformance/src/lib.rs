@@ -1,10 +1,9 @@
 //! The conformance suite: YAML scenarios that any sandbox backend must pass.
 //!
 //! Reading a scenario:
-//! - [`scenario`]: the scenario schema (documented for backend authors in `scenarios/README.md`),
-//!   also named [`model`], and its loader.
-//! - [`load`]: discovery, parsing with `file:line:col` errors, and matrix expansion (in
-//!   [`scenario`]).
+//! - [`scenario`]: the scenario schema (documented for backend authors in `scenarios/README.md`)
+//!   and its loader, [`scenario::load`]: discovery, parsing with `file:line:col` errors, and
+//!   matrix expansion.
 //! - [`plan`]: one trial per (backend, scenario case), with skips decided at listing time.
 //! - [`expectations`]: a backend's known failures, each pinned to what its failure must show.
 //! - [`prerequisites`]: the host tools the harness needs, checked before the first case.
@@ -27,14 +26,12 @@
 //! - [`harness`]: the `libtest-mimic` entry point used by `cargo test` and `cargo nextest`.
 //! - [`reaper`]: certify's supervisor, which kills whatever the run left behind.
 //! - [`certify`]: the certify run, its verdicts and its report (JSON, JUnit, Markdown).
-//! - [`merge`]: several hosts' reports joined into one matrix (`certify merge`, in [`certify`]).
+//! - [`certify::merge`]: several hosts' reports joined into one matrix (`certify merge`).
 //! - [`suite`]: the scenario set compiled into `certify` and its hash, for a `certify` that runs
 //!   outside a clone.
 
 pub mod backends;
 pub mod certify;
-/// Several hosts' reports joined into one matrix (`certify merge`).
-pub use certify::merge;
 pub mod expectations;
 pub mod external;
 pub mod harness;
@@ -52,7 +49,3 @@ pub mod steps;
 pub mod suite;
 pub(crate) mod survivors;
 pub mod world;
-/// The scenario schema (the types of [`scenario`]).
-pub use scenario as model;
-/// Discovery, parsing and matrix expansion of scenario files.
-pub use scenario::load;

@@ -2,8 +2,8 @@
 
 use crate::backends::Backend;
 use crate::expectations::ExpectationFile;
-use crate::load::{ExpandedCase, LoadError, Suite};
-use crate::model::{Capability, Level};
+use crate::scenario::load::{ExpandedCase, LoadError, Suite};
+use crate::scenario::{Capability, Level};
 
 /// A planned trial.
 #[derive(Debug)]
@@ -43,7 +43,7 @@ pub enum TrialKind {
     NoScenarios(String),
     /// A backend's expectation file is broken: always fails.
     BadExpectations(String),
-    /// A host-dependent case this host does not call for (see [`crate::model::Case::when_host`]):
+    /// A host-dependent case this host does not call for (see [`crate::scenario::Case::when_host`]):
     /// never run, listed in the report with the reason.
     NotPlanned(String),
 }

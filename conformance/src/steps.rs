@@ -21,9 +21,9 @@ mod wire;
 mod writable;
 
 use crate::backends::Backend;
-use crate::load::ExpandedCase;
 use crate::metamorphic::INCONSISTENT;
-use crate::model::Step;
+use crate::scenario::Step;
+use crate::scenario::load::ExpandedCase;
 
 /// How a step failed: the outcomes the report tells apart. Each shows the text the case's
 /// failure message has always carried (the report and expectation files' `observed` pins read

@@ -3,8 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
-use conformance::load::load_suite;
-use conformance::model::{AttackOutcome, Step};
+use conformance::scenario::load::load_suite;
+use conformance::scenario::{AttackOutcome, Step};
 
 fn scenarios() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../scenarios")

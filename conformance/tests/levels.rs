@@ -7,8 +7,8 @@
 
 use std::path::{Path, PathBuf};
 
-use conformance::load::{ExpandedCase, Scenario, load_suite};
-use conformance::model::{Level, PersonTool, Step};
+use conformance::scenario::load::{ExpandedCase, Scenario, load_suite};
+use conformance::scenario::{Level, PersonTool, Step};
 use sandbox::{DEFAULT_PROTECTED_PATHS, EnforcementClass};
 
 fn scenarios() -> PathBuf {

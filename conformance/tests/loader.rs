@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use conformance::backends::reference_backends;
 use conformance::harness::trials;
-use conformance::load::load_suite;
+use conformance::scenario::load::load_suite;
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/malformed-scenarios")
@@ -127,7 +127,9 @@ fn references_in_mapping_keys_expand_in_every_assignment() {
         .cases
         .iter()
         .map(|c| match &c.case.steps[0] {
-            conformance::model::Step::Tool(t) => t.expect.files.keys().cloned().collect::<String>(),
+            conformance::scenario::Step::Tool(t) => {
+                t.expect.files.keys().cloned().collect::<String>()
+            }
             _ => String::new(),
         })
         .collect();
@@ -217,7 +219,7 @@ fn every_world_path_in_a_shell_command_is_spelled_quoted() {
     for scenario in &suite.scenarios {
         for case in &scenario.cases {
             for step in &case.case.steps {
-                let conformance::model::Step::Tool(tool) = step else {
+                let conformance::scenario::Step::Tool(tool) = step else {
                     continue;
                 };
                 let Some(command) = tool.args.get("command").and_then(|c| c.as_str()) else {

@@ -6,8 +6,8 @@
 use std::process::ExitCode;
 
 use conformance::backends::reference_backend;
-use conformance::model::Capability;
 use conformance::protocol::{Differences, Handshake, Implementation, WireCapability};
+use conformance::scenario::Capability;
 use sandbox::SandboxEnforcement;
 
 fn main() -> ExitCode {

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use crate::backends::Backend;
 use crate::expectations::{ExpectationFile, Judgement};
 use crate::external::ProtocolFailure;
-use crate::load::LoadError;
-use crate::load::{Suite, load_suite};
-use crate::model::{Level, Step};
 use crate::observed::{ClassesSeen, Observed};
 use crate::plan::{Trial, TrialKind, plan};
+use crate::scenario::load::LoadError;
+use crate::scenario::load::{Suite, load_suite};
+use crate::scenario::{Level, Step};
 use crate::steps::{Blame, run_case};
 
 use super::host::{commit, host_facts};

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::{BackendReport, CaseResult, FORGED_SIGNATURE_SCENARIO, Status};
 use crate::backends::Backend;
 use crate::expectations::ExpectationFile;
-use crate::model::Level;
+use crate::scenario::Level;
 
 /// A backend's verdict, with its guard: a usable backend, no bad case, no `must` case skipped,
 /// the committed capabilities and skip baseline held.

@@ -35,8 +35,8 @@ pub struct Scenario {
     pub seed: String,
     /// Backends it applies to (`None`: all).
     pub backends: Option<Vec<String>>,
-    /// The classes its cases rest on (see [`crate::model::Governs`]).
-    pub governs: Vec<crate::model::Governs>,
+    /// The classes its cases rest on (see [`crate::scenario::Governs`]).
+    pub governs: Vec<crate::scenario::Governs>,
     /// Expanded cases in file order.
     pub cases: Vec<ExpandedCase>,
 }

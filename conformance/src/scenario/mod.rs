@@ -2,7 +2,7 @@
 //! `scenarios/` is its family. Every struct rejects unknown keys. See `scenarios/README.md` for
 //! the author-facing description.
 //!
-//! The schema (every type re-exported here, and as `crate::model`):
+//! The schema (every type re-exported here):
 //! - `file`: the scenario file: header, level, capabilities, matrix values, `governs`, cases.
 //! - `step`: the steps a case is made of, one kind each.
 //! - `classify`: the `classify` step (a launch's end and the classifier's verdict).
@@ -13,7 +13,7 @@
 //! - `probe`: the `net`, `host_ipc`, `forge`, `declared`, `writable` and `walk` steps.
 //!
 //! Loading it:
-//! - [`load`]: discovery and parsing (as `crate::load`).
+//! - [`load`]: discovery and parsing.
 //! - `error`: [`LoadError`], a file's `file:line:col` error with its caret.
 //! - `matrix`: matrix expansion and `${name}` substitution in the text.
 

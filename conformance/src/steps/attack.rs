@@ -17,7 +17,7 @@ use sandbox::{
 use sandbox_local::launch::{self, Finished, LaunchOptions};
 
 use crate::backends::Backend;
-use crate::model::{AttackExpect, AttackOutcome, AttackStep, WorkspaceSpelling};
+use crate::scenario::{AttackExpect, AttackOutcome, AttackStep, WorkspaceSpelling};
 use crate::steps::StepError;
 use crate::survivors::{CallStart, SURVIVOR_GRACE, TAG_VAR, survivors};
 use crate::world::World;
@@ -406,7 +406,7 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError>
 /// The person's next `git commit` and `git status`, run by the harness outside the sandbox in
 /// `host.dir` of the workspace: both must succeed (the repository still works) and the marker a
 /// planted hook or fsmonitor would create must be absent.
-fn host_git(stage: &Stage, host: &crate::model::HostGit) -> Result<(), StepError> {
+fn host_git(stage: &Stage, host: &crate::scenario::HostGit) -> Result<(), StepError> {
     let dir = stage.world.ws.join(&host.dir);
     let marker = PathBuf::from(stage.expand(&host.marker));
     if let Some(expected) = &host.git_dir {

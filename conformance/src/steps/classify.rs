@@ -9,7 +9,7 @@ use sandbox::{
 };
 
 use crate::backends::Backend;
-use crate::model::{Attribution, ClassifyStep, Workdir};
+use crate::scenario::{Attribution, ClassifyStep, Workdir};
 use crate::steps::StepError;
 
 /// The runner path the synthetic launch uses as `argv[0]`.

@@ -10,8 +10,8 @@ use sandbox::{ConfinedMode, ProviderPolicy};
 use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
-use crate::model::{DeclaredStep, ProtectedBefore};
 use crate::protocol::{DeclaredProtectedPath, ProtectedKind};
+use crate::scenario::{DeclaredStep, ProtectedBefore};
 use crate::steps::StepError;
 use crate::world::World;
 

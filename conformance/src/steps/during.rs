@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use sandbox::ConfinedArgv;
 use sandbox_local::launch::{self, Finished, LaunchOptions};
 
-use crate::model::{During, PersonTool};
+use crate::scenario::{During, PersonTool};
 use crate::steps::StepError;
 use crate::world::{draw_hex, draw_one, shell_quote};
 

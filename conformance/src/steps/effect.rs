@@ -10,7 +10,7 @@ use sandbox::{Classification, ProviderPolicy, SandboxProvider};
 use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
-use crate::model::{Effect, EffectStep, ExpectedEffect, PathRoute, Shape};
+use crate::scenario::{Effect, EffectStep, ExpectedEffect, PathRoute, Shape};
 use crate::steps::StepError;
 use crate::world::{SENTINEL, World, file_name, name, shell_quote};
 

@@ -7,7 +7,7 @@ use sandbox::{Classification, ProviderPolicy, RunnerFailureRule};
 use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
-use crate::model::ForgeStep;
+use crate::scenario::ForgeStep;
 use crate::steps::StepError;
 use crate::world::World;
 

@@ -18,8 +18,8 @@ use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
 #[cfg(test)]
-use crate::model::MetadataEffect;
-use crate::model::MetadataStep;
+use crate::scenario::MetadataEffect;
+use crate::scenario::MetadataStep;
 use crate::steps::StepError;
 use crate::world::{World, draw_hex, draw_one, shell_quote};
 
@@ -222,7 +222,7 @@ fn set_user_xattr(path: &Path) {
 
 pub(super) fn run(backend: &Backend, step: &MetadataStep) -> Result<(), StepError> {
     let provider = super::confining(backend)?;
-    let world = World::for_effect(crate::model::Shape::Inside).map_err(super::world_error)?;
+    let world = World::for_effect(crate::scenario::Shape::Inside).map_err(super::world_error)?;
     let targets = targets(&world, step.mode)?;
     let before: Vec<Option<Inode>> = targets.iter().map(|t| Inode::of(&t.path)).collect();
     let effect = step.effect.as_str();
@@ -263,7 +263,7 @@ pub(super) fn run(backend: &Backend, step: &MetadataStep) -> Result<(), StepErro
     }
     // The gap this effect goes through, as a backend that leaves it open names it.
     let route = match step.effect {
-        crate::model::MetadataEffect::Truncate => sandbox::gaps::TRUNCATE,
+        crate::scenario::MetadataEffect::Truncate => sandbox::gaps::TRUNCATE,
         _ => sandbox::gaps::METADATA,
     };
     Err(StepError::Unmet(format!(

@@ -13,7 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::backends::Backend;
-use crate::model::MountsStep;
+use crate::scenario::MountsStep;
 use crate::steps::StepError;
 use crate::steps::walk::{Mount, host_path, mounts};
 use crate::world::{World, draw_hex, draw_one, unescape_mount_path};
@@ -83,7 +83,7 @@ fn candidates(point: &Path, inside: &[Mount], host: &[Mount]) -> Vec<PathBuf> {
 
 pub(super) fn run(backend: &Backend, step: &MountsStep) -> Result<(), StepError> {
     let provider = super::confining(backend)?;
-    let world = World::for_effect(crate::model::Shape::Inside).map_err(super::world_error)?;
+    let world = World::for_effect(crate::scenario::Shape::Inside).map_err(super::world_error)?;
     let mut writable: Vec<PathBuf> = Vec::new();
     if step.mode == sandbox::ConfinedMode::WorkspaceWrite {
         writable.push(world.ws.clone());

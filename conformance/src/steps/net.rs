@@ -25,7 +25,7 @@ use sandbox::{ClassEnforcement, Classification, EnforcementClass, ProviderPolicy
 use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
-use crate::model::{NetStep, NetTarget, WorkspaceSpelling};
+use crate::scenario::{NetStep, NetTarget, WorkspaceSpelling};
 use crate::steps::StepError;
 use crate::world::World;
 

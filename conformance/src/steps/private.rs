@@ -9,7 +9,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::backends::Backend;
-use crate::model::PrivateStep;
+use crate::scenario::PrivateStep;
 use crate::steps::StepError;
 use crate::world::{World, draw_hex, draw_one, shell_quote};
 
@@ -54,7 +54,7 @@ pub(super) fn run(backend: &Backend, step: &PrivateStep) -> Result<(), StepError
             backend.name, step.mode
         )));
     }
-    let world = World::for_effect(crate::model::Shape::Inside).map_err(super::world_error)?;
+    let world = World::for_effect(crate::scenario::Shape::Inside).map_err(super::world_error)?;
     let stem = || format!(".{}-{}", draw_one(&["state", "lock", "cache"]), draw_hex(8));
     let (canary_name, made) = (stem(), stem());
     let mut places = Vec::new();

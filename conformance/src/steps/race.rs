@@ -17,7 +17,7 @@ use serde_json::json;
 
 use super::tool::{Rig, rig};
 use crate::backends::Backend;
-use crate::model::{FenceRaceStep, ToolSetup, WorldStep};
+use crate::scenario::{FenceRaceStep, ToolSetup, WorldStep};
 use crate::steps::StepError;
 
 /// The most write calls one step may make.
@@ -199,12 +199,12 @@ fn exchange(_a: &Path, _b: &Path) -> Result<(), StepError> {
     })
 }
 
-/// The `bind-race` step (see [`crate::model::BindRaceStep`]): one exchange per call, at a moment
+/// The `bind-race` step (see [`crate::scenario::BindRaceStep`]): one exchange per call, at a moment
 /// spread over the call's launch, so the pin, the provider's own check and the runner's binds see
 /// different trees; a call must fail closed or write into the pinned directory, never outside.
 pub(super) fn bind_race(
     backend: &Backend,
-    step: &crate::model::BindRaceStep,
+    step: &crate::scenario::BindRaceStep,
 ) -> Result<(), StepError> {
     use sandbox::{ExecutionPolicy, SandboxMode};
     use sandbox_local::launch::{self, LaunchOptions};

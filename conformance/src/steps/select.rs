@@ -6,7 +6,7 @@ use std::process::Command;
 
 use sandbox_cli::{RunFacts, UNAVAILABLE_EXIT};
 
-use crate::model::{Host, SelectStep};
+use crate::scenario::{Host, SelectStep};
 use crate::steps::StepError;
 use crate::world::World;
 

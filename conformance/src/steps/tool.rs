@@ -12,7 +12,7 @@ use sandbox_tools::tools::{CallContext, ToolOutput, Toolbox};
 use serde_json::Value;
 
 use crate::backends::Backend;
-use crate::model::{Answer, Composition, ToolSetup, ToolStep};
+use crate::scenario::{Answer, Composition, ToolSetup, ToolStep};
 use crate::steps::StepError;
 use crate::world::{SENTINEL, Snapshot, World};
 

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::backends::Backend;
-use crate::model::WalkStep;
+use crate::scenario::WalkStep;
 use crate::steps::StepError;
 use crate::world::{World, draw_hex, draw_one, shell_quote, unescape_mount_path};
 
@@ -103,7 +103,7 @@ fn payload(name: &str, mark: &str, not_into: &[PathBuf]) -> String {
 
 pub(super) fn run(backend: &Backend, step: &WalkStep) -> Result<(), StepError> {
     let provider = super::confining(backend)?;
-    let world = World::for_effect(crate::model::Shape::Inside).map_err(super::world_error)?;
+    let world = World::for_effect(crate::scenario::Shape::Inside).map_err(super::world_error)?;
     let ws = world.ws.clone();
     // What this call may write on the host: the workspace and /tmp under workspace-write (no
     // $TMPDIR is given), /dev/null always, and whatever the backend declared for this mode.

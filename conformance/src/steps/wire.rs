@@ -21,7 +21,7 @@ use sandbox_tools::shell::ShellExecutor;
 use sandbox_tools::tools::{CallContext, Toolbox};
 
 use crate::backends::Backend;
-use crate::model::{Transport, WireAction, WireConfig, WireExpect, WireStep};
+use crate::scenario::{Transport, WireAction, WireConfig, WireExpect, WireStep};
 use crate::steps::StepError;
 
 mod stdio;

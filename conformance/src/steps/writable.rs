@@ -16,7 +16,7 @@ use sandbox::{ProviderPolicy, SandboxProvider};
 use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
-use crate::model::WritableStep;
+use crate::scenario::WritableStep;
 use crate::steps::StepError;
 use crate::world::{World, draw_hex, draw_one, shell_quote};
 
@@ -158,7 +158,7 @@ fn payload(probes: &[Probe], name: &str, mark: &str) -> String {
 
 pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), StepError> {
     let provider = super::confining(backend)?;
-    let world = World::for_effect(crate::model::Shape::Inside).map_err(super::world_error)?;
+    let world = World::for_effect(crate::scenario::Shape::Inside).map_err(super::world_error)?;
     let ws = world.ws.clone();
     let home = std::env::var_os("HOME")
         .map(PathBuf::from)

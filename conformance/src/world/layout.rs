@@ -13,7 +13,7 @@ use super::odd::{self, odd};
 use super::places::{folders, places};
 use super::seed::{draw, pick, token};
 use super::{Layout, SENTINEL, World};
-use crate::model::Shape;
+use crate::scenario::Shape;
 
 impl World {
     pub(super) fn drawn(layout: Layout, near: Option<&Path>) -> io::Result<World> {

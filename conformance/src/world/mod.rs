@@ -25,7 +25,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-use crate::model::{Shape, TempDirSpelling, WorkspaceSpelling};
+use crate::scenario::{Shape, TempDirSpelling, WorkspaceSpelling};
 
 mod error;
 mod host;

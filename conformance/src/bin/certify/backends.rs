@@ -5,7 +5,7 @@ use std::time::Duration;
 use conformance::backends::{Backend, REFERENCE_BACKENDS, reference_backend};
 use conformance::expectations::{self, ExpectationFile};
 use conformance::external::External;
-use conformance::load::LoadError;
+use conformance::scenario::load::LoadError;
 
 use crate::cli::{Cli, CliError};
 

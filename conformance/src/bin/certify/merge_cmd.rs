@@ -34,19 +34,22 @@ struct MergeCli {
 /// bad input.
 pub(crate) fn merge_main(args: impl Iterator<Item = OsString>) -> ExitCode {
     let cli = MergeCli::parse_from(std::iter::once(OsString::from("certify merge")).chain(args));
-    let merged =
-        match conformance::merge::merge(&cli.reports, cli.allow_mixed_versions, &cli.expect) {
-            Ok(merged) => merged,
-            Err(e) => {
-                eprintln!("certify merge: {e}");
-                return ExitCode::from(certify::exit::USAGE);
-            }
-        };
-    if let Err(e) = conformance::merge::write(&merged, &cli.out) {
+    let merged = match conformance::certify::merge::merge(
+        &cli.reports,
+        cli.allow_mixed_versions,
+        &cli.expect,
+    ) {
+        Ok(merged) => merged,
+        Err(e) => {
+            eprintln!("certify merge: {e}");
+            return ExitCode::from(certify::exit::USAGE);
+        }
+    };
+    if let Err(e) = conformance::certify::merge::write(&merged, &cli.out) {
         eprintln!("certify merge: cannot write to {}: {e}", cli.out.display());
         return ExitCode::from(certify::exit::USAGE);
     }
-    print!("{}", conformance::merge::markdown(&merged));
+    print!("{}", conformance::certify::merge::markdown(&merged));
     println!(
         "\nmerged: {0}/merged.json, {0}/matrix.md, {0}/report.html",
         cli.out.display()

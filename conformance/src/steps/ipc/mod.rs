@@ -28,7 +28,7 @@ use sandbox::{ClassEnforcement, Classification, EnforcementClass, ProviderPolicy
 use sandbox_local::launch::{self, LaunchOptions};
 
 use crate::backends::Backend;
-use crate::model::{HostIpcStep, IpcTarget, WorkspaceSpelling};
+use crate::scenario::{HostIpcStep, IpcTarget, WorkspaceSpelling};
 use crate::steps::StepError;
 use crate::world::World;
 

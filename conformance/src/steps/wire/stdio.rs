@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::backends::{Backend, Kind};
-use crate::model::WireConfig;
+use crate::scenario::WireConfig;
 use crate::steps::StepError;
 
 /// How long any answer may take.
@@ -54,7 +54,7 @@ impl Exchange {
     pub(crate) fn check_answer_time(
         &self,
         action: &impl std::fmt::Display,
-        expect: &crate::model::WireExpect,
+        expect: &crate::scenario::WireExpect,
     ) -> Result<(), StepError> {
         if let Some(within) = expect.answered_within_ms
             && self.took > Duration::from_millis(within)
