@@ -5,9 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use conformance::certify::CaseResult;
+use conformance::certify::merge::Merged;
+use conformance::certify::{BackendReport, CaseResult, Report, Status};
+use conformance::scenario::Level;
+use sandbox::{ClassEnforcement, EnforcementClass, SandboxEnforcement};
 use sandbox_test_support::{is_root, scratch_dir};
-use serde_json::Value;
 
 const CERTIFY: &str = env!("CARGO_BIN_EXE_certify");
 const ADAPTER: &str = env!("CARGO_BIN_EXE_reference-backend");
@@ -24,7 +26,7 @@ fn backend(script: &str) -> Vec<String> {
 
 struct Run {
     code: Option<i32>,
-    report: Value,
+    report: Report,
     matrix: String,
     junit: String,
     _out: tempfile::TempDir,
@@ -35,9 +37,7 @@ impl Run {
     /// message, and the seed to run it again (then the matrix).
     fn why(&self) -> String {
         let mut out = String::new();
-        let cases: Vec<CaseResult> =
-            serde_json::from_value(self.report["cases"].clone()).unwrap_or_default();
-        for case in cases.iter().filter(|c| c.status.is_bad()) {
+        for case in self.report.cases.iter().filter(|c| c.status.is_bad()) {
             out += &format!(
                 "{} {}: {}\n",
                 case.status.code(),
@@ -47,7 +47,7 @@ impl Run {
         }
         format!(
             "{out}seed: {} (CONFORMANCE_SEED replays it)\n{}",
-            self.report["seed"], self.matrix
+            self.report.seed, self.matrix
         )
     }
 }
@@ -83,37 +83,33 @@ fn certify_with(args: &[&str], command: &[String], env: &[(&str, &str)]) -> Run 
     }
 }
 
-fn statuses(report: &Value) -> Vec<(String, String)> {
-    report["cases"]
-        .as_array()
-        .map(|cases| {
-            cases
-                .iter()
-                .map(|c| {
-                    (
-                        c["trial"].as_str().unwrap_or("").to_owned(),
-                        c["status"].as_str().unwrap_or("").to_owned(),
-                    )
-                })
-                .collect()
-        })
-        .unwrap_or_default()
+fn statuses(report: &Report) -> Vec<(String, String)> {
+    report
+        .cases
+        .iter()
+        .map(|c| (c.trial.clone(), c.status.code().to_owned()))
+        .collect()
 }
 
-fn count(report: &Value, status: &str) -> usize {
+fn count(report: &Report, status: &str) -> usize {
     statuses(report).iter().filter(|(_, s)| s == status).count()
+}
+
+/// A case's message (empty when it has none).
+fn message(case: &CaseResult) -> &str {
+    case.message.as_deref().unwrap_or("")
 }
 
 #[test]
 fn the_main_command_certifies_this_hosts_backends_and_writes_three_reports() {
     let run = certify(&[], &[]);
     assert_eq!(run.code, Some(0), "{}", run.why());
-    let certified: Vec<&str> = run.report["backends"]
-        .as_array()
-        .expect("backends")
+    let certified: Vec<&str> = run
+        .report
+        .backends
         .iter()
-        .filter(|b| b["certified"] == true)
-        .filter_map(|b| b["name"].as_str())
+        .filter(|b| b.certified)
+        .map(|b| b.name.as_str())
         .collect();
     // What this host must certify: the local chain's hostile-host simulations need root.
     for name in conformance::backends::default_required()
@@ -126,15 +122,15 @@ fn the_main_command_certifies_this_hosts_backends_and_writes_three_reports() {
             run.matrix
         );
     }
-    let host = &run.report["host"];
-    assert!(host["kernel"].as_str().is_some());
-    assert!(host["landlock_abi"].as_u64().is_some_and(|abi| abi >= 3));
+    let host = &run.report.host;
+    assert!(host.kernel.is_some());
+    assert!(host.landlock_abi.is_some_and(|abi| abi >= 3));
     assert!(
-        host["bwrap_version"]
-            .as_str()
+        host.bwrap_version
+            .as_deref()
             .is_some_and(|v| v.contains("bubblewrap"))
     );
-    assert!(run.report["suite_version"].as_str().is_some());
+    assert!(!run.report.suite_version.is_empty());
     assert!(run.matrix.contains("| containment |"), "{}", run.matrix);
     assert!(
         run.matrix.contains("seatbelt"),
@@ -159,17 +155,20 @@ fn the_worked_example_in_python_is_certified() {
     // The gap it reports (a unix socket bound to a host path) is an expected failure, named.
     assert!(count(&run.report, "XFAIL") >= 2, "{}", run.matrix);
     assert!(count(&run.report, "PASS") >= 262);
-    assert_eq!(run.report["backends"][0]["name"], "example-bwrap-py");
+    assert_eq!(run.report.backends[0].name, "example-bwrap-py");
     // The report states what its answers said, not its handshake's `full`: restricted-network
     // answers report the network `partial` (named unix sockets), so the backend is `partial`.
-    let me = &run.report["backends"][0];
-    assert_eq!(me["enforcement"], "partial", "{me}");
-    assert_eq!(me["classes"]["files"]["enforcement"], "full", "{me}");
-    assert_eq!(me["classes"]["network"]["enforcement"], "partial", "{me}");
+    let me = &run.report.backends[0];
+    assert_eq!(me.enforcement, Some(SandboxEnforcement::Partial), "{me:?}");
+    let classes = me.classes.clone().unwrap_or_default();
     assert_eq!(
-        me["classes"]["network"]["ungoverned"][0], "named-unix-sockets",
-        "{me}"
+        classes.get(EnforcementClass::Files).enforcement,
+        ClassEnforcement::Full,
+        "{me:?}"
     );
+    let network = classes.get(EnforcementClass::Network);
+    assert_eq!(network.enforcement, ClassEnforcement::Partial, "{me:?}");
+    assert_eq!(network.ungoverned, ["named-unix-sockets"], "{me:?}");
     assert!(
         run.matrix
             .contains("| **network** | partial (named-unix-sockets) |"),
@@ -188,9 +187,9 @@ fn the_worked_example_in_rust_is_certified() {
         &[RUST_EXAMPLE.to_owned()],
     );
     assert_eq!(run.code, Some(0), "{}", run.why());
-    let me = &run.report["backends"][0];
-    assert_eq!(me["name"], "rust-example", "{me}");
-    assert_eq!(me["certified"], true, "{me}");
+    let me = &run.report.backends[0];
+    assert_eq!(me.name, "rust-example", "{me:?}");
+    assert!(me.certified, "{me:?}");
     assert_eq!(count(&run.report, "FAIL"), 0, "{}", run.matrix);
     assert_eq!(count(&run.report, "SKIP"), 0, "{}", run.matrix);
     assert!(count(&run.report, "XFAIL") > 0, "{}", run.matrix);
@@ -280,11 +279,13 @@ fn a_backend_keyed_on_the_shape_of_the_harness_requests_is_rejected_with_the_esc
 fn a_backend_confining_every_other_request_is_inconsistent_with_both_argvs_named() {
     let (inconsistent, run) = rejected("cheat_every_other_backend.py", "INCONSISTENT");
     assert!(inconsistent.len() > 100, "{}", inconsistent.len());
-    let case = run.report["cases"]
-        .as_array()
-        .and_then(|cases| cases.iter().find(|c| c["status"] == "INCONSISTENT"))
+    let case = run
+        .report
+        .cases
+        .iter()
+        .find(|c| c.status == Status::Inconsistent)
         .expect("an inconsistent case");
-    let message = case["message"].as_str().unwrap_or("");
+    let message = message(case);
     // Both answers: the confined one and the payload handed back as it was.
     assert!(
         message.contains("bwrap") && message.matches("argv [").count() == 2,
@@ -308,17 +309,16 @@ fn a_backend_that_writes_another_name_than_asked_is_caught_by_the_world_diff() {
         &backend("lossy_env_backend.py"),
     );
     assert_eq!(run.code, Some(1), "{}", run.matrix);
-    let case = run.report["cases"]
-        .as_array()
-        .and_then(|cases| {
-            cases.iter().find(|c| {
-                c["trial"]
-                    == "containment::lossy-env::names_via_env::create_non_utf8_workspace-write"
-            })
+    let case = run
+        .report
+        .cases
+        .iter()
+        .find(|c| {
+            c.trial == "containment::lossy-env::names_via_env::create_non_utf8_workspace-write"
         })
         .expect("the case ran");
-    assert_eq!(case["status"], "FAIL");
-    let message = case["message"].as_str().unwrap_or("");
+    assert_eq!(case.status, Status::Fail);
+    let message = message(case);
     // The stray name that was written, and the name that was asked (both drawn for the case).
     assert!(message.contains("\u{FFFD} (file"), "{message}");
     assert!(
@@ -342,23 +342,15 @@ fn a_call_stopped_before_a_slow_runner_started_the_payload_timed_out() {
         &["--scenarios", root.path().to_str().expect("utf8")],
         &backend("slow_start_backend.py"),
     );
-    let stopped: Vec<&Value> = run.report["cases"]
-        .as_array()
-        .map(|cases| {
-            cases
-                .iter()
-                .filter(|c| {
-                    c["trial"]
-                        .as_str()
-                        .unwrap_or("")
-                        .contains("_past_a_timeout_")
-                })
-                .collect()
-        })
-        .unwrap_or_default();
+    let stopped: Vec<&CaseResult> = run
+        .report
+        .cases
+        .iter()
+        .filter(|c| c.trial.contains("_past_a_timeout_"))
+        .collect();
     assert_eq!(stopped.len(), 6, "{}", run.matrix);
     for case in stopped {
-        assert_eq!(case["status"], "PASS", "{case}");
+        assert_eq!(case.status, Status::Pass, "{case:?}");
     }
 }
 
@@ -369,21 +361,21 @@ fn a_seed_replays_a_run_exactly() {
             &["--family", "containment", "--seed", seed],
             &backend("cheat_on_paths_backend.py"),
         );
-        assert_eq!(run.report["seed"].as_u64(), seed.parse().ok());
-        let mut failed: Vec<String> = run.report["cases"]
-            .as_array()
-            .expect("cases")
+        assert_eq!(Some(run.report.seed), seed.parse().ok());
+        let mut failed: Vec<String> = run
+            .report
+            .cases
             .iter()
-            .filter(|c| c["status"] == "FAIL")
+            .filter(|c| c.status == Status::Fail)
             // The inside-out walk (CT-009) and the outside-in list (CT-008) report every host
             // directory and dotfile an unconfined payload could write, and what other processes
             // of a shared machine make there changes between two runs: their failures are named,
             // their messages not compared.
-            .filter_map(|c| match c["trial"].as_str() {
-                Some(t) if t.contains("::inside_out::") || t.contains("::writable_set::") => {
+            .filter_map(|c| match c.trial.as_str() {
+                t if t.contains("::inside_out::") || t.contains("::writable_set::") => {
                     Some(t.to_owned())
                 }
-                _ => c["message"].as_str().map(str::to_owned),
+                _ => c.message.clone(),
             })
             .collect();
         failed.sort();
@@ -460,8 +452,16 @@ fn a_backend_whose_rules_match_every_line_is_an_error() {
     assert_eq!(count(&run.report, "PASS"), 0, "{}", run.matrix);
     assert!(
         run.report
-            .to_string()
-            .contains("runner-failure rule #0 is invalid"),
+            .cases
+            .iter()
+            .any(|c| message(c).contains("runner-failure rule #0 is invalid"))
+            || run
+                .report
+                .backends
+                .iter()
+                .flat_map(|b| b.problems.iter().chain(&b.unusable_reason))
+                .chain(&run.report.suite_problems)
+                .any(|p| p.contains("runner-failure rule #0 is invalid")),
         "{}",
         run.matrix
     );
@@ -601,16 +601,15 @@ fn hd009_with(observed: &str) -> Vec<(String, String, String)> {
         ],
         &backend("unhardened_bwrap_backend.py"),
     );
-    run.report["cases"]
-        .as_array()
-        .expect("cases")
+    run.report
+        .cases
         .iter()
-        .filter(|c| c["scenario"] == "HD-009")
+        .filter(|c| c.scenario == "HD-009")
         .map(|c| {
             (
-                c["trial"].as_str().unwrap_or("").to_owned(),
-                c["status"].as_str().unwrap_or("").to_owned(),
-                c["message"].as_str().unwrap_or("").to_owned(),
+                c.trial.clone(),
+                c.status.code().to_owned(),
+                message(c).to_owned(),
             )
         })
         .collect()
@@ -648,10 +647,11 @@ fn ran_clean(run: &Run) -> bool {
             .all(|(_, s)| s == "PASS" || s == "XFAIL" || s == "SKIP")
 }
 
-fn backend_report<'a>(run: &'a Run, name: &str) -> &'a Value {
-    run.report["backends"]
-        .as_array()
-        .and_then(|b| b.iter().find(|b| b["name"] == name))
+fn backend_report<'a>(run: &'a Run, name: &str) -> &'a BackendReport {
+    run.report
+        .backends
+        .iter()
+        .find(|b| b.name == name)
         .unwrap_or_else(|| panic!("no backend {name}: {}", run.matrix))
 }
 
@@ -662,10 +662,10 @@ fn the_harness_offers_protocol_2_and_the_example_takes_it() {
         &backend("example_bwrap_backend.py"),
     );
     assert!(ran_clean(&run), "{}", run.matrix);
-    assert_eq!(backend_report(&run, "example-bwrap-py")["protocol"], 2);
+    assert_eq!(backend_report(&run, "example-bwrap-py").protocol, Some(2));
     assert_eq!(
-        backend_report(&run, "example-bwrap-py")["fooled_by_forged_runner_failure"],
-        false
+        backend_report(&run, "example-bwrap-py").fooled_by_forged_runner_failure,
+        Some(false)
     );
     assert!(
         run.matrix.contains("- example-bwrap-py: protocol 2"),
@@ -680,7 +680,7 @@ fn a_strict_version_1_backend_keeps_working_and_is_reported_as_version_1() {
     cmd.push("v1-strict".into());
     let run = certify(&["--family", "parity"], &cmd);
     assert!(ran_clean(&run), "{}", run.matrix);
-    assert_eq!(backend_report(&run, "misbehaving")["protocol"], 1);
+    assert_eq!(backend_report(&run, "misbehaving").protocol, Some(1));
     assert!(
         run.matrix.contains("- misbehaving: protocol 1"),
         "{}",
@@ -733,12 +733,18 @@ fn a_declared_protected_path_that_is_writable_is_caught_on_the_disk() {
         run.matrix
     );
     // matrix.md wraps long messages wherever the drawn path ends: read the report's own.
-    let messages = run.report["cases"].to_string();
-    assert!(messages.contains(".git was created"), "{messages}");
+    let messages: Vec<&str> = run.report.cases.iter().map(message).collect();
     assert!(
-        run.report["backends"][0]["declared"]["protected"][0]["path"] == ".git",
-        "{}",
-        run.report
+        messages.iter().any(|m| m.contains(".git was created")),
+        "{messages:?}"
+    );
+    let declared = run.report.backends[0].declared.as_ref();
+    assert!(
+        declared.is_some_and(|d| d
+            .protected
+            .first()
+            .is_some_and(|p| p.path == std::path::Path::new(".git"))),
+        "{declared:?}"
     );
 }
 
@@ -773,8 +779,8 @@ fn a_stderr_only_backend_is_fooled_by_a_forged_signature_and_the_report_says_so(
         run.matrix
     );
     assert_eq!(
-        backend_report(&run, "misbehaving")["fooled_by_forged_runner_failure"],
-        true
+        backend_report(&run, "misbehaving").fooled_by_forged_runner_failure,
+        Some(true)
     );
 }
 
@@ -1007,11 +1013,11 @@ fn merging_two_legs_reports_yields_one_matrix_with_every_host() {
     assert!(
         matrix.contains("- **root**: PARTIAL") && matrix.contains("- **unprivileged**: PARTIAL")
     );
-    let merged: Value =
+    let merged: Merged =
         serde_json::from_str(&std::fs::read_to_string(out.join("merged.json")).expect("json"))
             .expect("merged.json parses");
-    assert_eq!(merged["hosts"].as_array().map(Vec::len), Some(2));
-    assert_eq!(merged["certified"], false);
+    assert_eq!(merged.hosts.len(), 2);
+    assert!(!merged.certified);
 }
 
 #[test]
@@ -1024,7 +1030,9 @@ fn merge_refuses_what_is_not_a_finished_report_of_this_suite_naming_the_file() {
         .output()
         .expect("certify a leg");
     assert_eq!(run.status.code(), Some(3));
-    let report: Value =
+    // Edited as JSON text, as a hand or another version would: the typed report cannot say
+    // what an older suite wrote.
+    let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(leg.join("report.json")).expect("report"))
             .expect("json");
     let other = base.path().join("other");
@@ -1090,17 +1098,12 @@ fn leaky_with(leak: &str, env: &[(&str, &str)]) -> (Run, Vec<(String, String)>) 
     let mut cmd = backend("leaky_backend.py");
     cmd.push(leak.into());
     let run = certify_with(&["--family", "containment"], &cmd, env);
-    let failed = run.report["cases"]
-        .as_array()
-        .expect("cases")
+    let failed = run
+        .report
+        .cases
         .iter()
-        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
-        .map(|c| {
-            (
-                c["scenario"].as_str().unwrap_or_default().to_owned(),
-                c["message"].as_str().unwrap_or_default().to_owned(),
-            )
-        })
+        .filter(|c| !matches!(c.status, Status::Pass | Status::Xfail))
+        .map(|c| (c.scenario.clone(), message(c).to_owned()))
         .collect();
     (run, failed)
 }
@@ -1215,23 +1218,26 @@ fn a_backend_honest_about_an_ungoverned_protected_class_is_not_failed_at_must_fo
     );
     let me = backend_report(&run, "unprotected-py");
     assert_eq!(
-        me["classes"]["protected"]["enforcement"], "not-governed",
-        "{me}"
+        me.classes
+            .clone()
+            .unwrap_or_default()
+            .get(EnforcementClass::Protected)
+            .enforcement,
+        ClassEnforcement::NotGoverned,
+        "{me:?}"
     );
-    assert_eq!(me["certified"], true, "{}", run.matrix);
-    let hooks: Vec<&Value> = run.report["cases"]
-        .as_array()
-        .expect("cases")
+    assert!(me.certified, "{}", run.matrix);
+    let hooks: Vec<&CaseResult> = run
+        .report
+        .cases
         .iter()
-        .filter(|c| c["scenario"] == "PAR-004" && c["status"] != "PASS")
+        .filter(|c| c.scenario == "PAR-004" && c.status != Status::Pass)
         .collect();
     assert_eq!(hooks.len(), 1, "{hooks:?}");
-    assert_eq!(hooks[0]["status"], "XFAIL", "{hooks:?}");
-    assert_eq!(hooks[0]["level"], "should", "{hooks:?}");
+    assert_eq!(hooks[0].status, Status::Xfail, "{hooks:?}");
+    assert_eq!(hooks[0].level, Some(Level::Should), "{hooks:?}");
     assert!(
-        hooks[0]["trial"]
-            .as_str()
-            .is_some_and(|t| t.ends_with("write_hooks_workspace-write")),
+        hooks[0].trial.ends_with("write_hooks_workspace-write"),
         "{hooks:?}"
     );
 }
@@ -1339,18 +1345,18 @@ fn a_lone_installed_certify_certifies_a_family_from_the_root_directory() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     // PARTIAL: the family passed, and only it ran.
     assert_eq!(run.status.code(), Some(3), "{stderr}");
-    let report: Value = serde_json::from_str(
+    let report: Report = serde_json::from_str(
         &std::fs::read_to_string(bin.path().join("out/report.json")).expect("report.json"),
     )
     .expect("json");
-    assert_eq!(report["backends"][0]["name"], "landlock");
-    assert_eq!(report["backends"][0]["certified"], true, "{stderr}");
-    let cases = report["cases"].as_array().map_or(0, Vec::len);
+    assert_eq!(report.backends[0].name, "landlock");
+    assert!(report.backends[0].certified, "{stderr}");
+    let cases = report.cases.len();
     assert!(cases > 100, "the containment family ran: {cases} cases");
     // The embedded scenario set is the workspace's, and the report says which it is.
     let hash = conformance::suite::hash_dir(&repo().join("scenarios")).expect("hash");
-    assert_eq!(report["suite_hash"], hash.as_str());
-    assert!(report["suite_version"].as_str().is_some());
+    assert_eq!(report.suite_hash.as_deref(), Some(hash.as_str()));
+    assert!(!report.suite_version.is_empty());
     // The suite's copy and the launcher's link are gone with the run.
     let left: Vec<_> = std::fs::read_dir(cache.path().join("sandbox-certify"))
         .expect("certify's cache directory")
@@ -1383,20 +1389,16 @@ fn a_lone_installed_certify_is_also_the_agent_and_sandboxctl() {
     let (run, bin) = lone_certify(cache.path(), &args);
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(3), "{stderr}");
-    let report: Value = serde_json::from_str(
+    let report: Report = serde_json::from_str(
         &std::fs::read_to_string(bin.path().join("out/report.json")).expect("report.json"),
     )
     .expect("json");
-    let backends = report["backends"].as_array().expect("backends");
+    let backends = &report.backends;
     assert_eq!(backends.len(), if is_root() { 2 } else { 1 }, "{stderr}");
     for backend in backends {
-        assert_eq!(backend["certified"], true, "{}: {stderr}", backend["name"]);
+        assert!(backend.certified, "{}: {stderr}", backend.name);
     }
-    let ran = |family: &str| {
-        report["cases"]
-            .as_array()
-            .map_or(0, |c| c.iter().filter(|c| c["family"] == family).count())
-    };
+    let ran = |family: &str| report.cases.iter().filter(|c| c.family == family).count();
     assert!(ran("anchoring") > 30, "the anchoring family ran: {stderr}");
     if is_root() {
         assert!(ran("selection") >= 15, "the selection family ran: {stderr}");
@@ -1578,7 +1580,7 @@ fn without_tmux_the_tmux_cases_are_the_harness_error_never_a_backend_failure() {
     );
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(stderr.contains("this host lacks tmux"), "{stderr}");
-    let report: Value = serde_json::from_str(
+    let report: Report = serde_json::from_str(
         &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
     )
     .expect("json");
@@ -1588,12 +1590,11 @@ fn without_tmux_the_tmux_cases_are_the_harness_error_never_a_backend_failure() {
         .collect();
     assert_eq!(tmux.len(), 4, "{tmux:?}");
     assert!(tmux.iter().all(|(_, s)| s == "ERROR"), "{tmux:?}");
-    let messages: Vec<&str> = report["cases"]
-        .as_array()
-        .expect("cases")
+    let messages: Vec<&str> = report
+        .cases
         .iter()
-        .filter(|c| c["trial"].as_str().is_some_and(|t| t.contains("tmux")))
-        .filter_map(|c| c["message"].as_str())
+        .filter(|c| c.trial.contains("tmux"))
+        .filter_map(|c| c.message.as_deref())
         .collect();
     assert!(
         messages
@@ -1619,28 +1620,23 @@ fn caught_only_by(
     command.push(leak.into());
     let run = certify(&["--family", family], &command);
     assert_eq!(run.code, Some(1), "{}", run.matrix);
-    let bad: Vec<&Value> = run.report["cases"]
-        .as_array()
-        .expect("cases")
+    let bad: Vec<&CaseResult> = run
+        .report
+        .cases
         .iter()
-        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .filter(|c| !matches!(c.status, Status::Pass | Status::Xfail))
         .collect();
     assert!(!bad.is_empty(), "{}", run.matrix);
     for case in &bad {
-        assert_eq!(case["status"], "FAIL", "{case}");
-        assert_eq!(
-            case["scenario"], scenario,
-            "another check caught it: {case}"
-        );
-        let message = case["message"].as_str().unwrap_or("");
+        assert_eq!(case.status, Status::Fail, "{case:?}");
+        assert_eq!(case.scenario, scenario, "another check caught it: {case:?}");
+        let message = message(case);
         assert!(
             message.contains("on the host") && message.contains(host),
             "{message}"
         );
     }
-    bad.iter()
-        .map(|c| c["trial"].as_str().unwrap_or("").to_owned())
-        .collect()
+    bad.iter().map(|c| c.trial.clone()).collect()
 }
 
 #[test]
@@ -1685,11 +1681,11 @@ fn a_plant_in_the_shared_temp_folders_tidied_after_the_call_is_found_while_the_c
         &backend("leaky_while_running_backend.py"),
     );
     assert_eq!(run.code, Some(1), "{}", run.matrix);
-    let bad: Vec<&Value> = run.report["cases"]
-        .as_array()
-        .expect("cases")
+    let bad: Vec<&CaseResult> = run
+        .report
+        .cases
         .iter()
-        .filter(|c| !["PASS", "XFAIL", "SKIP"].contains(&c["status"].as_str().unwrap_or("")))
+        .filter(|c| !matches!(c.status, Status::Pass | Status::Xfail | Status::Skip))
         .collect();
     // Every plant is found, and by nothing but the person's tools while the call runs (the two
     // cargo cases where the harness's user has a cargo to act as the person with).
@@ -1700,9 +1696,9 @@ fn a_plant_in_the_shared_temp_folders_tidied_after_the_call_is_found_while_the_c
     };
     assert_eq!(bad.len(), planted, "{bad:#?}");
     for case in bad {
-        assert_eq!(case["status"], "FAIL", "{case}");
-        assert_eq!(case["scenario"], "HD-030", "{case}");
-        let message = case["message"].as_str().unwrap_or("");
+        assert_eq!(case.status, Status::Fail, "{case:?}");
+        assert_eq!(case.scenario, "HD-030", "{case:?}");
+        let message = message(case);
         assert!(
             message.contains("while the call runs, the person's"),
             "{message}"
@@ -1729,16 +1725,17 @@ fn a_backend_that_claims_files_full_while_metadata_lands_fails_the_metadata_chec
     ];
     let run = certify(&["--family", "containment"], &command);
     assert_eq!(run.code, Some(1), "{}", run.matrix);
-    let cases = run.report["cases"].as_array().expect("cases");
-    let bad: Vec<&Value> = cases
+    let bad: Vec<&CaseResult> = run
+        .report
+        .cases
         .iter()
-        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .filter(|c| !matches!(c.status, Status::Pass | Status::Xfail))
         .collect();
     // Only the metadata checks: CT-011, and CT-002's chmod rows.
     for case in &bad {
-        assert_eq!(case["status"], "FAIL", "{case}");
-        let scenario = case["scenario"].as_str().unwrap_or("");
-        assert!(scenario == "CT-011" || scenario == "CT-002", "{case}");
+        assert_eq!(case.status, Status::Fail, "{case:?}");
+        let scenario = case.scenario.as_str();
+        assert!(scenario == "CT-011" || scenario == "CT-002", "{case:?}");
     }
     // utimes and xattrs are tried by CT-011 alone, each host path named.
     for effect in ["utimes", "xattr-user"] {
@@ -1748,9 +1745,9 @@ fn a_backend_that_claims_files_full_while_metadata_lands_fails_the_metadata_chec
             );
             let case = bad
                 .iter()
-                .find(|c| c["trial"] == trial.as_str())
+                .find(|c| c.trial == trial)
                 .unwrap_or_else(|| panic!("{trial} did not fail: {}", run.matrix));
-            let message = case["message"].as_str().unwrap_or("");
+            let message = message(case);
             assert!(
                 message.contains("changed the host outside the writable set: /")
                     && message.contains("the launch reports files full"),
@@ -1776,12 +1773,14 @@ fn a_backend_hiding_var_tmp_and_home_behind_declared_tmpfs_mounts_passes_what_th
     // Every case of the families its private places touch passes (PARTIAL: families left out).
     assert_eq!(run.code, Some(3), "{}", run.matrix);
     assert_eq!(count(&run.report, "FAIL"), 0, "{}", run.matrix);
-    let declared = &backend_report(&run, "private-places")["declared"]["private"];
+    let declared = backend_report(&run, "private-places")
+        .declared
+        .as_ref()
+        .expect("the report lists the private places");
     let places: Vec<&str> = declared
-        .as_array()
-        .expect("the report lists the private places")
+        .private
         .iter()
-        .filter_map(|p| p["path"].as_str())
+        .filter_map(|p| p.path.to_str())
         .collect();
     assert_eq!(places, ["/var/tmp", "/home"]);
     // Each declaration was verified, in both modes.
@@ -1798,12 +1797,12 @@ fn a_private_place_declared_but_not_hidden_fails_naming_the_host_file_seen() {
     command.push("lie".into());
     let run = certify(&["--family", "declared"], &command);
     assert_eq!(run.code, Some(1), "{}", run.matrix);
-    let messages: Vec<&str> = run.report["cases"]
-        .as_array()
-        .expect("cases")
+    let messages: Vec<&str> = run
+        .report
+        .cases
         .iter()
-        .filter(|c| c["status"] == "FAIL")
-        .filter_map(|c| c["message"].as_str())
+        .filter(|c| c.status == Status::Fail)
+        .filter_map(|c| c.message.as_deref())
         .collect();
     assert_eq!(messages.len(), 2, "{messages:?}");
     assert!(
@@ -1830,11 +1829,11 @@ fn a_sorted_mount_table_is_consistent_and_a_refused_workspace_swap_passes() {
     assert_eq!(swaps.len(), 3, "{swaps:?}");
     assert!(swaps.iter().all(|(_, s)| s == "PASS"), "{swaps:?}");
     // What it fails is the worked example's own shared /tmp (HD-030), nothing of its shape.
-    let bad: Vec<&Value> = run.report["cases"]
-        .as_array()
-        .expect("cases")
+    let bad: Vec<&CaseResult> = run
+        .report
+        .cases
         .iter()
-        .filter(|c| c["status"] != "PASS" && c["status"] != "XFAIL")
+        .filter(|c| !matches!(c.status, Status::Pass | Status::Xfail))
         .collect();
-    assert!(bad.iter().all(|c| c["scenario"] == "HD-030"), "{bad:#?}");
+    assert!(bad.iter().all(|c| c.scenario == "HD-030"), "{bad:#?}");
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::matrix::{certified, class_word, family_rows, header, row};
 use super::{BackendReport, Report, Status, Verdict};
@@ -67,7 +67,7 @@ pub enum MergeError {
 
 /// Several hosts' reports, each under its label (its leg, or the name of the directory it was
 /// read from).
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Merged {
     /// The suite version of the first report.
     pub suite_version: String,
