@@ -384,9 +384,10 @@ pub fn schemas() -> [(&'static str, serde_json::Value); 2] {
     ]
 }
 
-/// `value` with the keys of every object in sorted order.
+/// `value` with the keys of every object in sorted order: how every schema this project publishes
+/// is written, so its text does not depend on how `serde_json` orders maps.
 #[cfg(feature = "schema")]
-fn sorted(value: serde_json::Value) -> serde_json::Value {
+pub fn sorted(value: serde_json::Value) -> serde_json::Value {
     match value {
         serde_json::Value::Object(map) => {
             let mut entries: Vec<(String, serde_json::Value)> = map.into_iter().collect();

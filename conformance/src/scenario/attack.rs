@@ -9,7 +9,7 @@ use super::*;
 
 /// An `attack` step: a hostile bash payload confined by the backend in a fresh world, then the
 /// host is checked (the files named, a world diff, the descriptors and processes it could reach).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AttackStep {
     /// The confined mode.
@@ -66,7 +66,7 @@ pub struct AttackStep {
 }
 
 /// The harness's own `git commit` and `git status` after an attack, outside the sandbox.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostGit {
     /// The folder of the workspace to run them in (default `.`; `wt`, `sub`, `src`).
@@ -91,7 +91,7 @@ impl HostGit {
 /// The person's tools the harness runs on the host while an attacked call is still running
 /// (after the payload reached its rendezvous) and again after it ended; the marker a planted
 /// config, hook or fsmonitor would write must stay absent throughout.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct During {
     /// Which tools (each at least once in both phases).
@@ -101,7 +101,7 @@ pub struct During {
 }
 
 /// One of the person's tools that reads config or runs code from where a payload can plant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum PersonTool {
     /// `git status` and `git commit` in the workspace and in every folder of it holding a
@@ -118,7 +118,7 @@ pub enum PersonTool {
 }
 
 /// What an `attack` step must observe.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AttackExpect {
     /// How the call ended.
@@ -149,7 +149,7 @@ pub struct AttackExpect {
 }
 
 /// How an attacked call may end.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum AttackOutcome {
     /// The payload ran to its own end (no runner failure, no timeout).
@@ -165,7 +165,7 @@ pub enum AttackOutcome {
 
 /// A `fence-race` step: the write tool on `path`, `iterations` times, while a thread exchanges
 /// `swap` (a real directory) with a symlink to the outside tree (`renameat2(RENAME_EXCHANGE)`).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FenceRaceStep {
     /// How many write calls (1 to 2000).
@@ -185,7 +185,7 @@ pub struct FenceRaceStep {
 /// exchange of `%WS%/nest` with a relative symlink to `%OUTSIDE%` (which holds a look-alike
 /// `inner`) at a moment spread over its launch. Each call writes a file into its working
 /// directory (the inner workspace); nothing may appear under `%OUTSIDE%`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BindRaceStep {
     /// How many calls (1 to 200).
@@ -193,7 +193,7 @@ pub struct BindRaceStep {
 }
 
 /// What a `fence-race` step must observe beyond "nothing new outside", which always holds.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FenceRaceExpect {
     /// Codes every write call must return one of (absent: any).
@@ -202,7 +202,7 @@ pub struct FenceRaceExpect {
 }
 
 /// A `world` step: the case's world against its snapshot from when the case's world was built.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorldStep {
     /// Paths under which the world may have changed (each with everything beneath it).

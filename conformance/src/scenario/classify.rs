@@ -4,7 +4,7 @@ use sandbox::{Evidence, SpawnErrorKind, StatusFormat};
 use serde::Deserialize;
 
 /// A `classify` step: how the launch ended and what the classifier must conclude.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClassifyStep {
     /// Replaces the backend's dialect (required for the `operator` backend).
@@ -20,7 +20,7 @@ pub struct ClassifyStep {
 }
 
 /// An inline dialect.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DialectSpec {
     /// Denial substrings.
@@ -32,7 +32,7 @@ pub struct DialectSpec {
 }
 
 /// How the process ended: exactly one of `exit`, `signal`, `spawn-error`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct OutcomeSpec {
     /// Exit code.
@@ -50,7 +50,7 @@ pub struct OutcomeSpec {
 }
 
 /// A spawn failure.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SpawnErrorSpec {
     /// `not-found`, `permission-denied` or `other`.
@@ -62,7 +62,7 @@ pub struct SpawnErrorSpec {
 }
 
 /// Which program a spawn error is attributed to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Attribution {
     /// The runner, `argv[0]` of the confined launch.
@@ -74,7 +74,7 @@ pub enum Attribution {
 }
 
 /// The state of the working directory at spawn time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Workdir {
     /// Independently verified to exist and be a directory.
@@ -84,7 +84,7 @@ pub enum Workdir {
 }
 
 /// The raw records the status channel carried, in the given format.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StatusSpec {
     /// The channel's record format.
@@ -95,7 +95,7 @@ pub struct StatusSpec {
 }
 
 /// The classifier's expected verdict.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClassifyExpect {
     /// `runner-failure`, `denied`, `start-failed` or `ordinary`.
@@ -109,7 +109,7 @@ pub struct ClassifyExpect {
 }
 
 /// The classification codes a scenario can expect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExpectedClass {
     /// The sandbox failed; the payload never ran.

@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 /// An `effect` step: one file effect on one path shape under one confined mode.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EffectStep {
     /// The confined mode.
@@ -20,7 +20,7 @@ pub struct EffectStep {
 }
 
 /// How an effect's paths reach its command.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PathRoute {
     /// Spelled in the command itself, as an ordinary command spells them; a name that is not
@@ -33,7 +33,7 @@ pub enum PathRoute {
 }
 
 /// A file effect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Effect {
     /// Create a new file.
@@ -63,7 +63,7 @@ pub enum Effect {
 }
 
 /// Where an effect lands, and how the workspace root is spelled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Shape {
     /// A directory inside the workspace.
@@ -105,7 +105,7 @@ pub enum Shape {
 }
 
 /// What must be true of the host after an effect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ExpectedEffect {
     /// The effect happened, the command succeeded and nothing was classified as denied.

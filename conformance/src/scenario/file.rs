@@ -11,10 +11,11 @@ use super::*;
 
 /// A scenario file. `C` is the case type: [`Case`] for the expanded scenario, and an ignored value
 /// while the header (matrix, derivations) is read before expansion.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScenarioFile<C = Case> {
     /// Stable identifier, unique across the suite and never reused (for example `RF-017`).
+    #[schemars(with = "String")]
     pub id: Spanned<String>,
     /// One line saying what the scenario pins.
     pub title: String,
@@ -49,7 +50,7 @@ pub struct ScenarioFile<C = Case> {
 }
 
 /// One `governs` rule: the cases (whose variables match `when`) that rest on `class`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Governs {
     /// The class the cases need governed.
@@ -69,7 +70,7 @@ impl Governs {
 }
 
 /// How binding a scenario is when certifying.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Level {
     /// Can be neither skipped nor expected to fail when certifying.
@@ -192,6 +193,19 @@ pub struct Scalar {
     pub value: serde_json::Value,
 }
 
+impl schemars::JsonSchema for Scalar {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Scalar".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A plain scalar: a string, an integer or a boolean.",
+            "type": ["string", "integer", "boolean"]
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Scalar {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct V;
@@ -231,7 +245,7 @@ impl<'de> Deserialize<'de> for Scalar {
 
 /// One rule of a derived variable: the first rule whose `when` matches the assignment gives the
 /// value; a rule without `when` always matches.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeriveRule {
     /// Axis name to accepted value(s).
@@ -242,7 +256,7 @@ pub struct DeriveRule {
 }
 
 /// One scalar or a list of them.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(untagged)]
 pub enum OneOrMany {
     /// A list of accepted values.
@@ -262,7 +276,7 @@ impl OneOrMany {
 }
 
 /// One case: a named sequence of steps, each with its own expectation.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Case {
     /// The trial name's last segment: lowercase letters, digits, `_` and `-`.
@@ -279,7 +293,7 @@ pub struct Case {
 }
 
 /// Something a host has or lacks, that decides which host-dependent cases are planned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum HostFact {
     /// bwrap is installed and confines here (its functional probe passes).

@@ -38,3 +38,10 @@ pub use probe::*;
 pub use step::*;
 pub use tool::*;
 pub use wire::*;
+
+/// The JSON Schema of a scenario file, as published in `scenarios/scenario.schema.json` (every
+/// object's keys sorted): generated from the types the loader reads, so the two cannot disagree.
+/// Editors read it through the hint at the top of each scenario file.
+pub fn schema() -> serde_json::Value {
+    crate::protocol::sorted(schemars::schema_for!(ScenarioFile).to_value())
+}

@@ -7,7 +7,7 @@ use serde::Deserialize;
 /// bound to a path and an abstract unix socket; a payload confined under `mode` and `network`
 /// tries to reach `target`; then what the listener recorded is checked (the world, not the exit
 /// code, decides).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetStep {
     /// The confined mode.
@@ -27,7 +27,7 @@ pub struct NetStep {
 /// A `host_ipc` step: the harness sets up `target` on the host, a payload confined under `mode`
 /// and `network` tries to use it, and the host is checked for any effect (none is allowed: host
 /// IPC is closed in every confined mode, whatever the network knob says).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HostIpcStep {
     /// The confined mode.
@@ -39,7 +39,7 @@ pub struct HostIpcStep {
 }
 
 /// The host IPC routes a `host_ipc` step sets up.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum IpcTarget {
     /// A daemon on a named unix socket in `/tmp` (where tmux and ssh-agent keep theirs).
@@ -63,7 +63,7 @@ pub enum IpcTarget {
 }
 
 /// The listeners a `net` step runs outside the sandbox.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum NetTarget {
     /// A TCP listener on `127.0.0.1:$PORT`.
@@ -77,7 +77,7 @@ pub enum NetTarget {
 }
 
 /// What a `net` step must observe.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NetExpect {
     /// `true`: the listener recorded the payload's `$MSG` line. `false`: no listener recorded any
@@ -90,7 +90,7 @@ pub struct NetExpect {
 /// rule's code (1 when the rule admits any). The mark proves it ran, so the classifier must call
 /// each one an ordinary result; a backend whose rules read it as a runner failure can be fooled
 /// by any payload into reporting a broken sandbox.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ForgeStep {
     /// The confined mode the payloads run under (`workspace-write`: the mark must land).
@@ -99,7 +99,7 @@ pub struct ForgeStep {
 
 /// A `declared` step: every path the backend declared protected, in the shape given, attacked
 /// under `workspace-write`, then the disk checked.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DeclaredStep {
     /// Whether each protected path exists before the payload runs.
@@ -108,7 +108,7 @@ pub struct DeclaredStep {
 
 /// A `writable` step: one payload tries to write in every system and home directory of the host
 /// under `mode` (see `steps/writable.rs`).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WritableStep {
     /// The confined mode the payload runs under.
@@ -116,7 +116,7 @@ pub struct WritableStep {
 }
 
 /// `walk: { mode }`: the writable set found from the inside out (see `steps/walk.rs`).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WalkStep {
     /// The confined mode the payload runs under.
@@ -126,7 +126,7 @@ pub struct WalkStep {
 /// `mounts: { mode }`: every mount the payload sees, from the kernel's own table, tried and
 /// mapped back to the host by device and the directory of the filesystem it exposes (see
 /// `steps/mounts.rs`).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MountsStep {
     /// The confined mode the payload runs under.
@@ -136,7 +136,7 @@ pub struct MountsStep {
 /// `metadata: { mode, effect }`: one metadata effect tried on files, a directory and a symlink
 /// outside the writable set (and, under `read-only`, in the workspace); the host's inodes
 /// decide (see `steps/metadata.rs`).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MetadataStep {
     /// The confined mode the payload runs under.
@@ -146,7 +146,7 @@ pub struct MetadataStep {
 }
 
 /// A change to an inode's metadata, not its content.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum MetadataEffect {
     /// `chmod` to another mode.
@@ -188,7 +188,7 @@ impl MetadataEffect {
 
 /// `private: { mode }`: every place the backend declared private, verified (see
 /// `steps/private.rs`).
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PrivateStep {
     /// The confined mode the payload runs under.
@@ -196,7 +196,7 @@ pub struct PrivateStep {
 }
 
 /// The state of a declared protected path before the payload tries it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ProtectedBefore {
     /// It does not exist: the payload tries to create it (a file, or a directory with a file).

@@ -5,7 +5,7 @@ use serde::Deserialize;
 use super::*;
 
 /// One step. Each kind carries its own `expect`.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub enum Step {
     /// Classify a process outcome against the backend's dialect (pure data, no process runs).

@@ -5,7 +5,7 @@ use serde::Deserialize;
 
 /// A `select` step: the reference chain (through `sandboxctl run`) on a host, with a canary
 /// payload that writes inside and outside the workspace.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SelectStep {
     /// The host to simulate.
@@ -19,7 +19,7 @@ pub struct SelectStep {
 }
 
 /// A host to run the chain on.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Host {
     /// This host as it is.
@@ -33,7 +33,7 @@ pub enum Host {
 }
 
 /// What a `select` step must observe.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SelectExpect {
     /// The backend that must be selected and confine the canary (inside lands, outside does not).
@@ -51,7 +51,7 @@ pub struct SelectExpect {
 }
 
 /// The composition and session a case's `tool` steps share.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolSetup {
     /// The deployment default mode (default `read-only`).
@@ -62,6 +62,7 @@ pub struct ToolSetup {
     pub session_mode: Option<sandbox::SandboxMode>,
     /// An `approval/policy` knob event in the session (`ask` or `never`).
     #[serde(default)]
+    #[schemars(schema_with = "approval_policy_schema")]
     pub approval_policy: Option<sandbox_policy::ApprovalPolicy>,
     /// How the tools are composed (default `confining`).
     #[serde(default)]
@@ -91,7 +92,7 @@ pub struct ToolSetup {
 
 /// A `tool` step. In every string, `%WS%`, `%OUTSIDE%`, `%TMP%` and `%TMPDIR%` become the
 /// world's paths; an argument that is exactly `%LAST_TASK%` becomes the last started task id.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolStep {
     /// The tool.
@@ -112,6 +113,30 @@ impl ToolCode {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+impl schemars::JsonSchema for ToolCode {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ToolCode".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A code a tool call ends with.",
+            "type": "string",
+            "enum": sandbox_tools::outcome::CODES
+        })
+    }
+}
+
+/// The schema of an approval policy (`sandbox_policy::ApprovalPolicy`, which has none of its
+/// own): `ask` or `never`.
+pub(crate) fn approval_policy_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "description": "Whether a human is asked before an escalated retry.",
+        "type": "string",
+        "enum": ["ask", "never"]
+    })
 }
 
 impl<'de> Deserialize<'de> for ToolCode {
@@ -141,7 +166,7 @@ impl PartialEq<str> for ToolCode {
 }
 
 /// What a `tool` step must observe.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ToolExpect {
     /// The result code (`OK`, `DENIED`, `FS_SANDBOX_DENIED`, `ESCALATION_REJECTED`, ...): one of
@@ -175,7 +200,7 @@ pub struct ToolExpect {
 
 /// Where a case's workspace is, and how the policy spells it. A closed vocabulary: each value
 /// names a place in (or beside) the world the harness builds.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WorkspaceSpelling {
     /// The world's workspace, spelled canonically.
@@ -200,7 +225,7 @@ pub enum WorkspaceSpelling {
 }
 
 /// How a tool case composes the tools. A closed vocabulary: a typo is a load error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Composition {
     /// A confining shell and the fenced filesystem, with an approval service.
@@ -212,7 +237,7 @@ pub enum Composition {
 }
 
 /// One scripted answer of the approval service. A closed vocabulary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Answer {
     /// Granted for this one call.
@@ -226,7 +251,7 @@ pub enum Answer {
 }
 
 /// The temp dir a policy carries and the payload's `$TMPDIR`. A closed vocabulary.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum TempDirSpelling {
     /// The world's `tmpdir`: a directory outside `/tmp` and outside the workspace.

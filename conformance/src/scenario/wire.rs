@@ -3,7 +3,7 @@
 use serde::Deserialize;
 
 /// A `wire` step: one action on the reference bridge, in a sessions directory kept for the case.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WireStep {
     /// `new`, `load`, `set`, `prompt` (begin and end a turn), `begin`, `end`, `step` (the model's
@@ -60,7 +60,7 @@ impl WireStep {
 }
 
 /// The deployment defaults of the agent process.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WireConfig {
     /// The default sandbox mode.
@@ -68,6 +68,7 @@ pub struct WireConfig {
     pub mode: Option<sandbox::SandboxMode>,
     /// The default approval policy (default `ask`).
     #[serde(default)]
+    #[schemars(schema_with = "super::tool::approval_policy_schema")]
     pub approval: Option<sandbox_policy::ApprovalPolicy>,
     /// The default network mode (default `enabled`); the presets stand for it.
     #[serde(default)]
@@ -87,7 +88,7 @@ pub struct WireConfig {
 }
 
 /// What a `wire` step does. A closed vocabulary: a typo is a load error.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum WireAction {
     /// `session/new`.
@@ -146,7 +147,7 @@ impl std::fmt::Display for WireAction {
 }
 
 /// How a `wire` case reaches the agent.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum Transport {
     /// The bridge as a library, in this process.
@@ -156,7 +157,7 @@ pub enum Transport {
 }
 
 /// What a `wire` step must observe.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WireExpect {
     /// The error code the action must fail with (`UNKNOWN_CONFIG_VALUE`, ...); absent: success.

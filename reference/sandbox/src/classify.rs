@@ -59,6 +59,7 @@ pub struct SpawnFailure {
 
 /// The spawn error classes that matter to classification.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum SpawnErrorKind {
     /// `ENOENT`.
@@ -87,6 +88,7 @@ pub enum PayloadStatus {
 
 /// Which evidence proved a runner failure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "kebab-case")]
 pub enum Evidence {
     /// The runner program could not be spawned.
