@@ -149,6 +149,18 @@ fn spawn(who: Who, stage: &Path, args: &[String], script: &str) -> Child {
         .expect("spawn the launcher")
 }
 
+/// The launch's output once it ended; a launch still running after `bound` is a hang (an emulator
+/// blocked on the payload's behalf), and fails the test.
+fn ended_within(child: Child, bound: Duration) -> std::process::Output {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    rx.recv_timeout(bound)
+        .expect("the launch ended: nothing held the emulator up")
+        .expect("wait")
+}
+
 /// The person's `git status` and `git commit` in every folder a repository is, or was planted,
 /// in: nothing of the payload's may run (it would write `marker`).
 fn persons_git_runs_nothing(w: &World, marker: &Path, when: &str) {
@@ -320,14 +332,7 @@ os.close(os.open("after", os.O_CREAT | os.O_WRONLY, 0o644))
 '"#
         );
         let child = spawn(who, &stage, &prevent_args(&w, &stage), &script);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait_with_output());
-        });
-        let out = rx
-            .recv_timeout(Duration::from_secs(120))
-            .expect("the launch ended")
-            .expect("wait");
+        let out = ended_within(child, Duration::from_secs(120));
         assert!(out.status.success(), "{who:?}: {}", stderr(&out));
         assert!(
             w.ws.join("after").exists(),
@@ -388,15 +393,8 @@ os.close(os.open("after", os.O_CREAT | os.O_WRONLY, 0o644))
             w.outside.join("race.py").display()
         );
         let child = spawn(who, &stage, &prevent_args(&w, &stage), &script);
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let _ = tx.send(child.wait_with_output());
-        });
         // Four rounds of at most two seconds each: ten minutes is a hang, not load.
-        let out = rx
-            .recv_timeout(Duration::from_secs(600))
-            .expect("the launch ended: the emulator was not blocked by the FIFO")
-            .expect("wait");
+        let out = ended_within(child, Duration::from_secs(600));
         assert!(out.status.success(), "{who:?}: {}", stderr(&out));
         assert!(
             w.ws.join("after").exists(),
