@@ -403,6 +403,67 @@ os.close(os.open("after", os.O_CREAT | os.O_WRONLY, 0o644))
     }
 }
 
+/// A payload points its descriptor N at a harmless file, then, from another thread, at a file
+/// of git's surface it opened read-only (a linked worktree's `commondir`), while it reopens
+/// `/proc/self/fd/N` for writing and links it to a new name. What the emulator judged must be
+/// what it opens and links: it holds the object it judged (it judged the decoy and wrote the
+/// `commondir` before, within a few tries, as root and as a user).
+#[test]
+fn a_descriptor_swapped_behind_proc_self_fd_reaches_nothing_it_was_not_judged_for() {
+    const RACE: &str = r#"
+import os, sys, threading
+target = ".git/worktrees/wt/commondir"
+open("decoy", "w").close()
+decoy, surface = os.open("decoy", os.O_RDONLY), os.open(target, os.O_RDONLY)
+N = 60
+os.dup2(decoy, N)
+def swap():
+    while True:
+        os.dup2(surface, N)
+        os.dup2(decoy, N)
+threading.Thread(target=swap, daemon=True).start()
+for i in range(1500):
+    try:
+        fd = os.open("/proc/self/fd/%d" % N, os.O_WRONLY | os.O_APPEND)
+        os.write(fd, b"../../../elsewhere\n")
+        os.close(fd)
+    except OSError:
+        pass
+    try:
+        os.link("/proc/self/fd/%d" % N, "alias%d" % i, follow_symlinks=True)
+    except OSError:
+        pass
+open("done", "w").close()
+"#;
+    for who in identities() {
+        let w = world();
+        repo(&w);
+        let stage = stage_dir(&w, who);
+        let commondir = w.ws.join(".git/worktrees/wt/commondir");
+        let before = fs::read(&commondir).expect("commondir");
+        fs::write(w.outside.join("race.py"), RACE).expect("script");
+        let script = format!(
+            "cd {} && python3 {}",
+            w.ws(),
+            w.outside.join("race.py").display()
+        );
+        let child = spawn(who, &stage, &prevent_args(&w, &stage), &script);
+        let out = ended_within(child, Duration::from_secs(600));
+        assert!(out.status.success(), "{who:?}: {}", stderr(&out));
+        assert!(
+            w.ws.join("done").exists(),
+            "{who:?}: the race ran to its end"
+        );
+        assert_eq!(
+            fs::read(&commondir).expect("commondir"),
+            before,
+            "{who:?}: the commondir was written through a swapped descriptor"
+        );
+        let links = std::os::unix::fs::MetadataExt::nlink(&fs::metadata(&commondir).expect("stat"));
+        assert_eq!(links, 1, "{who:?}: the commondir got a second name");
+    }
+}
+
 #[test]
 fn gits_own_work_passes_confined_and_new_git_directories_are_staged() {
     for who in identities() {

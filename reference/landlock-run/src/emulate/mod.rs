@@ -225,17 +225,22 @@ impl Emulator {
         let writes = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let (parent, name, trailing) = match found {
             Found::Magic { dir, name } => {
+                // The object is held from here on: the payload's descriptor N may be another
+                // object by the time it is opened again (a `dup2` from another thread), so what
+                // is judged is what is opened, through the emulator's own descriptor.
+                let obj = held(&dir, &name)?;
                 self.still(n)?;
-                if writes && self.magic_denied(&dir, &name) {
+                if writes && self.held_denied(&obj) {
                     return Err(REFUSED);
                 }
                 // A FIFO reopened through its magic link waits for its other end as by name.
-                let fifo = nix::sys::stat::fstatat(&dir, name.as_os_str(), AtFlags::empty())
+                let fifo = nix::sys::stat::fstat(&obj)
                     .is_ok_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFIFO);
+                let target = Target::Held(obj);
                 if fifo && flags & libc::O_NONBLOCK == 0 {
-                    return Ok(self.open_later(n, dir, name, oflags, Mode::empty(), cloexec));
+                    return Ok(self.open_later(n, target, oflags, Mode::empty(), cloexec));
                 }
-                return Ok(self.open_now(n, dir, name, oflags, Mode::empty(), cloexec));
+                return Ok(self.open_now(n, target, oflags, Mode::empty(), cloexec));
             }
             Found::Entry {
                 parent,
@@ -260,7 +265,8 @@ impl Emulator {
             Some(Verdict::StageFile) => {
                 self.stage_file(&parent, &name, mode)?;
                 let again = oflags & !(OFlag::O_CREAT | OFlag::O_EXCL) | OFlag::O_NOFOLLOW;
-                return Ok(self.open_now(n, parent, name, again, Mode::empty(), cloexec));
+                let target = Target::Name(parent, name);
+                return Ok(self.open_now(n, target, again, Mode::empty(), cloexec));
             }
             Some(Verdict::StageDir) => return Err(REFUSED),
             Some(Verdict::Allow) | None => {}
@@ -286,13 +292,14 @@ impl Emulator {
             }
         }
         let oflags = oflags | OFlag::O_NOFOLLOW;
+        let target = Target::Name(parent, call_name);
         if fifo && flags & libc::O_NONBLOCK == 0 {
-            return Ok(self.open_later(n, parent, call_name, oflags, mode, cloexec));
+            return Ok(self.open_later(n, target, oflags, mode, cloexec));
         }
-        Ok(self.open_now(n, parent, call_name, oflags, mode, cloexec))
+        Ok(self.open_now(n, target, oflags, mode, cloexec))
     }
 
-    /// Opens `name` in `dir` for the call without ever blocking the emulator: what was a file
+    /// Opens `target` for the call without ever blocking the emulator: what was a file
     /// when it was looked at may be a FIFO by the time it is opened (a rename, or a `dup2` behind
     /// `/proc/self/fd/N`), and a blocking open of a FIFO waits for its other end, which the
     /// payload need never provide. The open is made with `O_NONBLOCK`; when the call did not ask
@@ -302,18 +309,16 @@ impl Emulator {
     fn open_now(
         &self,
         n: &Notification,
-        dir: OwnedFd,
-        name: OsString,
+        target: Target,
         oflags: OFlag,
         mode: Mode,
         cloexec: bool,
     ) -> Answer {
         let blocking = !oflags.contains(OFlag::O_NONBLOCK);
-        let fd = match nix::fcntl::openat(&dir, name.as_os_str(), oflags | OFlag::O_NONBLOCK, mode)
-        {
+        let fd = match target.open(oflags | OFlag::O_NONBLOCK, mode) {
             Ok(fd) => fd,
             Err(Errno::ENXIO) if blocking => {
-                return self.open_later(n, dir, name, oflags, mode, cloexec);
+                return self.open_later(n, target, oflags, mode, cloexec);
             }
             Err(e) => return Answer::Error(e),
         };
@@ -326,7 +331,7 @@ impl Emulator {
                 // Created by this very open, it is no FIFO: what is there now is one the payload
                 // put in its place, opened again without O_CREAT as the kernel would reach it.
                 let again = oflags & !(OFlag::O_CREAT | OFlag::O_EXCL);
-                self.open_later(n, dir, name, again, mode, cloexec)
+                self.open_later(n, target, again, mode, cloexec)
             }
             Ok(_) => {
                 let flags = nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_GETFL)
@@ -342,7 +347,7 @@ impl Emulator {
         }
     }
 
-    /// Opens `name` in `dir` from a thread of its own and answers the call from there: an open
+    /// Opens `target` from a thread of its own and answers the call from there: an open
     /// of a FIFO waits for its other end, and the payload's other calls go on meanwhile. At most
     /// [`MAX_WAITING_OPENS`] wait at once (an open whose caller died waits on until the launch
     /// ends): past that, or when no thread can be made, the call fails with `ENFILE`, so a payload
@@ -350,8 +355,7 @@ impl Emulator {
     fn open_later(
         &self,
         n: &Notification,
-        dir: OwnedFd,
-        name: OsString,
+        target: Target,
         oflags: OFlag,
         mode: Mode,
         cloexec: bool,
@@ -364,7 +368,7 @@ impl Emulator {
         let waiting = Arc::clone(&self.waiting);
         let id = n.id;
         let spawned = std::thread::Builder::new().spawn(move || {
-            match nix::fcntl::openat(&dir, name.as_os_str(), oflags, mode) {
+            match target.open(oflags, mode) {
                 Ok(fd) => listener.answer_fd(id, &fd, cloexec),
                 Err(e) => listener.answer(id, 0, e as i32),
             }
@@ -379,15 +383,11 @@ impl Emulator {
         }
     }
 
-    /// Whether a write through a procfs magic link lands on a name the rules refuse (a file
-    /// opened read-only, reopened for writing through `/proc/self/fd/N`).
-    fn magic_denied(&self, dir: &OwnedFd, name: &OsStr) -> bool {
-        let Ok(obj) =
-            nix::fcntl::openat(dir, name, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
-        else {
-            return false;
-        };
-        let Some(path) = resolve::fd_path(&obj) else {
+    /// Whether a write to `obj`, an object the emulator holds (one a procfs magic link led to: a
+    /// file opened read-only, reopened for writing through `/proc/self/fd/N`), lands on a name the
+    /// rules refuse.
+    fn held_denied(&self, obj: &OwnedFd) -> bool {
+        let Some(path) = resolve::fd_path(obj) else {
             return false;
         };
         let (Some(up), Some(file)) = (path.parent(), path.file_name()) else {
@@ -536,34 +536,25 @@ impl Emulator {
             None => {
                 // The descriptor itself (an O_TMPFILE file, most often): linked through its
                 // /proc entry, which is how an unprivileged process may do it.
+                // Held from here on, so the object judged is the one linked (the payload's
+                // descriptor may be another by then).
                 let via = task.fd_path(odir);
-                if let Ok(obj) = nix::fcntl::open(
+                let obj = nix::fcntl::open(
                     via.as_str(),
                     OFlag::O_PATH | OFlag::O_CLOEXEC,
                     Mode::empty(),
-                ) && self.fd_denied(&obj)
-                {
+                )?;
+                if self.held_denied(&obj) {
                     return Err(REFUSED);
                 }
-                nix::unistd::linkat(
-                    nix::fcntl::AT_FDCWD,
-                    via.as_str(),
-                    &np,
-                    new_name.as_os_str(),
-                    AtFlags::AT_SYMLINK_FOLLOW,
-                )?;
+                link_held(&obj, &np, &new_name)?;
             }
             Some(Found::Magic { dir, name }) => {
-                if self.magic_denied(&dir, &name) {
+                let obj = held(&dir, &name)?;
+                if self.held_denied(&obj) {
                     return Err(REFUSED);
                 }
-                nix::unistd::linkat(
-                    &dir,
-                    name.as_os_str(),
-                    &np,
-                    new_name.as_os_str(),
-                    AtFlags::AT_SYMLINK_FOLLOW,
-                )?;
+                link_held(&obj, &np, &new_name)?;
             }
             Some(Found::Entry { parent, name, .. }) => {
                 // A second name for a file the rules keep unwritten would let it be written.
@@ -580,22 +571,6 @@ impl Emulator {
             }
         }
         Ok(0)
-    }
-
-    /// Whether an open object's own name is one the rules refuse to write.
-    fn fd_denied(&self, obj: &OwnedFd) -> bool {
-        let Some(path) = resolve::fd_path(obj) else {
-            return false;
-        };
-        let (Some(up), Some(file)) = (path.parent(), path.file_name()) else {
-            return false;
-        };
-        nix::fcntl::open(
-            up,
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .is_ok_and(|parent| self.judge(&parent, file, Op::WriteExisting, None) == Verdict::Deny)
     }
 
     fn rename(
@@ -649,25 +624,27 @@ impl Emulator {
         addr: u64,
         len: i64,
     ) -> Result<i64, Errno> {
-        let (dir, name, magic) = match self.path(task, libc::AT_FDCWD, addr, true)? {
-            Found::Entry { parent, name, .. } => (parent, name, false),
-            Found::Magic { dir, name } => (dir, name, true),
+        let target = match self.path(task, libc::AT_FDCWD, addr, true)? {
+            Found::Entry { parent, name, .. } => Target::Name(parent, name),
+            // Held, so what is judged is what is truncated.
+            Found::Magic { dir, name } => Target::Held(held(&dir, &name)?),
         };
         self.still(n)?;
-        let denied = if magic {
-            self.magic_denied(&dir, &name)
-        } else {
-            self.judge(&dir, &name, Op::WriteExisting, None) == Verdict::Deny
+        let denied = match &target {
+            Target::Held(obj) => self.held_denied(obj),
+            Target::Name(dir, name) => {
+                self.judge(dir, name, Op::WriteExisting, None) == Verdict::Deny
+            }
         };
         if denied {
             return Err(REFUSED);
         }
-        let flags = if magic {
-            AtFlags::empty()
-        } else {
-            AtFlags::AT_SYMLINK_NOFOLLOW
+        let st = match &target {
+            Target::Held(obj) => nix::sys::stat::fstat(obj)?,
+            Target::Name(dir, name) => {
+                nix::sys::stat::fstatat(dir, name.as_os_str(), AtFlags::AT_SYMLINK_NOFOLLOW)?
+            }
         };
-        let st = nix::sys::stat::fstatat(&dir, name.as_os_str(), flags)?;
         match st.st_mode & libc::S_IFMT {
             libc::S_IFDIR => return Err(Errno::EISDIR),
             libc::S_IFREG => {}
@@ -675,19 +652,66 @@ impl Emulator {
         }
         if self.rules.truncate_ungoverned {
             // As the payload's own truncate(2) would go: by path, which its ABI does not govern.
-            let path = format!("/proc/self/fd/{}", dir.as_raw_fd());
-            let path = std::path::Path::new(&path).join(&name);
-            nix::unistd::truncate(&path, len)?;
+            nix::unistd::truncate(&target.proc_path(), len)?;
             return Ok(0);
         }
-        let mut oflags = OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
-        if !magic {
-            oflags |= OFlag::O_NOFOLLOW;
-        }
-        let fd = nix::fcntl::openat(&dir, name.as_os_str(), oflags, Mode::empty())?;
+        let oflags = OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC;
+        let fd = target.open(oflags | OFlag::O_NOFOLLOW, Mode::empty())?;
         nix::unistd::ftruncate(&fd, len)?;
         Ok(0)
     }
+}
+
+/// What an open acts on.
+enum Target {
+    /// A name in a directory (never followed when the call said so: the flags carry it).
+    Name(OwnedFd, OsString),
+    /// An object the emulator holds (`O_PATH`), reached through a procfs magic link and judged as
+    /// held: it is opened again through the emulator's own `/proc/self/fd`, never through the
+    /// payload's descriptor, which another of its threads may point elsewhere meanwhile.
+    Held(OwnedFd),
+}
+
+impl Target {
+    /// Opens it with `oflags` (`O_NOFOLLOW` is dropped for a held object: its magic link must be
+    /// followed, and leads only to the object held).
+    fn open(&self, oflags: OFlag, mode: Mode) -> Result<OwnedFd, Errno> {
+        match self {
+            Target::Name(dir, name) => nix::fcntl::openat(dir, name.as_os_str(), oflags, mode),
+            Target::Held(obj) => {
+                nix::fcntl::open(own_path(obj).as_str(), oflags & !OFlag::O_NOFOLLOW, mode)
+            }
+        }
+    }
+
+    /// A path that reaches it through this process's `/proc`.
+    fn proc_path(&self) -> std::path::PathBuf {
+        match self {
+            Target::Name(dir, name) => std::path::Path::new(&own_path(dir)).join(name),
+            Target::Held(obj) => own_path(obj).into(),
+        }
+    }
+}
+
+/// The path of one of the emulator's own descriptors.
+fn own_path(fd: &OwnedFd) -> String {
+    format!("/proc/self/fd/{}", fd.as_raw_fd())
+}
+
+/// The object the procfs magic link `name` in `dir` leads to now, held by the emulator.
+fn held(dir: &OwnedFd, name: &OsStr) -> Result<OwnedFd, Errno> {
+    nix::fcntl::openat(dir, name, OFlag::O_PATH | OFlag::O_CLOEXEC, Mode::empty())
+}
+
+/// Links the held object `obj` as `name` in `dir`.
+fn link_held(obj: &OwnedFd, dir: &OwnedFd, name: &OsStr) -> Result<(), Errno> {
+    nix::unistd::linkat(
+        nix::fcntl::AT_FDCWD,
+        own_path(obj).as_str(),
+        dir,
+        name,
+        AtFlags::AT_SYMLINK_FOLLOW,
+    )
 }
 
 /// What a `make` call creates.
