@@ -45,6 +45,7 @@ mod host;
 mod rows;
 mod runner;
 mod stats;
+mod suite_cpu;
 mod table;
 mod trampoline;
 
@@ -59,6 +60,7 @@ use crate::host::{host_facts, load_average, scratch};
 use crate::rows::rows;
 use crate::runner::set_subreaper;
 use crate::stats::shuffle;
+use crate::suite_cpu::{TARGET_MS_PER_CASE, certify_cost};
 use crate::table::print_table;
 
 /// The benchmark's command line.
@@ -152,6 +154,29 @@ fn main() -> ExitCode {
     }
     set_subreaper(false);
     misses.extend(curve(&args, &s, &mut seed));
+    // What a case of the suite costs, beside what a command costs.
+    match certify_cost(&args, &s.base) {
+        Ok(cost) => {
+            println!(
+                "\ncertify ({}): {} cases, {:.1} s wall, {:.1} s CPU: {:.1} ms of CPU a case (target {TARGET_MS_PER_CASE})",
+                cost.what,
+                cost.cases,
+                cost.wall,
+                cost.cpu,
+                cost.ms_per_case()
+            );
+            if cost.ms_per_case() > TARGET_MS_PER_CASE {
+                misses.push(format!(
+                    "certify: {:.1} ms of CPU a case (target {TARGET_MS_PER_CASE})",
+                    cost.ms_per_case()
+                ));
+            }
+        }
+        Err(e) => {
+            println!("\ncertify: FAILED: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     println!("\nload average at the end: {}", load_average());
     if misses.is_empty() {
         println!("every target met");

@@ -73,6 +73,18 @@ fn the_benchmark_runs_end_to_end_and_prints_every_row() {
             "both backends measured: {line}"
         );
     }
+    // What a case of the suite costs, measured in the same run.
+    let suite = stdout
+        .lines()
+        .find(|l| l.starts_with("certify ("))
+        .unwrap_or_else(|| panic!("no certify line:\n{stdout}"));
+    let per_case: f64 = suite
+        .split(": ")
+        .last()
+        .and_then(|tail| tail.split(" ms").next())
+        .and_then(|ms| ms.parse().ok())
+        .unwrap_or_else(|| panic!("no CPU per case: {suite}"));
+    assert!(per_case > 0.0 && suite.contains(" cases, "), "{suite}");
     assert!(
         stdout.contains("every target met") || stdout.contains("target missed: "),
         "{stdout}"

@@ -1,0 +1,75 @@
+//! What a certification costs: `certify`'s CPU per case, measured in the same run as the
+//! per-command rows, so a case's price is read beside a command's.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+use crate::Args;
+use crate::host::sibling;
+use crate::runner::cpu_seconds;
+
+/// The CPU a certification may cost per case, in milliseconds (issue 32: half what it cost).
+pub(crate) const TARGET_MS_PER_CASE: f64 = 12.0;
+
+/// One measured certification.
+pub(crate) struct SuiteCost {
+    /// What ran: the backends and the families (`every family` for the whole suite).
+    pub(crate) what: String,
+    /// Cases in its report.
+    pub(crate) cases: usize,
+    /// Wall seconds.
+    pub(crate) wall: f64,
+    /// User and system CPU seconds of certify and everything it waited for.
+    pub(crate) cpu: f64,
+}
+
+impl SuiteCost {
+    /// CPU milliseconds a case.
+    pub(crate) fn ms_per_case(&self) -> f64 {
+        self.cpu * 1e3 / self.cases.max(1) as f64
+    }
+}
+
+/// Runs `certify` (next to this executable) on bwrap and landlock, the whole suite (the
+/// containment family alone with `--quick`), writing its reports under `base`.
+pub(crate) fn certify_cost(args: &Args, base: &Path) -> Result<SuiteCost, String> {
+    let certify = sibling("certify", "conformance")?;
+    let out = base.join("certify");
+    let mut command = Command::new(&certify);
+    command.args(["--backend", "bwrap", "--backend", "landlock", "--out"]);
+    command.arg(&out);
+    let what = if args.quick {
+        command.args(["--family", "containment"]);
+        "bwrap and landlock, the containment family"
+    } else {
+        "bwrap and landlock, every family"
+    };
+    let (cpu_before, started) = (cpu_seconds(), Instant::now());
+    let ran = command
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", certify.display()))?;
+    let (cpu, wall) = (cpu_seconds() - cpu_before, started.elapsed().as_secs_f64());
+    // 0: certified; 3: PARTIAL (families left out). Anything else is a broken run, not a cost.
+    if !matches!(ran.status.code(), Some(0 | 3)) {
+        return Err(format!(
+            "certify ended with {}: {}",
+            ran.status,
+            String::from_utf8_lossy(&ran.stdout)
+                .lines()
+                .last()
+                .unwrap_or_default()
+        ));
+    }
+    let report = std::fs::read_to_string(out.join("report.json"))
+        .map_err(|e| format!("no report.json: {e}"))?;
+    let report: serde_json::Value =
+        serde_json::from_str(&report).map_err(|e| format!("report.json: {e}"))?;
+    let cases = report["cases"].as_array().map_or(0, Vec::len);
+    Ok(SuiteCost {
+        what: what.to_owned(),
+        cases,
+        wall,
+        cpu,
+    })
+}
