@@ -1405,6 +1405,55 @@ fn a_lone_installed_certify_is_also_the_agent_and_sandboxctl() {
     }
 }
 
+/// `certify` beside a launcher but without `sandbox-agent` (a release build of certify and the
+/// launcher alone, as the benchmark's build makes): the agent it provides from itself finds that
+/// launcher. It looked only next to itself, every agent call was `SANDBOX_UNAVAILABLE`, and
+/// each agent case hung until its timeout.
+#[test]
+fn a_provided_agent_finds_the_launcher_found_beside_certify() {
+    let bin = private_base("half-bin-");
+    std::fs::copy(CERTIFY, bin.path().join("certify")).expect("copy certify");
+    let launcher = Path::new(CERTIFY).with_file_name("landlock-run");
+    std::fs::copy(&launcher, bin.path().join("landlock-run")).expect("copy the launcher");
+    let scenarios = bin.path().join("scenarios/hardening");
+    std::fs::create_dir_all(&scenarios).expect("scenario folder");
+    std::fs::copy(
+        repo().join("scenarios/hardening/agent_cancel.yaml"),
+        scenarios.join("agent_cancel.yaml"),
+    )
+    .expect("copy the agent's cancel scenario");
+    let cache = private_base("half-cache-");
+    let out = bin.path().join("out");
+    let run = Command::new(bin.path().join("certify"))
+        .args(["--backend", "landlock", "--family", "hardening", "--scenarios"])
+        .arg(bin.path().join("scenarios"))
+        .arg("--out")
+        .arg(&out)
+        .current_dir("/")
+        .env("XDG_CACHE_HOME", cache.path())
+        .env("PATH", "/usr/local/bin:/usr/bin:/bin")
+        .env_remove("CONFORMANCE_SCENARIOS")
+        .env_remove("CONFORMANCE_EXPECTATIONS")
+        .output()
+        .expect("run certify");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    let report: Report = serde_json::from_str(
+        &std::fs::read_to_string(out.join("report.json")).expect("report.json"),
+    )
+    .expect("json");
+    let agent_case = report
+        .cases
+        .iter()
+        .find(|c| c.scenario == "HD-021")
+        .unwrap_or_else(|| panic!("the agent's case ran: {stderr}"));
+    assert_eq!(
+        agent_case.status,
+        Status::Pass,
+        "{:?}: {stderr}",
+        agent_case.message
+    );
+}
+
 #[test]
 fn a_lone_certify_that_cannot_provide_the_launcher_runs_nothing_under_landlock() {
     // Its cache under /tmp (a temp root a confined call may write) is refused: the launcher it

@@ -455,21 +455,6 @@ fn is_knob_event(kind: &str) -> bool {
 /// How long a `start` waits for its `ready` file.
 const READY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Waits until `path` exists (the running call set itself up), bounded by [`READY_TIMEOUT`].
-fn wait_ready(path: &std::path::Path) -> Result<(), StepError> {
-    let deadline = std::time::Instant::now() + READY_TIMEOUT;
-    while std::fs::symlink_metadata(path).is_err() {
-        if std::time::Instant::now() >= deadline {
-            return Err(StepError::Unmet(format!(
-                "the running call never created {} (its ready file) within {READY_TIMEOUT:?}",
-                path.display()
-            )));
-        }
-        std::thread::sleep(std::time::Duration::from_millis(10));
-    }
-    Ok(())
-}
-
 /// One wire action against the real agent binary over stdio.
 #[expect(
     clippy::too_many_lines,
@@ -554,7 +539,7 @@ fn run_stdio(step: &WireStep, rig: &mut Rig, backend: &Backend) -> Result<(), St
                         agent.wait_until_running()?;
                     }
                     if let Some(ready) = &step.ready {
-                        wait_ready(&rig.workspace.join(ready))?;
+                        agent.wait_ready(&rig.workspace.join(ready), READY_TIMEOUT)?;
                     }
                     None
                 }

@@ -9,17 +9,22 @@ use crate::{AGENT, LAUNCHER, SANDBOXCTL};
 /// Makes `landlock-run`, `sandboxctl` and `sandbox-agent` findable when they are not (an
 /// installed or copied `certify` alone): this binary, hard-linked (or copied) under each missing
 /// name into one private directory (see [`suite::private_dir`]: outside every temp root a
-/// confined call may write), is what the lookups then find. A link keeps the name, which the launcher's path needs (it is
-/// canonicalised and bound into bwrap). Failing that, it says why; the backends that need the
+/// confined call may write), is what the lookups then find; the programs found elsewhere are
+/// symlinked there beside them, so a provided program finds its own siblings. A link keeps the
+/// name, which the launcher's path needs (it is canonicalised and bound into bwrap). Failing that, it says why; the backends that need the
 /// launcher are then unusable (a skip with the reason, or a failure when required).
 pub(crate) fn provide_launcher() -> Option<tempfile::TempDir> {
     let mut missing: Vec<&str> = Vec::new();
-    if sandbox_local::probe::locate_launcher().is_err() {
-        missing.push(LAUNCHER);
-    }
-    for (program, package) in [(SANDBOXCTL, "sandbox-cli"), (AGENT, "sandbox-agent")] {
-        if sandbox_local::probe::locate_sibling(program, package).is_err() {
-            missing.push(program);
+    let mut found: Vec<(&str, std::path::PathBuf)> = Vec::new();
+    let programs = [
+        (LAUNCHER, "landlock-run"),
+        (SANDBOXCTL, "sandbox-cli"),
+        (AGENT, "sandbox-agent"),
+    ];
+    for (program, package) in programs {
+        match sandbox_local::probe::locate_sibling(program, package) {
+            Ok(path) => found.push((program, path)),
+            Err(_) => missing.push(program),
         }
     }
     if missing.is_empty() {
@@ -31,6 +36,19 @@ pub(crate) fn provide_launcher() -> Option<tempfile::TempDir> {
         let dir = suite::private_dir("bin").map_err(|e| CliError::Launcher(e.to_string()))?;
         for program in &missing {
             link_as(&exe, &dir.path().join(program))?;
+        }
+        // The programs found elsewhere are named here too: a provided `sandbox-agent` or
+        // `sandboxctl` looks for `landlock-run` next to itself, in this directory, and found
+        // nothing when only the missing ones were here (every agent call was
+        // SANDBOX_UNAVAILABLE and the agent's hardening cases hung to their timeout).
+        for (program, path) in &found {
+            std::os::unix::fs::symlink(path, dir.path().join(program)).map_err(|e| {
+                CliError::Launcher(format!(
+                    "cannot name {} in {}: {e}",
+                    path.display(),
+                    dir.path().display()
+                ))
+            })?;
         }
         Ok(dir)
     };

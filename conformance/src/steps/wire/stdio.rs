@@ -216,8 +216,7 @@ impl StdioAgent {
             .map_err(|e| StepError::Harness(format!("the agent's stdin: {e}")))
     }
 
-    /// Takes one incoming message: answers the agent's own requests (a permission request is
-    /// rejected: these scenarios never escalate), keeps updates and answers.
+    /// Takes one incoming message and keeps it ([`StdioAgent::keep`]).
     fn pump(&mut self, deadline: Instant) -> Result<(), StepError> {
         let left = deadline.saturating_duration_since(Instant::now());
         let message = match self.incoming.recv_timeout(left) {
@@ -229,6 +228,12 @@ impl StdioAgent {
                 return Err(StepError::unmet("the agent closed stdout"));
             }
         };
+        self.keep(message)
+    }
+
+    /// Keeps one incoming message: answers the agent's own requests (a permission request is
+    /// rejected: these scenarios never escalate), keeps updates and answers.
+    fn keep(&mut self, message: Value) -> Result<(), StepError> {
         match (message.get("method"), message.get("id")) {
             (Some(_), Some(id)) => {
                 let answer = json!({ "jsonrpc": "2.0", "id": id,
@@ -302,6 +307,51 @@ impl StdioAgent {
             .any(|u| u["sessionUpdate"] == "tool_call_update" && u["status"] == "in_progress")
         {
             self.pump(deadline)?;
+        }
+        Ok(())
+    }
+
+    /// Waits until `path` exists (the running call set itself up), bounded by `limit`. A prompt
+    /// that ends first fails at once with its calls' codes (a call that never ran, such as a
+    /// `SANDBOX_UNAVAILABLE`, never makes its ready file), not at the case's timeout.
+    pub(crate) fn wait_ready(&mut self, path: &Path, limit: Duration) -> Result<(), StepError> {
+        let Some((id, from)) = self.running else {
+            return Err(StepError::unmet("no prompt is running"));
+        };
+        let deadline = Instant::now() + limit;
+        while std::fs::symlink_metadata(path).is_err() {
+            if self.answers.iter().any(|a| a["id"] == json!(id)) {
+                let said: Vec<String> = self.updates[from..]
+                    .iter()
+                    .filter(|u| u["sessionUpdate"] == "tool_call_update")
+                    .filter_map(|u| {
+                        u["rawOutput"]["text"]
+                            .as_str()
+                            .or(u["rawOutput"]["code"].as_str())
+                    })
+                    .map(str::to_owned)
+                    .collect();
+                return Err(StepError::Unmet(format!(
+                    "the prompt ended before its call created {} (its ready file): {}",
+                    path.display(),
+                    said.join("; ")
+                )));
+            }
+            if Instant::now() >= deadline {
+                return Err(StepError::Unmet(format!(
+                    "the running call never created {} (its ready file) within {limit:?}",
+                    path.display()
+                )));
+            }
+            // The agent's messages are the events here; the file is looked at again after
+            // each one, and at least every 10 ms.
+            match self.incoming.recv_timeout(Duration::from_millis(10)) {
+                Ok(message) => self.keep(message)?,
+                Err(RecvTimeoutError::Timeout) => {}
+                Err(RecvTimeoutError::Disconnected) => {
+                    return Err(StepError::unmet("the agent closed stdout"));
+                }
+            }
         }
         Ok(())
     }
