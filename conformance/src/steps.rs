@@ -133,23 +133,47 @@ pub const HARNESS_ERROR: &str = "ERROR (the harness's own, not the backend's)";
 /// Runs every step of `case` against `backend`; the first unmet expectation is the error. `tool`
 /// steps of one case share one world, one session and one composition. Every confined launch of
 /// the case is tagged: a process of it still alive when the case ends is killed, so it leaks into
-/// no later case, and fails a case that passed (no process of a call outlives it).
+/// no later case, and fails a case that passed (no process of a call outlives it). A case marked
+/// `leftovers` runs with private shared places ([`crate::leftovers`]) and fails when anything is
+/// left in them.
 pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> {
-    let (result, left) = crate::survivors::in_case(|| run_steps(backend, case));
-    result?;
-    if left.is_empty() {
-        Ok(())
+    let in_case = || crate::survivors::in_case(|| run_steps(backend, case));
+    let ((result, left), leftovers) = if case.case.leftovers {
+        crate::leftovers::in_private_places(in_case).map_err(|error| CaseFailure {
+            step: 0,
+            kind: "leftovers",
+            error,
+        })?
     } else {
-        Err(CaseFailure {
-            step: case.case.steps.len(),
+        (in_case(), Vec::new())
+    };
+    result?;
+    let end = case.case.steps.len();
+    if !left.is_empty() {
+        return Err(CaseFailure {
+            step: end,
             kind: "survivors",
             error: StepError::Unmet(format!(
                 "{} process(es) of the case's calls outlived them (killed now): {}",
                 left.len(),
                 crate::survivors::shown(&left)
             )),
-        })
+        });
     }
+    if !leftovers.is_empty() {
+        let shown: Vec<String> = leftovers.iter().map(ToString::to_string).collect();
+        return Err(CaseFailure {
+            step: end,
+            kind: "leftovers",
+            error: StepError::Unmet(format!(
+                "the case left {} entr{} in the host's shared places (on the host: {})",
+                leftovers.len(),
+                if leftovers.len() == 1 { "y" } else { "ies" },
+                shown.join("; ")
+            )),
+        });
+    }
+    Ok(())
 }
 
 fn run_steps(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> {

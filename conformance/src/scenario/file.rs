@@ -290,6 +290,13 @@ pub struct Case {
     /// planned by what it has, and the report says why a case was not.
     #[serde(default)]
     pub when_host: Option<HostFact>,
+    /// Run the case with the host's `/tmp` and `/dev/shm` seen through fresh directories of the
+    /// case's own (a mount namespace the harness makes for it, so root only: plan it
+    /// `when_host: root`), and fail it when anything is left there once it is over: a staging
+    /// directory, a lock or a socket the backend made and did not remove, named with its owner
+    /// and mode (see `conformance/src/leftovers.rs`).
+    #[serde(default)]
+    pub leftovers: bool,
 }
 
 /// Something a host has or lacks, that decides which host-dependent cases are planned.

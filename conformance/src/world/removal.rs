@@ -18,7 +18,8 @@ impl Drop for World {
             );
             return;
         }
-        if let Ok(mut deferred) = DEFERRED.lock()
+        if !AT_ONCE.get()
+            && let Ok(mut deferred) = DEFERRED.lock()
             && let Some(later) = deferred.as_mut()
         {
             // Each root is renamed out of the way now (a rename frees no inode) and removed by
@@ -56,6 +57,25 @@ pub fn defer_removal() {
     if let Ok(mut deferred) = DEFERRED.lock() {
         deferred.get_or_insert_with(Vec::new);
     }
+}
+
+thread_local! {
+    /// Set while a case with private shared places runs on this thread
+    /// ([`crate::leftovers`]): its worlds are removed as they drop, never renamed aside there
+    /// for a sweep that runs in the host's places.
+    static AT_ONCE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs `body` with every world dropped on this thread removed at once.
+pub(crate) fn removed_at_once<T>(body: impl FnOnce() -> T) -> T {
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            AT_ONCE.set(self.0);
+        }
+    }
+    let _restore = Restore(AT_ONCE.replace(true));
+    body()
 }
 
 /// Removes every world dropped since [`defer_removal`], on `threads` threads, and removes each
