@@ -2,7 +2,8 @@
 # The peers certified in public (issue 10, item 7; issue 21, item 8): installs the pinned
 # third-party sandboxes (npm: @openai/codex 0.169.0, @anthropic-ai/sandbox-runtime 0.0.83, exact
 # tree in fixtures/backends/peers/package-lock.json, into its git-ignored node_modules/; apt:
-# firejail 0.9.72-2, Debian bookworm's, and bubblewrap, socat, ripgrep, which srt needs), runs
+# firejail 0.9.72-2, Debian bookworm's, and bubblewrap, socat, ripgrep, which srt needs; PyPI:
+# sandlock 0.9.0, a prebuilt wheel, into its git-ignored venv fixtures/backends/peers/.venv-sandlock), runs
 # each through `certify` with its adapter and expectation
 # file, and regenerates PEERS.md (each peer's matrix, declared differences and per-command
 # overhead next to ours). Fails when a peer's results drift from its expectation file: any case
@@ -13,7 +14,8 @@
 # command, a subset that keeps its bugs in view (containment's names, root spellings and
 # devices, the runner-failure forgeries, declared, parity, hardening's temp-dir and workspace
 # cases, the host-ipc routes, git's code surface PR-006: a few minutes); firejail, every family an
-# external backend gets, two cases at a time (about a minute). Needs root (ci/isolate gives each run its own /tmp); builds the
+# external backend gets, two cases at a time (about a minute); sandlock, the same families but
+# the survivors scenario (about 40 s). Needs root (ci/isolate gives each run its own /tmp); builds the
 # workspace's binaries when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -54,6 +56,19 @@ else
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
+# sandlock: the pinned wheel from PyPI (Landlock ABI 6 or newer; its SDK confines a command with
+# inherited stdio, which the adapter's runner uses) in a venv of its own.
+sandlock_version=0.9.0
+venv=$dir/.venv-sandlock
+if [ "$("$venv/bin/python3" -c 'import sandlock; print(sandlock.__version__)' 2>/dev/null)" = "$sandlock_version" ]; then
+    echo "peers: sandlock $sandlock_version already installed"
+else
+    echo "peers: pip install sandlock==$sandlock_version"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "sandlock==$sandlock_version"
+fi
+
 [ -x target/debug/certify ] && [ -x target/debug/reference-backend ] ||
     cargo build -p conformance --bins
 
@@ -71,29 +86,54 @@ for f in containment/names.yaml containment/names_via_env.yaml containment/root_
     ln -s "$repo/scenarios/$f" "$subset/$f"
 done
 
+# sandlock's root: every scenario of the families it runs but hardening/survivors.yaml. Which of
+# a timed-out fork bomb's or a detached daemon's processes outlive a sandlock call varies from run
+# to run (its supervisor races them), so no expectation file can pin them; seen here: 2 to 35
+# processes outlived a stopped call, in 2 to 6 of the 14 cases (a real defect, left out only so
+# that a drift means a change).
+sandlock_root=$out/scenarios-sandlock
+rm -rf "$sandlock_root"
+for f in scenarios/{containment,runner-failure,declared,parity,hardening,host-ipc,protected}/*.yaml; do
+    [ "$f" = scenarios/hardening/survivors.yaml ] && continue
+    mkdir -p "$sandlock_root/$(dirname "${f#scenarios/}")"
+    ln -s "$repo/$f" "$sandlock_root/${f#scenarios/}"
+done
+
 # One fixed draw of places and names, so a drift is the peer's, not the dice's (override with
 # PEERS_SEED to try others).
 seed=${PEERS_SEED:-1010}
 drifted=()
-run_peer() { # NAME ARGS...
+certify_peer() { # NAME ARGS... : certifies the peer; prints its drift (nothing when none)
     local name=$1
     shift
     rm -rf "${out:?}/${name:?}"
     mkdir -p "$out/$name"
-    echo "peers: certify $name"
     ci/isolate -- target/debug/certify --out "$out/$name" --seed "$seed" \
         --expectations "$dir/$name.yaml" "$@" -- python3 "$dir/${name}_adapter.py" |
-        grep -v '^certify: [0-9]*/[0-9]* cases$' || true
+        grep -v '^certify: [0-9]*/[0-9]* cases$' >&2 || true
     # Drift: the expectation file no longer describes the run.
-    local bad
-    bad=$(python3 -c 'import json,sys
+    python3 -c 'import json,sys
 r = json.load(open(sys.argv[1]))
 bad = [c for c in r["cases"] if c["status"] in ("FAIL", "XPASS", "ERROR", "TIMEOUT")]
 probs = [p for b in r["backends"] for p in b["problems"] if "known defects" not in p]
 for c in bad: print(c["status"], c["trial"], (c.get("message") or "")[:400])
-for p in probs: print("PROBLEM", p)' "$out/$name/report.json")
+for p in probs: print("PROBLEM", p)' "$out/$name/report.json"
+}
+
+# A peer that drifts is certified once more with the same seed: a third-party sandbox's own race
+# (Codex's mount targets in /tmp: "bwrap: Can't remount readonly on /newroot/tmp/.aws: Unable to
+# find ... in mount table", once in a run here, with one case at a time) is said, and only a drift
+# that repeats fails.
+run_peer() { # NAME ARGS...
+    local name=$1 bad
+    echo "peers: certify $name"
+    bad=$(certify_peer "$@")
     if [ -n "$bad" ]; then
-        printf 'peers: %s drifted from %s:\n%s\n' "$name" "$dir/$name.yaml" "$bad" >&2
+        printf 'peers: %s drifted from %s (certifying it once more):\n%s\n' "$name" "$dir/$name.yaml" "$bad" >&2
+        bad=$(certify_peer "$@")
+    fi
+    if [ -n "$bad" ]; then
+        printf 'peers: %s drifted from %s again:\n%s\n' "$name" "$dir/$name.yaml" "$bad" >&2
         drifted+=("$name")
     fi
 }
@@ -107,8 +147,9 @@ run_peer srt --scenarios "$subset"
 # Two cases at a time: firejail takes 50 to 150 ms to start the payload, and the survivors cases
 # stop their call 300 ms in; on a machine loaded by four parallel cases it was not started by then.
 run_peer firejail --jobs 2
+run_peer sandlock --scenarios "$sandlock_root"
 
-ci/isolate -- python3 "$dir/peers_md.py" "$out/PEERS.md" "$out" codex srt firejail
+ci/isolate -- python3 "$dir/peers_md.py" "$out/PEERS.md" "$out" codex srt firejail sandlock
 cp "$out/PEERS.md" PEERS.md
 echo "peers: PEERS.md regenerated"
 if [ ${#drifted[@]} -gt 0 ]; then

@@ -1,6 +1,6 @@
 //! What a backend leaves in the host's shared places. A case marked `leftovers` runs with `/tmp`
-//! and `/dev/shm` seen through fresh directories of the case's own: its thread enters a mount
-//! namespace of its own in which both are bound from a private directory of the harness's, so
+//! and `/dev/shm` fresh and empty: its thread enters a mount namespace of its own in which both
+//! are a new tmpfs, so
 //! every process the case starts (runner, payload, an agent and its calls) sees them, and what is
 //! in them once the case is over is what the case made and left, whatever else runs on the host
 //! meanwhile. A case's worlds are removed as they drop (not renamed aside for the run's sweep),
@@ -17,9 +17,8 @@ use std::path::{Path, PathBuf};
 
 use crate::steps::StepError;
 
-/// The shared places a `leftovers` case sees privately, and the name of each one's directory in
-/// the case's private directory.
-pub const PLACES: [(&str, &str); 2] = [("/tmp", "tmp"), ("/dev/shm", "shm")];
+/// The shared places a `leftovers` case sees privately, each a fresh tmpfs of its own.
+pub const PLACES: [&str; 2] = ["/tmp", "/dev/shm"];
 
 /// One entry a case left in a shared place: where (as the host names the place), what, and whose.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,17 +46,18 @@ impl std::fmt::Display for Leftover {
     }
 }
 
-/// What is in one private place's directory: every entry, named as the host names the place.
-fn entries(place: &str, dir: &Path) -> Result<Vec<Leftover>, StepError> {
+/// What is in one private place: every entry.
+fn entries(place: &str) -> Result<Vec<Leftover>, StepError> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let dir = Path::new(place);
     let listing = std::fs::read_dir(dir)
         .map_err(|e| StepError::harness(format!("cannot list {}: {e}", dir.display())))?;
     let mut found = Vec::new();
     for entry in listing {
         let entry = entry.map_err(|e| StepError::harness(format!("{}: {e}", dir.display())))?;
-        let path = Path::new(place).join(entry.file_name());
-        let meta = std::fs::symlink_metadata(entry.path())
-            .map_err(|e| StepError::harness(format!("{}: {e}", entry.path().display())))?;
+        let path = entry.path();
+        let meta = std::fs::symlink_metadata(&path)
+            .map_err(|e| StepError::harness(format!("{}: {e}", path.display())))?;
         let kind = match meta.file_type() {
             t if t.is_dir() => "directory",
             t if t.is_file() => "file",
@@ -79,22 +79,16 @@ fn entries(place: &str, dir: &Path) -> Result<Vec<Leftover>, StepError> {
 
 /// Runs `body` (one case) with [`PLACES`] private to it, and returns what it left there.
 ///
-/// The thread that calls this gets a filesystem context of its own for good (`CLONE_FS`: its
-/// working directory is restored afterwards, and no other thread of the harness changes it), and
-/// is back in the harness's mount namespace when this returns.
+/// Each place is a fresh tmpfs (mode 1777, as the host's are), read before the thread leaves the
+/// namespace and gone with it: no name or source path of the harness's shows in the mount table
+/// for a runner to recognise. The thread that calls this gets a filesystem context of its own for
+/// good (`CLONE_FS`: its working directory is restored afterwards, and no other thread of the
+/// harness changes it), and is back in the harness's mount namespace when this returns.
 #[cfg(target_os = "linux")]
 pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover>), StepError> {
     use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, setns, unshare};
-    use std::os::unix::fs::PermissionsExt;
 
-    let backing = crate::suite::private_dir("shared").map_err(StepError::harness)?;
-    for (_, name) in PLACES {
-        let dir = backing.path().join(name);
-        std::fs::create_dir(&dir)
-            .and_then(|()| std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o1777)))
-            .map_err(|e| StepError::harness(format!("cannot make {}: {e}", dir.display())))?;
-    }
     let cwd = std::env::current_dir().map_err(StepError::harness)?;
     let harness_ns = std::fs::File::open("/proc/thread-self/ns/mnt").map_err(|e| {
         StepError::harness(format!("cannot hold the harness's mount namespace: {e}"))
@@ -114,15 +108,15 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
             None::<&str>,
         )
         .map_err(|e| StepError::harness(format!("cannot make / a slave mount: {e}")))?;
-        for (place, name) in PLACES {
+        for place in PLACES {
             mount(
-                Some(&backing.path().join(name)),
+                Some("tmpfs"),
                 place,
-                None::<&str>,
-                MsFlags::MS_BIND,
-                None::<&str>,
+                Some("tmpfs"),
+                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+                Some("mode=1777"),
             )
-            .map_err(|e| StepError::harness(format!("cannot bind a private {place}: {e}")))?;
+            .map_err(|e| StepError::harness(format!("cannot mount a private {place}: {e}")))?;
         }
         Ok(())
     })();
@@ -130,6 +124,13 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
         .as_ref()
         .ok()
         .map(|()| crate::world::removed_at_once(body));
+    let mut left = Vec::new();
+    let listed = match private {
+        Ok(()) => PLACES
+            .iter()
+            .try_for_each(|place| entries(place).map(|e| left.extend(e))),
+        Err(e) => Err(e),
+    };
     // Back in the harness's namespace (which also sets this thread's directory to its root).
     let back = setns(&harness_ns, CloneFlags::CLONE_NEWNS)
         .map_err(|e| {
@@ -141,12 +142,8 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
             nix::unistd::chdir(&cwd)
                 .map_err(|e| StepError::harness(format!("cannot return to {}: {e}", cwd.display())))
         });
-    private?;
     back?;
-    let mut left = Vec::new();
-    for (place, name) in PLACES {
-        left.extend(entries(place, &backing.path().join(name))?);
-    }
+    listed?;
     match result {
         Some(result) => Ok((result, left)),
         None => Err(StepError::harness("the case did not run")),
