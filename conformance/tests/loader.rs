@@ -105,11 +105,21 @@ fn unknown_level_is_a_load_error() {
 }
 
 #[test]
+fn a_leftovers_case_not_planned_as_root_is_a_load_error_at_its_key() {
+    let e = error_for("leftovers_not_as_root");
+    assert!(
+        e.starts_with("malformed-scenarios/broken/leftovers_not_as_root.yaml:8:5: case \"no_root\" looks for leftovers"),
+        "{e}"
+    );
+    assert!(e.contains("when_host: root"), "{e}");
+}
+
+#[test]
 fn only_the_first_user_of_a_duplicate_id_loads() {
     let suite = load_suite(&fixtures());
     let loaded: Vec<&str> = suite.scenarios.iter().map(|s| s.id.as_str()).collect();
     assert_eq!(loaded, vec!["BAD-DUP"]);
-    assert_eq!(suite.errors.len(), 11, "{:#?}", suite.errors);
+    assert_eq!(suite.errors.len(), 12, "{:#?}", suite.errors);
 }
 
 #[test]
@@ -158,7 +168,7 @@ fn every_load_error_is_a_failing_trial_not_a_skip() {
         names.contains(&"broken::load-error::unknown_key".to_owned()),
         "{names:#?}"
     );
-    assert_eq!(outcomes(all), (11, 0));
+    assert_eq!(outcomes(all), (12, 0));
 }
 
 #[test]

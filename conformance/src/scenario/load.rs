@@ -254,6 +254,17 @@ pub fn load_file(
                     ))
                 });
             }
+            if case.leftovers && case.when_host != Some(super::HostFact::Root) {
+                let (line, column) = locate(&text, "leftovers:");
+                return Err(LoadError {
+                    line,
+                    column,
+                    ..whole_file(format!(
+                        "case {:?} looks for leftovers, which needs a mount namespace of the harness's: plan it `when_host: root`",
+                        case.name
+                    ))
+                });
+            }
             match cases.iter().find(|c| c.name == case.name) {
                 Some(existing) if existing.case == case => {}
                 Some(_) => {
