@@ -1,6 +1,6 @@
 //! What a backend leaves in the host's shared places. A case marked `leftovers` runs with `/tmp`
-//! and `/dev/shm` fresh and empty: its thread enters a mount namespace of its own in which both
-//! are a new tmpfs, so
+//! and `/dev/shm` private to it: its thread enters a mount namespace of its own in which each is
+//! an overlay of the host's place whose writes go to a tmpfs of the namespace's, so
 //! every process the case starts (runner, payload, an agent and its calls) sees them, and what is
 //! in them once the case is over is what the case made and left, whatever else runs on the host
 //! meanwhile. A case's worlds are removed as they drop (not renamed aside for the run's sweep),
@@ -9,15 +9,15 @@
 //! (`CAP_SYS_ADMIN`), so these cases are planned as root only (`when_host: root`).
 //!
 //! `$TMPDIR` is covered by the world diff (a case's `$TMPDIR` area is part of its world), and
-//! `/var/tmp` and `/run` are not made private: external backends keep their own state there
-//! (the peers' adapters keep theirs under `/var/tmp`), which a private view would hide from the
-//! runner they start.
+//! `/var/tmp` and `/run` are not made private: external backends' adapters write their per-call
+//! files there (the peers' under `/var/tmp`) from outside the case's namespace while it runs, and
+//! the directory under an overlay must not change while it is mounted.
 
 use std::path::{Path, PathBuf};
 
 use crate::steps::StepError;
 
-/// The shared places a `leftovers` case sees privately, each a fresh tmpfs of its own.
+/// The shared places a `leftovers` case sees privately, each an overlay of the host's own.
 pub const PLACES: [&str; 2] = ["/tmp", "/dev/shm"];
 
 /// One entry a case left in a shared place: where (as the host names the place), what, and whose.
@@ -46,49 +46,80 @@ impl std::fmt::Display for Leftover {
     }
 }
 
-/// What is in one private place: every entry.
-fn entries(place: &str) -> Result<Vec<Leftover>, StepError> {
+/// What a case made in one private place: each entry of the overlay's upper directory `upper`
+/// that the host's place (`lower`, a descriptor of the directory under the overlay) does not have,
+/// and each host file it changed there; a directory both have is looked into, not named.
+#[cfg(target_os = "linux")]
+fn entries(
+    place: &Path,
+    upper: &Path,
+    lower: &std::fs::File,
+    relative: &Path,
+    found: &mut Vec<Leftover>,
+) -> Result<(), StepError> {
     use std::os::unix::fs::{FileTypeExt, MetadataExt};
-    let dir = Path::new(place);
-    let listing = std::fs::read_dir(dir)
+    let dir = upper.join(relative);
+    let listing = std::fs::read_dir(&dir)
         .map_err(|e| StepError::harness(format!("cannot list {}: {e}", dir.display())))?;
-    let mut found = Vec::new();
     for entry in listing {
         let entry = entry.map_err(|e| StepError::harness(format!("{}: {e}", dir.display())))?;
-        let path = entry.path();
-        let meta = std::fs::symlink_metadata(&path)
-            .map_err(|e| StepError::harness(format!("{}: {e}", path.display())))?;
-        let kind = match meta.file_type() {
-            t if t.is_dir() => "directory",
-            t if t.is_file() => "file",
-            t if t.is_symlink() => "symlink",
-            t if t.is_socket() => "socket",
-            t if t.is_fifo() => "fifo",
-            _ => "other",
-        };
+        let meta = entry
+            .metadata()
+            .map_err(|e| StepError::harness(format!("{}: {e}", entry.path().display())))?;
+        let kind = meta.file_type();
+        // A whiteout: something under the host's place removed, which never reaches the host.
+        if kind.is_char_device() && meta.rdev() == 0 {
+            continue;
+        }
+        let relative = relative.join(entry.file_name());
+        let on_host =
+            nix::sys::stat::fstatat(lower, &relative, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
+                .ok();
+        let host_dir = on_host.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+        if kind.is_dir() && host_dir {
+            entries(place, upper, lower, &relative, found)?;
+            continue;
+        }
         found.push(Leftover {
-            path,
-            kind,
+            path: place.join(&relative),
+            kind: match kind {
+                t if t.is_dir() => "directory",
+                t if t.is_file() && on_host.is_some() => "host file it changed",
+                t if t.is_file() => "file",
+                t if t.is_symlink() => "symlink",
+                t if t.is_socket() => "socket",
+                t if t.is_fifo() => "fifo",
+                _ => "other",
+            },
             uid: meta.uid(),
             mode: meta.mode() & 0o7777,
         });
     }
-    found.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(found)
+    Ok(())
 }
 
 /// Runs `body` (one case) with [`PLACES`] private to it, and returns what it left there.
 ///
-/// Each place is a fresh tmpfs (mode 1777, as the host's are), read before the thread leaves the
-/// namespace and gone with it: no name or source path of the harness's shows in the mount table
-/// for a runner to recognise. The thread that calls this gets a filesystem context of its own for
-/// good (`CLONE_FS`: its working directory is restored afterwards, and no other thread of the
-/// harness changes it), and is back in the harness's mount namespace when this returns.
+/// Each place is an overlay of the host's own: everything already there is seen (a launcher or a
+/// clone under `/tmp` keeps working), while whatever the case makes or changes goes to an upper
+/// directory on a tmpfs of the namespace's, read before the thread leaves the namespace and gone
+/// with it; nothing reaches the host's place. The thread that calls this gets a filesystem
+/// context of its own for good (`CLONE_FS`: its working directory is restored afterwards, and no
+/// other thread of the harness changes it), and is back in the harness's mount namespace when
+/// this returns.
 #[cfg(target_os = "linux")]
 pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover>), StepError> {
     use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, setns, unshare};
 
+    let backing = crate::suite::private_dir("shared").map_err(StepError::harness)?;
+    let base = backing.path().to_path_buf();
+    if base.to_string_lossy().contains([',', ':', '\\']) {
+        return Err(StepError::harness(format!(
+            "{} cannot be named in overlay options (',', ':' or '\\')",
+            base.display()
+        )));
+    }
     let cwd = std::env::current_dir().map_err(StepError::harness)?;
     let harness_ns = std::fs::File::open("/proc/thread-self/ns/mnt").map_err(|e| {
         StepError::harness(format!("cannot hold the harness's mount namespace: {e}"))
@@ -98,6 +129,7 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
             "cannot make a mount namespace for the case (it needs root): {e}"
         ))
     })?;
+    let mut lowers: Vec<(PathBuf, PathBuf, std::fs::File)> = Vec::new();
     let private = (|| -> Result<(), StepError> {
         // Nothing mounted here reaches the host; the host's mounts still reach here.
         mount(
@@ -108,15 +140,43 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
             None::<&str>,
         )
         .map_err(|e| StepError::harness(format!("cannot make / a slave mount: {e}")))?;
-        for place in PLACES {
+        mount(
+            Some("tmpfs"),
+            &base,
+            Some("tmpfs"),
+            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+            Some("mode=0700"),
+        )
+        .map_err(|e| {
+            StepError::harness(format!("cannot mount a tmpfs on {}: {e}", base.display()))
+        })?;
+        for (i, place) in PLACES.iter().enumerate() {
+            let (upper, work) = (
+                base.join(format!("{i}/upper")),
+                base.join(format!("{i}/work")),
+            );
+            for dir in [&upper, &work] {
+                std::fs::create_dir_all(dir).map_err(|e| {
+                    StepError::harness(format!("cannot make {}: {e}", dir.display()))
+                })?;
+            }
+            // The host's place itself, held before the overlay hides it.
+            let lower = std::fs::File::open(place)
+                .map_err(|e| StepError::harness(format!("cannot open {place}: {e}")))?;
+            let options = format!(
+                "lowerdir={place},upperdir={},workdir={}",
+                upper.display(),
+                work.display()
+            );
             mount(
-                Some("tmpfs"),
-                place,
-                Some("tmpfs"),
-                MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-                Some("mode=1777"),
+                Some("overlay"),
+                *place,
+                Some("overlay"),
+                MsFlags::empty(),
+                Some(options.as_str()),
             )
-            .map_err(|e| StepError::harness(format!("cannot mount a private {place}: {e}")))?;
+            .map_err(|e| StepError::harness(format!("cannot overlay {place}: {e}")))?;
+            lowers.push((PathBuf::from(place), upper, lower));
         }
         Ok(())
     })();
@@ -126,11 +186,12 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
         .map(|()| crate::world::removed_at_once(body));
     let mut left = Vec::new();
     let listed = match private {
-        Ok(()) => PLACES
-            .iter()
-            .try_for_each(|place| entries(place).map(|e| left.extend(e))),
+        Ok(()) => lowers.iter().try_for_each(|(place, upper, lower)| {
+            entries(place, upper, lower, Path::new(""), &mut left)
+        }),
         Err(e) => Err(e),
     };
+    left.sort_by(|a, b| a.path.cmp(&b.path));
     // Back in the harness's namespace (which also sets this thread's directory to its root).
     let back = setns(&harness_ns, CloneFlags::CLONE_NEWNS)
         .map_err(|e| {
