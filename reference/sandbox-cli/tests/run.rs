@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use sandbox::{ClassEnforcement, EnforcementClass, SandboxEnforcement, SandboxMode};
+use sandbox_cli::{RanFacts, RunFacts};
 use sandbox_test_support::{Dirs, euid, facts, facts_or_null, is_root, scratch_dir};
 use serde_json::Value;
 
@@ -15,7 +17,21 @@ fn dirs() -> Dirs {
     Dirs::new("sandboxctl-test-")
 }
 
-fn run(args: &[&str], ws: &Path, script: &str) -> (Option<i32>, Value) {
+/// `sandboxctl run`'s facts, typed: a field renamed in `RunFacts` fails to compile here.
+fn typed(facts: &Value) -> RunFacts {
+    serde_json::from_value(facts.clone())
+        .unwrap_or_else(|e| panic!("not sandboxctl's facts ({e}): {facts:?}"))
+}
+
+/// The facts of a command that went to its runner.
+fn ran(facts: &RunFacts) -> &RanFacts {
+    match facts {
+        RunFacts::Ran(ran) => ran,
+        other => panic!("the command never went to a runner: {other:?}"),
+    }
+}
+
+fn run(args: &[&str], ws: &Path, script: &str) -> (Option<i32>, RunFacts) {
     let out = Command::new(SANDBOXCTL)
         .arg("run")
         .args(args)
@@ -26,7 +42,7 @@ fn run(args: &[&str], ws: &Path, script: &str) -> (Option<i32>, Value) {
         .expect("run sandboxctl");
     (
         out.status.code(),
-        facts(format_args!("sandboxctl run {args:?}"), &out),
+        typed(&facts(format_args!("sandboxctl run {args:?}"), &out)),
     )
 }
 
@@ -41,13 +57,13 @@ fn read_only_denies_a_workspace_write_and_the_file_stays_absent() {
     );
     assert!(!target.exists());
     assert_ne!(code, Some(0));
-    assert_eq!(facts["denied"], true, "{facts}");
-    assert_eq!(facts["runner_failed"], false);
+    assert!(ran(&facts).denied, "{facts:?}");
+    assert!(!ran(&facts).runner_failed);
     assert_eq!(
-        facts["marker"],
-        "[sandbox: file access denied under read-only mode]"
+        ran(&facts).marker.as_deref(),
+        Some("[sandbox: file access denied under read-only mode]")
     );
-    assert_eq!(facts["mode"], "read-only");
+    assert_eq!(ran(&facts).mode, SandboxMode::ReadOnly);
 }
 
 #[test]
@@ -60,17 +76,17 @@ fn workspace_write_lands_inside_and_denies_outside_on_each_backend() {
             &d.ws,
             &format!("printf x > {}", inside.display()),
         );
-        assert_eq!(code, Some(0), "{facts}");
+        assert_eq!(code, Some(0), "{facts:?}");
         assert_eq!(std::fs::read_to_string(&inside).expect("inside"), "x");
-        assert_eq!(facts["backend"], backend);
+        assert_eq!(ran(&facts).backend, backend);
         // Landlock governs no metadata change at any ABI, and says so.
         let enforcement = if backend == "landlock" {
-            "partial"
+            SandboxEnforcement::Partial
         } else {
-            "full"
+            SandboxEnforcement::Full
         };
-        assert_eq!(facts["enforcement"], enforcement, "{facts}");
-        assert_eq!(facts["denied"], false);
+        assert_eq!(ran(&facts).enforcement, enforcement, "{facts:?}");
+        assert!(!ran(&facts).denied);
 
         let (code, facts) = run(
             &["--mode", "workspace-write", "--backend", backend],
@@ -79,8 +95,8 @@ fn workspace_write_lands_inside_and_denies_outside_on_each_backend() {
         );
         assert_ne!(code, Some(0));
         assert!(!outside.exists(), "{backend} let a write escape");
-        assert_eq!(facts["denied"], true, "{facts}");
-        assert_eq!(facts["backend"], backend);
+        assert!(ran(&facts).denied, "{facts:?}");
+        assert_eq!(ran(&facts).backend, backend);
     }
 }
 
@@ -99,7 +115,11 @@ fn a_capped_launcher_reports_partial() {
         &d.ws,
         "true",
     );
-    assert_eq!(facts["enforcement"], "partial", "{facts}");
+    assert_eq!(
+        ran(&facts).enforcement,
+        SandboxEnforcement::Partial,
+        "{facts:?}"
+    );
 }
 
 /// Below ABI 6 signals are not scoped, but the launcher's PID namespace keeps the caller (whose
@@ -126,14 +146,17 @@ fn a_launcher_capped_below_signal_scoping_still_protects_and_hides_its_caller() 
     // What it names ungoverned is what a config names outside its git directory, no more: not
     // the caller, and no protected path left uncovered.
     assert_eq!(
-        capped["classes"]["protected"]["ungoverned"],
-        serde_json::json!([sandbox_local::GIT_NAMED_SURFACE_GAP]),
-        "{capped}"
+        ran(&capped)
+            .classes
+            .get(EnforcementClass::Protected)
+            .ungoverned,
+        vec![sandbox_local::GIT_NAMED_SURFACE_GAP.to_owned()],
+        "{capped:?}"
     );
     // Refused while the call runs, not written and put back after the call.
-    let said = capped["stderr"].as_str().unwrap_or_default();
-    assert!(!said.contains("reverted after the call"), "{capped}");
-    assert_eq!(capped["denied"], true, "{capped}");
+    let said = ran(&capped).stderr.as_str();
+    assert!(!said.contains("reverted after the call"), "{capped:?}");
+    assert!(ran(&capped).denied, "{capped:?}");
     assert_eq!(
         std::fs::read_to_string(d.ws.join(".git/config")).expect("config"),
         "[core]\n"
@@ -155,7 +178,7 @@ fn danger_full_access_never_reaches_a_provider() {
         &format!("printf x > {}", target.display()),
     );
     assert_eq!(code, Some(0));
-    assert_eq!(facts["backend"], "none");
+    assert_eq!(ran(&facts).backend, "none");
     assert!(target.exists());
 }
 
@@ -230,13 +253,13 @@ fn probe_reports_both_linux_backends_usable_here() {
 
 /// `sandboxctl run` through `bash -c` so the shell can hold descriptors and set the environment
 /// exactly as a person's shell would; returns the exit code and the JSON facts.
-fn shell_run(prefix: &str, args: &str, script: &str) -> (Option<i32>, Value) {
+fn shell_run(prefix: &str, args: &str, script: &str) -> (Option<i32>, RunFacts) {
     let line = format!("{prefix} '{SANDBOXCTL}' run {args} -- bash -c '{script}'");
     let out = Command::new("bash")
         .args(["-c", &line])
         .output()
         .expect("run sandboxctl through bash");
-    (out.status.code(), facts(&line, &out))
+    (out.status.code(), typed(&facts(&line, &out)))
 }
 
 #[test]
@@ -257,10 +280,10 @@ fn a_descriptor_held_by_the_callers_shell_never_reaches_the_payload() {
             assert_eq!(
                 std::fs::read_to_string(&held).expect("held"),
                 "before",
-                "{backend} {mode}: the payload wrote through the inherited descriptor: {facts}"
+                "{backend} {mode}: the payload wrote through the inherited descriptor: {facts:?}"
             );
-            assert_eq!(facts["stdout"], "done\n", "{backend} {mode}: {facts}");
-            assert_eq!(code, Some(0), "{backend} {mode}: {facts}");
+            assert_eq!(ran(&facts).stdout, "done\n", "{backend} {mode}: {facts:?}");
+            assert_eq!(code, Some(0), "{backend} {mode}: {facts:?}");
         }
     }
 }
@@ -295,19 +318,19 @@ fn root_escapes_write_nothing_outside_even_in_read_only() {
         assert_eq!(
             code,
             Some(3),
-            "{backend}: the payload ran and exited 3: {facts}"
+            "{backend}: the payload ran and exited 3: {facts:?}"
         );
-        assert_eq!(facts["exit_code"], 3, "{backend}: {facts}");
+        assert_eq!(ran(&facts).exit_code, Some(3), "{backend}: {facts:?}");
         // Its own stdout may carry the junk it wrote through /proc/1/fd/1 (inside the sandbox,
         // that is its own output); the capability line must be all zero.
-        let stdout = facts["stdout"].as_str().unwrap_or_default();
+        let stdout = ran(&facts).stdout.as_str();
         assert!(
             !stdout.contains("writable") && !stdout.contains("unshared"),
-            "{backend}: host kernel settings or namespaces within reach: {facts}"
+            "{backend}: host kernel settings or namespaces within reach: {facts:?}"
         );
         assert!(
             stdout.ends_with("CapEff:\t0000000000000000\n"),
-            "{backend}: the payload holds capabilities: {facts}"
+            "{backend}: the payload holds capabilities: {facts:?}"
         );
     }
 }
@@ -327,7 +350,7 @@ fn a_setsid_daemon_dies_with_the_call_and_with_its_timeout() {
             std::thread::sleep(std::time::Duration::from_millis(1500));
             assert!(
                 !d.ws.join("late").exists() && !d.ws.join("late2").exists(),
-                "{backend} {extra}: a process outlived the call: {facts}"
+                "{backend} {extra}: a process outlived the call: {facts:?}"
             );
         }
     }
@@ -411,14 +434,16 @@ fn bad_roots_are_refused_before_anything_runs_each_with_its_own_code() {
                 &format!("--mode workspace-write --backend {backend} {args}"),
                 &format!("printf ran > {}", canary.display()),
             );
-            assert_eq!(facts["error"], *expected, "{backend} {env} {args}: {facts}");
-            assert!(
-                facts["detail"]
-                    .as_str()
-                    .is_some_and(|d| d.starts_with(expected)),
-                "{backend} {env} {args}: {facts}"
+            assert_eq!(
+                facts.error(),
+                Some(*expected),
+                "{backend} {env} {args}: {facts:?}"
             );
-            assert_eq!(code, Some(2), "{backend} {env} {args}: {facts}");
+            assert!(
+                facts.detail().is_some_and(|d| d.starts_with(expected)),
+                "{backend} {env} {args}: {facts:?}"
+            );
+            assert_eq!(code, Some(2), "{backend} {env} {args}: {facts:?}");
             assert!(!canary.exists(), "{backend} {env} {args}: it ran");
         }
     }
@@ -440,16 +465,17 @@ fn a_denial_is_reported_whatever_the_exit_status() {
                 &d.ws,
                 &script,
             );
-            assert_eq!(facts["denied"], true, "{backend} {script}: {facts}");
+            assert!(ran(&facts).denied, "{backend} {script}: {facts:?}");
             assert_eq!(
-                facts["marker"], "[sandbox: file access denied under read-only mode]",
-                "{backend} {script}: {facts}"
+                ran(&facts).marker.as_deref(),
+                Some("[sandbox: file access denied under read-only mode]"),
+                "{backend} {script}: {facts:?}"
             );
             if exit.is_some() {
-                assert_eq!(facts["exit_code"], 0, "{backend}: {facts}");
+                assert_eq!(ran(&facts).exit_code, Some(0), "{backend}: {facts:?}");
             } else {
-                let killed = facts["signal"] == 9 || facts["exit_code"] == 137;
-                assert!(killed, "{backend}: {facts}");
+                let killed = ran(&facts).signal == Some(9) || ran(&facts).exit_code == Some(137);
+                assert!(killed, "{backend}: {facts:?}");
             }
             assert!(!d.outside.join("f").exists(), "{backend}: it landed");
         }
@@ -528,7 +554,7 @@ fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
     let (d, tools, cache, launcher) = cache_world();
 
     let (code, facts) = cached_run(&cache, &launcher, &d.ws);
-    assert_eq!(code, Some(0), "{facts}");
+    assert_eq!(code, Some(0), "{facts:?}");
     let first = launcher_runs(tools.path());
     assert!(first >= 2, "the first call probes, then runs: {first}");
     // Private: only its user may enter the directory or read an entry.
@@ -539,7 +565,7 @@ fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
     assert_eq!(mode(&stored[0]), 0o600);
 
     let (code, facts) = cached_run(&cache, &launcher, &d.ws);
-    assert_eq!(code, Some(0), "{facts}");
+    assert_eq!(code, Some(0), "{facts:?}");
     assert_eq!(
         launcher_runs(tools.path()),
         first + 1,
@@ -562,8 +588,12 @@ fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
     std::fs::set_permissions(&cache, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let before = launcher_runs(tools.path());
     let (code, facts) = cached_run(&cache, &launcher, &d.ws);
-    assert_eq!(code, Some(2), "{facts}");
-    assert_eq!(facts["error"], "STATE_DIR_WRITABLE_BY_OTHERS", "{facts}");
+    assert_eq!(code, Some(2), "{facts:?}");
+    assert_eq!(
+        typed(&facts).error(),
+        Some("STATE_DIR_WRITABLE_BY_OTHERS"),
+        "{facts}"
+    );
     assert_eq!(
         launcher_runs(tools.path()),
         before,
@@ -581,18 +611,22 @@ fn later_invocations_share_the_probe_verdict_and_a_runner_failure_drops_it() {
     std::fs::write(&entry, planted.to_string()).expect("plant");
     let before = launcher_runs(tools.path());
     let (code, facts) = cached_run(&cache, &launcher, &d.ws);
-    assert_eq!(code, Some(0), "{facts}");
+    assert_eq!(code, Some(0), "{facts:?}");
     assert_eq!(
         launcher_runs(tools.path()),
         before + first,
-        "a planted program was trusted: {facts}"
+        "a planted program was trusted: {facts:?}"
     );
 
     // The cached runner fails: the call fails closed, and the entry is gone.
     std::fs::remove_file(d.ws.join("canary")).expect("rm canary");
     std::fs::write(tools.path().join("fail"), "").expect("fail flag");
     let (code, facts) = cached_run(&cache, &launcher, &d.ws);
-    assert_eq!(facts["error"], "SANDBOX_UNAVAILABLE", "{facts}");
+    assert_eq!(
+        typed(&facts).error(),
+        Some("SANDBOX_UNAVAILABLE"),
+        "{facts}"
+    );
     assert_eq!(code, Some(125));
     assert!(!d.ws.join("canary").exists(), "it ran");
     assert!(entries(&cache).is_empty(), "the failed verdict was kept");
@@ -605,18 +639,18 @@ fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails
     let canary = d.ws.join("canary");
 
     let (code, facts) = cached_run(&cache, &launcher, &d.ws);
-    assert_eq!(code, Some(0), "{facts}");
+    assert_eq!(code, Some(0), "{facts:?}");
     let first = launcher_runs(tools.path());
     assert!(first >= 2, "the first call probes, then runs: {first}");
     // Each case below must make the next call probe again (`first` launcher runs) and run.
     let probes_again = |case: &str| {
         let before = launcher_runs(tools.path());
         let (code, facts) = cached_run(&cache, &launcher, &d.ws);
-        assert_eq!(code, Some(0), "{case}: {facts}");
+        assert_eq!(code, Some(0), "{case}: {facts:?}");
         assert_eq!(
             launcher_runs(tools.path()),
             before + first,
-            "{case}: the entry was trusted: {facts}"
+            "{case}: the entry was trusted: {facts:?}"
         );
     };
     let only_entry = || {
@@ -670,8 +704,12 @@ fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails
         // Named explicitly, a directory another user owns is refused before anything runs.
         let before = launcher_runs(tools.path());
         let (code, facts) = cached_run(&cache, &launcher, &d.ws);
-        assert_eq!(code, Some(2), "{facts}");
-        assert_eq!(facts["error"], "STATE_DIR_WRITABLE_BY_OTHERS", "{facts}");
+        assert_eq!(code, Some(2), "{facts:?}");
+        assert_eq!(
+            typed(&facts).error(),
+            Some("STATE_DIR_WRITABLE_BY_OTHERS"),
+            "{facts}"
+        );
         assert_eq!(
             launcher_runs(tools.path()),
             before,
@@ -698,13 +736,14 @@ fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails
     assert_eq!(
         launcher_runs(tools.path()),
         before + 1,
-        "the cached verdict was used (no probe): {facts}"
+        "the cached verdict was used (no probe): {facts:?}"
     );
-    assert_eq!(facts["error"], "SANDBOX_UNAVAILABLE", "{facts}");
-    assert_eq!(facts["runner_failed"], true, "{facts}");
+    let failed = typed(&facts);
+    assert_eq!(failed.error(), Some("SANDBOX_UNAVAILABLE"), "{facts}");
+    assert_eq!(failed.runner_failed(), Some(true), "{facts}");
     assert!(
-        facts["detail"]
-            .as_str()
+        failed
+            .detail()
             .is_some_and(|d| d.contains("landlock-run: simulated failure")),
         "the runner's own words: {facts}"
     );
@@ -713,7 +752,11 @@ fn a_stale_symlinked_or_foreign_owned_entry_is_ignored_and_a_wrong_verdict_fails
     assert!(!entry.exists(), "the wrong verdict was kept");
     // The next call probes again, fails closed at the probe, and caches nothing.
     let (code, facts) = cached_run(&cache, &launcher, &d.ws);
-    assert_eq!(facts["error"], "SANDBOX_UNAVAILABLE", "{facts}");
+    assert_eq!(
+        typed(&facts).error(),
+        Some("SANDBOX_UNAVAILABLE"),
+        "{facts}"
+    );
     assert_eq!(code, Some(125));
     assert!(!canary.exists(), "the payload ran");
     assert!(!entry.exists(), "an unusable verdict was cached");
@@ -750,18 +793,26 @@ fn writable_root_and_protect_widen_and_narrow_what_a_command_may_write() {
         assert_eq!(
             std::fs::read_to_string(&granted).ok().as_deref(),
             Some("a"),
-            "{backend}: {facts}"
+            "{backend}: {facts:?}"
         );
         assert_eq!(
             std::fs::read_to_string(&plain).ok().as_deref(),
             Some("c"),
-            "{backend}: {facts}"
+            "{backend}: {facts:?}"
         );
         // The launcher keeps protected paths only where it can make a mount namespace: it says
         // which, and a path it says it keeps must be kept.
-        if facts["classes"]["protected"]["enforcement"] != "not-governed" {
-            assert!(!kept.exists(), "{backend} wrote a protected path: {facts}");
-            assert_eq!(facts["denied"], true, "{backend}: {facts}");
+        if ran(&facts)
+            .classes
+            .get(EnforcementClass::Protected)
+            .enforcement
+            != ClassEnforcement::NotGoverned
+        {
+            assert!(
+                !kept.exists(),
+                "{backend} wrote a protected path: {facts:?}"
+            );
+            assert!(ran(&facts).denied, "{backend}: {facts:?}");
         }
         assert!(!d.outside.join("stray").exists());
     }
@@ -783,7 +834,7 @@ fn a_bad_writable_root_or_protected_path_is_refused_before_anything_runs() {
         &script,
     );
     assert_eq!(code, Some(2));
-    assert_eq!(facts["error"], "WRITABLE_ROOT_RELATIVE", "{facts}");
+    assert_eq!(facts.error(), Some("WRITABLE_ROOT_RELATIVE"), "{facts:?}");
     let out = Command::new(SANDBOXCTL)
         .args([
             "run",
@@ -850,14 +901,18 @@ fn allow_socket_reaches_that_listener_and_the_facts_say_so_and_a_bad_one_runs_no
             &d.ws,
             &connect,
         );
-        assert_eq!(code, Some(0), "{backend}: {facts}");
-        let ipc = &facts["classes"]["host-ipc"];
-        assert_eq!(ipc["enforcement"], "partial", "{backend}: {facts}");
-        assert_eq!(ipc["ungoverned"][0], "unix-sockets", "{backend}: {facts}");
+        assert_eq!(code, Some(0), "{backend}: {facts:?}");
+        let ipc = ran(&facts).classes.get(EnforcementClass::HostIpc);
         assert_eq!(
-            ipc["allowed"],
-            serde_json::json!([sock]),
-            "{backend}: {facts}"
+            ipc.enforcement,
+            ClassEnforcement::Partial,
+            "{backend}: {facts:?}"
+        );
+        assert_eq!(ipc.ungoverned[0], "unix-sockets", "{backend}: {facts:?}");
+        assert_eq!(
+            ipc.allowed,
+            vec![sock.display().to_string()],
+            "{backend}: {facts:?}"
         );
         // The connection the payload made before it exited is in the backlog.
         let (mut conn, _) = listener.accept().expect("the listener was reached");
@@ -874,11 +929,15 @@ fn allow_socket_reaches_that_listener_and_the_facts_say_so_and_a_bad_one_runs_no
         assert_ne!(
             code,
             Some(0),
-            "{backend}: connected without an allowance: {facts}"
+            "{backend}: connected without an allowance: {facts:?}"
         );
         assert_eq!(
-            facts["classes"]["host-ipc"],
-            serde_json::json!({"enforcement": "full"}),
+            ran(&facts).classes.get(EnforcementClass::HostIpc),
+            sandbox::ClassReport {
+                enforcement: ClassEnforcement::Full,
+                ungoverned: Vec::new(),
+                allowed: Vec::new(),
+            },
             "{backend}"
         );
         assert!(
@@ -910,8 +969,8 @@ fn allow_socket_reaches_that_listener_and_the_facts_say_so_and_a_bad_one_runs_no
             &d.ws,
             &script,
         );
-        assert_eq!(exit, Some(2), "{path}: {facts}");
-        assert_eq!(facts["error"], code, "{path}: {facts}");
+        assert_eq!(exit, Some(2), "{path}: {facts:?}");
+        assert_eq!(facts.error(), Some(code), "{path}: {facts:?}");
     }
     assert!(!marker.exists(), "a refused call ran");
 }
