@@ -16,6 +16,8 @@ mod private;
 mod race;
 mod select;
 mod tool;
+#[cfg(target_os = "linux")]
+mod unix_client;
 mod walk;
 mod wire;
 mod writable;

@@ -17,7 +17,8 @@ pub struct NetStep {
     /// The listener the payload tries to reach.
     pub target: NetTarget,
     /// The payload (bash), replacing the default client of `target`. Its environment: `$PORT`,
-    /// `$UDP_PORT`, `$UNIX_PATH`, `$ABSTRACT_NAME` (without the leading NUL) and `$MSG`, the line it should send.
+    /// `$UDP_PORT`, `$UNIX_PATH`, `$ABSTRACT_NAME` (without the leading NUL), `$SOCK` (the
+    /// address of a `unix` or `abstract` target) and `$MSG`, the line it should send.
     #[serde(default)]
     pub run: Option<String>,
     /// What the listener must have recorded.

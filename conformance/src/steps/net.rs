@@ -41,8 +41,8 @@ const READ_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The default client of each target: sends `$MSG` and prints `connected` (or `sent`), or prints
 /// `refused` with the reason. Under `reached: false` the payload must print `refused`, so one that
-/// never tried cannot pass. TCP uses bash's own `/dev/tcp`; the unix sockets use `perl` (its
-/// `Socket` module starts in a few milliseconds, a tenth of `python3`, more through a version shim).
+/// never tried cannot pass. TCP uses bash's own `/dev/tcp`; the unix sockets the steps' one
+/// client (`unix_client`, on `$SOCK`).
 fn default_client(target: NetTarget) -> &'static str {
     match target {
         NetTarget::Tcp => {
@@ -53,23 +53,10 @@ fn default_client(target: NetTarget) -> &'static str {
             "if printf '%s\\n' \"$MSG\" > \"/dev/udp/127.0.0.1/$UDP_PORT\"; then echo sent; \
              else echo refused; fi"
         }
-        NetTarget::Unix => PERL_UNIX,
-        NetTarget::Abstract => PERL_ABSTRACT,
+        NetTarget::Unix => super::unix_client::NAMED,
+        NetTarget::Abstract => super::unix_client::ABSTRACT,
     }
 }
-
-const PERL_UNIX: &str = r#"perl -MSocket=:all -e '
-socket(my $s, AF_UNIX, SOCK_STREAM, 0) or do { print "refused $!\n"; exit };
-if (connect($s, pack_sockaddr_un($ENV{UNIX_PATH}))) { syswrite($s, "$ENV{MSG}\n"); print "connected\n" }
-else { print "refused $!\n" }
-'"#;
-
-/// The abstract name is the address with a leading NUL (Perl's `pack_sockaddr_un` keeps it).
-const PERL_ABSTRACT: &str = r#"perl -MSocket=:all -e '
-socket(my $s, AF_UNIX, SOCK_STREAM, 0) or do { print "refused $!\n"; exit };
-if (connect($s, pack_sockaddr_un("\0" . $ENV{ABSTRACT_NAME}))) { syswrite($s, "$ENV{MSG}\n"); print "connected\n" }
-else { print "refused $!\n" }
-'"#;
 
 /// What one listener saw: the bytes of each connection it accepted.
 type Record = Arc<Mutex<Vec<Vec<u8>>>>;
@@ -302,6 +289,14 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), StepError> {
             ("UDP_PORT", listeners.udp_port.to_string().into()),
             ("UNIX_PATH", listeners.unix_path.clone().into_os_string()),
             ("ABSTRACT_NAME", listeners.abstract_name.clone().into()),
+            // The shared unix client's address, the one of the step's target.
+            (
+                "SOCK",
+                match step.target {
+                    NetTarget::Abstract => listeners.abstract_name.clone().into(),
+                    _ => listeners.unix_path.clone().into_os_string(),
+                },
+            ),
             ("MSG", msg.clone().into()),
         ],
     );

@@ -42,20 +42,6 @@ const GRACE: Duration = Duration::from_millis(200);
 /// How long the harness waits for its own tmux keystrokes to take effect.
 const TMUX_WAIT: Duration = Duration::from_secs(10);
 
-/// Connects to `$SOCK` (a path) and sends `$MSG`.
-const PERL_NAMED: &str = r#"perl -MSocket=:all -e '
-socket(my $s, AF_UNIX, SOCK_STREAM, 0) or do { print "refused socket: $!\n"; exit };
-if (connect($s, pack_sockaddr_un($ENV{SOCK}))) { syswrite($s, "$ENV{MSG}\n"); print "connected\n" }
-else { print "refused connect: $!\n" }
-'"#;
-
-/// Connects to the abstract name `$SOCK` (without its leading NUL) and sends `$MSG`.
-const PERL_ABSTRACT: &str = r#"perl -MSocket=:all -e '
-socket(my $s, AF_UNIX, SOCK_STREAM, 0) or do { print "refused socket: $!\n"; exit };
-if (connect($s, pack_sockaddr_un("\0" . $ENV{SOCK}))) { syswrite($s, "$ENV{MSG}\n"); print "connected\n" }
-else { print "refused connect: $!\n" }
-'"#;
-
 /// Writes `$MSG` into the FIFO `$FIFO`.
 const SH_FIFO: &str =
     r#"if printf '%s\n' "$MSG" > "$FIFO"; then echo written; else echo "refused open"; fi"#;

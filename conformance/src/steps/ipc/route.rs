@@ -164,7 +164,7 @@ fn named_socket(target: IpcTarget) -> Result<Route, StepError> {
     });
     let listener = Listener::start(bind_open(&path)?)?;
     Ok(Route {
-        client: PERL_NAMED,
+        client: crate::steps::unix_client::NAMED,
         vars: vec![("SOCK", path.into_os_string())],
         check: Box::new(move |_| Ok(seen(listener.finish()))),
         _dirs: vec![dir],
@@ -180,7 +180,7 @@ fn abstract_socket(unique: &str) -> Result<Route, StepError> {
         .map_err(|e| StepError::Harness(format!("cannot bind the abstract socket: {e}")))?;
     let listener = Listener::start(l)?;
     Ok(Route {
-        client: PERL_ABSTRACT,
+        client: crate::steps::unix_client::ABSTRACT,
         vars: vec![("SOCK", name.into())],
         check: Box::new(move |_| Ok(seen(listener.finish()))),
         _dirs: Vec::new(),
