@@ -56,7 +56,8 @@ else
     (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error)
 fi
 
-# sandlock: the pinned wheel from PyPI (Landlock ABI 6 or newer; its SDK confines a command with
+# sandlock: the pinned wheel from PyPI (a CPython 3.11 manylinux wheel, which Debian bookworm's
+# and this machine's python3 are; Landlock ABI 6 or newer; its SDK confines a command with
 # inherited stdio, which the adapter's runner uses) in a venv of its own.
 sandlock_version=0.9.0
 venv=$dir/.venv-sandlock
