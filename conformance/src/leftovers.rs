@@ -98,6 +98,68 @@ fn entries(
     Ok(())
 }
 
+/// The mounts strictly below `place` that are not below another of them, each with a descriptor
+/// (`O_PATH`) of what is mounted there, taken before an overlay hides them: mounted again on
+/// top of it (recursively, so what is below them comes along).
+#[cfg(target_os = "linux")]
+fn submounts(place: &Path) -> Result<Vec<(PathBuf, std::os::fd::OwnedFd)>, StepError> {
+    use std::os::unix::ffi::OsStringExt;
+    let table = std::fs::read("/proc/self/mountinfo")
+        .map_err(|e| StepError::harness(format!("cannot read the mount table: {e}")))?;
+    let mut points: Vec<PathBuf> = Vec::new();
+    for line in table.split(|&b| b == b'\n') {
+        // The fifth field is the mount point, with space, tab, newline and backslash as octal
+        // escapes.
+        let Some(field) = line.split(|&b| b == b' ').nth(4) else {
+            continue;
+        };
+        let mut raw = Vec::with_capacity(field.len());
+        let mut i = 0;
+        while i < field.len() {
+            let escaped = field
+                .get(i + 1..i + 4)
+                .filter(|_| field[i] == b'\\')
+                .and_then(|d| {
+                    std::str::from_utf8(d)
+                        .ok()
+                        .and_then(|d| u8::from_str_radix(d, 8).ok())
+                });
+            match escaped {
+                Some(b) => {
+                    raw.push(b);
+                    i += 4;
+                }
+                None => {
+                    raw.push(field[i]);
+                    i += 1;
+                }
+            }
+        }
+        let point = PathBuf::from(std::ffi::OsString::from_vec(raw));
+        if point.starts_with(place) && point != place && !points.contains(&point) {
+            points.push(point);
+        }
+    }
+    points.sort();
+    let mut top: Vec<PathBuf> = Vec::new();
+    for point in points {
+        if !top.iter().any(|t| point.starts_with(t)) {
+            top.push(point);
+        }
+    }
+    top.into_iter()
+        .map(|point| {
+            nix::fcntl::open(
+                &point,
+                nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .map(|fd| (point.clone(), fd))
+            .map_err(|e| StepError::harness(format!("cannot hold {}: {e}", point.display())))
+        })
+        .collect()
+}
+
 /// Runs `body` (one case) with [`PLACES`] private to it, and returns what it left there.
 ///
 /// Each place is an overlay of the host's own: everything already there is seen (a launcher or a
@@ -160,9 +222,12 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
                     StepError::harness(format!("cannot make {}: {e}", dir.display()))
                 })?;
             }
-            // The host's place itself, held before the overlay hides it.
+            // The host's place itself, held before the overlay hides it, and what is mounted
+            // below it (a clone bound back under a private /tmp, as `ci/isolate` does): an
+            // overlay shows its lower directory's own filesystem only.
             let lower = std::fs::File::open(place)
                 .map_err(|e| StepError::harness(format!("cannot open {place}: {e}")))?;
+            let below = submounts(Path::new(place))?;
             let options = format!(
                 "lowerdir={place},upperdir={},workdir={}",
                 upper.display(),
@@ -176,6 +241,19 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
                 Some(options.as_str()),
             )
             .map_err(|e| StepError::harness(format!("cannot overlay {place}: {e}")))?;
+            for (at, held) in &below {
+                let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(held));
+                mount(
+                    Some(source.as_str()),
+                    at,
+                    None::<&str>,
+                    MsFlags::MS_BIND | MsFlags::MS_REC,
+                    None::<&str>,
+                )
+                .map_err(|e| {
+                    StepError::harness(format!("cannot mount {} again: {e}", at.display()))
+                })?;
+            }
             lowers.push((PathBuf::from(place), upper, lower));
         }
         Ok(())
