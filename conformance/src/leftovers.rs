@@ -4,8 +4,10 @@
 //! every process the case starts (runner, payload, an agent and its calls) sees them, and what is
 //! in them once the case is over is what the case made and left, whatever else runs on the host
 //! meanwhile. A case's worlds are removed as they drop (not renamed aside for the run's sweep),
-//! and its processes are killed, so anything there is
-//! the backend's: a staging directory, a lock, a socket. Making a mount namespace needs root
+//! and its processes are killed (a process still in the case's namespace when it is over fails
+//! it: a helper the runner detached without the case's tag), so anything there is the
+//! backend's: a staging directory, a lock, a socket, a host directory whose mode or owner it
+//! changed (`/tmp`'s sticky bit), a host entry it removed. Making a mount namespace needs root
 //! (`CAP_SYS_ADMIN`), so these cases are planned as root only (`when_host: root`).
 //!
 //! `$TMPDIR` is covered by the world diff (a case's `$TMPDIR` area is part of its world), and
@@ -25,24 +27,31 @@ pub const PLACES: [&str; 2] = ["/tmp", "/dev/shm"];
 pub struct Leftover {
     /// The entry as it would be on the host (`/tmp/stage-1234`).
     pub path: PathBuf,
-    /// `directory`, `file`, `symlink`, `socket`, `fifo` or `other`.
+    /// `directory`, `file`, `symlink`, `socket`, `fifo` or `other`; `host file it changed`,
+    /// `host directory it changed` (its mode or owner), `host entry it removed`.
     pub kind: &'static str,
-    /// Its owner.
+    /// Its owner (for a removed entry, the host's).
     pub uid: u32,
-    /// Its permission bits (with set-id and sticky bits).
+    /// Its permission bits, with set-id and sticky bits (for a removed entry, the host's).
     pub mode: u32,
+    /// What the host has there, when the case changed it: owner and permission bits.
+    pub was: Option<(u32, u32)>,
 }
 
 impl std::fmt::Display for Leftover {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{} (a {}, owner uid {}, mode {:04o})",
+            "{} (a {}, owner uid {}, mode {:04o}",
             self.path.display(),
             self.kind,
             self.uid,
             self.mode
-        )
+        )?;
+        if let Some((uid, mode)) = self.was {
+            write!(f, "; the host's: owner uid {uid}, mode {mode:04o}")?;
+        }
+        write!(f, ")")
     }
 }
 
@@ -67,16 +76,36 @@ fn entries(
             .metadata()
             .map_err(|e| StepError::harness(format!("{}: {e}", entry.path().display())))?;
         let kind = meta.file_type();
-        // A whiteout: something under the host's place removed, which never reaches the host.
-        if kind.is_char_device() && meta.rdev() == 0 {
-            continue;
-        }
         let relative = relative.join(entry.file_name());
         let on_host =
             nix::sys::stat::fstatat(lower, &relative, nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW)
                 .ok();
+        let host = on_host.map(|st| (st.st_uid, st.st_mode & 0o7777));
+        // A whiteout: a host entry the case removed (it never reaches the host).
+        if kind.is_char_device() && meta.rdev() == 0 {
+            if let Some((uid, mode)) = host {
+                found.push(Leftover {
+                    path: place.join(&relative),
+                    kind: "host entry it removed",
+                    uid,
+                    mode,
+                    was: None,
+                });
+            }
+            continue;
+        }
         let host_dir = on_host.is_some_and(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
         if kind.is_dir() && host_dir {
+            // Copied up because something below it changed, or its own mode or owner did.
+            if let Some(changed) = changed(&meta, on_host) {
+                found.push(Leftover {
+                    path: place.join(&relative),
+                    kind: "host directory it changed",
+                    uid: meta.uid(),
+                    mode: meta.mode() & 0o7777,
+                    was: Some(changed),
+                });
+            }
             entries(place, upper, lower, &relative, found)?;
             continue;
         }
@@ -93,9 +122,20 @@ fn entries(
             },
             uid: meta.uid(),
             mode: meta.mode() & 0o7777,
+            was: None,
         });
     }
     Ok(())
+}
+
+/// The host's owner and permission bits, when the case's copy has other ones (or another group).
+#[cfg(target_os = "linux")]
+fn changed(meta: &std::fs::Metadata, host: Option<nix::sys::stat::FileStat>) -> Option<(u32, u32)> {
+    use std::os::unix::fs::MetadataExt;
+    let host = host?;
+    let (uid, mode) = (host.st_uid, host.st_mode & 0o7777);
+    (meta.uid() != uid || meta.gid() != host.st_gid || meta.mode() & 0o7777 != mode)
+        .then_some((uid, mode))
 }
 
 /// The mounts strictly below `place` that are not below another of them, each with a descriptor
@@ -158,6 +198,45 @@ fn submounts(place: &Path) -> Result<Vec<(PathBuf, std::os::fd::OwnedFd)>, StepE
             .map_err(|e| StepError::harness(format!("cannot hold {}: {e}", point.display())))
         })
         .collect()
+}
+
+/// Every process in this thread's mount namespace but this process, killed (`SIGKILL`), each
+/// described by its pid and command line.
+#[cfg(target_os = "linux")]
+fn still_here() -> Vec<String> {
+    let Ok(ours) = std::fs::read_link("/proc/thread-self/ns/mnt") else {
+        return Vec::new();
+    };
+    let me = std::process::id();
+    let mut found = Vec::new();
+    let Ok(all) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in all.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|p| p.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        if pid.unsigned_abs() == me
+            || std::fs::read_link(format!("/proc/{pid}/ns/mnt"))
+                .ok()
+                .as_ref()
+                != Some(&ours)
+        {
+            continue;
+        }
+        let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let line = String::from_utf8_lossy(&line).replace('\0', " ");
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(pid),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+        found.push(format!("pid {pid}: {}", line.trim()));
+    }
+    found
 }
 
 /// Runs `body` (one case) with [`PLACES`] private to it, and returns what it left there.
@@ -228,6 +307,24 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
             let lower = std::fs::File::open(place)
                 .map_err(|e| StepError::harness(format!("cannot open {place}: {e}")))?;
             let below = submounts(Path::new(place))?;
+            // The overlay's root takes the upper directory's mode and owner: the host's (1777 on
+            // /tmp), so the case sees its place as it is, and a change to it shows.
+            let host = nix::sys::stat::fstat(&lower)
+                .map_err(|e| StepError::harness(format!("cannot stat {place}: {e}")))?;
+            nix::unistd::chown(
+                &upper,
+                Some(nix::unistd::Uid::from_raw(host.st_uid)),
+                Some(nix::unistd::Gid::from_raw(host.st_gid)),
+            )
+            .and_then(|()| {
+                nix::sys::stat::fchmodat(
+                    nix::fcntl::AT_FDCWD,
+                    &upper,
+                    nix::sys::stat::Mode::from_bits_truncate(host.st_mode & 0o7777),
+                    nix::sys::stat::FchmodatFlags::FollowSymlink,
+                )
+            })
+            .map_err(|e| StepError::harness(format!("cannot shape {}: {e}", upper.display())))?;
             let options = format!(
                 "lowerdir={place},upperdir={},workdir={}",
                 upper.display(),
@@ -263,8 +360,27 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
         .ok()
         .map(|()| crate::world::removed_at_once(body));
     let mut left = Vec::new();
+    // What of the case still runs in its namespace (a helper its runner detached, without the
+    // case's tag): killed, and named, before anything is read.
+    let stayed = private
+        .as_ref()
+        .ok()
+        .map(|()| still_here())
+        .unwrap_or_default();
     let listed = match private {
         Ok(()) => lowers.iter().try_for_each(|(place, upper, lower)| {
+            let root = std::fs::metadata(upper)
+                .map_err(|e| StepError::harness(format!("{}: {e}", upper.display())))?;
+            if let Some(was) = changed(&root, nix::sys::stat::fstat(lower).ok()) {
+                use std::os::unix::fs::MetadataExt;
+                left.push(Leftover {
+                    path: place.clone(),
+                    kind: "host directory it changed",
+                    uid: root.uid(),
+                    mode: root.mode() & 0o7777,
+                    was: Some(was),
+                });
+            }
             entries(place, upper, lower, Path::new(""), &mut left)
         }),
         Err(e) => Err(e),
@@ -283,6 +399,13 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
         });
     back?;
     listed?;
+    if !stayed.is_empty() {
+        return Err(StepError::Unmet(format!(
+            "{} process(es) of the case were still running in its mount namespace when it was over (killed now): {}",
+            stayed.len(),
+            stayed.join("; ")
+        )));
+    }
     match result {
         Some(result) => Ok((result, left)),
         None => Err(StepError::harness("the case did not run")),

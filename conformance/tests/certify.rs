@@ -1792,6 +1792,58 @@ fn a_staging_directory_a_stopped_call_leaves_in_the_hosts_tmp_is_named() {
     }
 }
 
+/// A runner that detaches a helper without the case's tag, which stages in /tmp once the call is
+/// over: HD-031 kills what of the case still runs in its mount namespace and fails the case
+/// naming it, before it reads the private places (where the helper would write too late to be
+/// seen); a helper that staged before the case was over is named as what it left.
+#[test]
+fn a_helper_the_runner_detaches_is_found_in_the_cases_namespace() {
+    let prefix = format!("leaky-late-{}", std::process::id());
+    let run = certify_with(
+        &["--family", "hardening"],
+        &backend("leaky_leftovers_backend.py"),
+        &[
+            ("LEAKY_STAGE_PREFIX", prefix.as_str()),
+            ("LEAKY_MODE", "late"),
+        ],
+    );
+    // What the helpers of the cases that do not look staged in the host's /tmp.
+    for entry in std::fs::read_dir("/tmp").expect("/tmp").flatten() {
+        if entry
+            .file_name()
+            .to_string_lossy()
+            .starts_with(&format!("{prefix}."))
+        {
+            let _ = std::fs::remove_dir(entry.path());
+        }
+    }
+    let looked: Vec<&CaseResult> = run
+        .report
+        .cases
+        .iter()
+        .filter(|c| c.scenario == "HD-031")
+        .collect();
+    assert_eq!(looked.len(), 4, "{}", run.why());
+    for case in looked {
+        if !is_root() {
+            // Not planned as a user: its private places need a mount namespace of the harness's.
+            assert_eq!(case.status, Status::Skip, "{case:?}");
+            assert!(message(case).contains("root"), "{case:?}");
+            continue;
+        }
+        assert_eq!(case.status, Status::Fail, "{case:?}");
+        let message = message(case);
+        // Still running when the case was over, or (a call its timeout stopped after the helper's
+        // 0.3 s) already staged.
+        assert!(
+            (message.contains("still running in its mount namespace")
+                && message.contains("sleep 0.3"))
+                || message.contains(&format!("/tmp/{prefix}.")),
+            "{message}"
+        );
+    }
+}
+
 #[test]
 fn a_plant_in_the_shared_temp_folders_tidied_after_the_call_is_found_while_the_call_runs() {
     let run = certify(
