@@ -34,7 +34,7 @@ const USAGE: &str = "usage: landlock-run [--abi-cap N] [--status-fd FD] [--memor
 [--net restricted|enabled] [--ipc private|host] [--pids private|host] [--pid-namespace] \
 [--allow-unix-sockets] (--ro PATH | --rw PATH [--rw-identity DEV:INO] | --pin DIR | --protect PATH)... \
 [--prevent [--stage-fd FD] [--anchor ROOT]... [--protected-rel REL]... [--protected-name NAME]...] \
--- PROGRAM [ARGS...] | --probe [--abi-cap N]";
+[--tmp-area DIR | --tmpdir DIR] -- PROGRAM [ARGS...] | --probe [--abi-cap N]";
 
 /// What one run of the launcher is asked to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +123,14 @@ pub struct LaunchArgs {
     pub protected_rel: Vec<PathBuf>,
     /// `--protected-name NAME`: a name protected in every folder under an anchor.
     pub protected_names: Vec<OsString>,
+    /// `--tmp-area DIR`: the session's private temp area (a directory holding `tmp`, what the
+    /// payload sees at `/tmp`, and `work`, the overlay's work directory), mounted at `/tmp` in the
+    /// launcher's mount namespace; the payload's `$TMPDIR` is then `/tmp`. A path, not a
+    /// descriptor: overlayfs takes its layers only from the mount namespace it is mounted in.
+    pub tmp_area: Option<PathBuf>,
+    /// `--tmpdir DIR`: the payload's `$TMPDIR` (a private temp area's `tmp` where no mount shows
+    /// it at `/tmp`; the caller grants it with `--rw`).
+    pub tmpdir: Option<PathBuf>,
     /// The program and its arguments, after `--`.
     pub payload: Vec<OsString>,
 }
@@ -193,6 +201,12 @@ impl LaunchArgs {
         if let Some(fd) = self.stage_fd {
             flag_value(&mut args, "--stage-fd", fd.to_string());
         }
+        if let Some(dir) = &self.tmp_area {
+            flag_value(&mut args, "--tmp-area", dir);
+        }
+        if let Some(dir) = &self.tmpdir {
+            flag_value(&mut args, "--tmpdir", dir);
+        }
         for anchor in &self.anchors {
             flag_value(&mut args, "--anchor", anchor);
         }
@@ -254,6 +268,11 @@ impl Invocation {
                     if launch.payload.is_empty() {
                         return Err(UsageError("nothing to run after --".into()));
                     }
+                    if launch.tmp_area.is_some() && launch.tmpdir.is_some() {
+                        return Err(UsageError(
+                            "--tmp-area and --tmpdir exclude each other (a mounted area is the payload's /tmp and $TMPDIR)".into(),
+                        ));
+                    }
                     return Ok(Invocation::Launch(Box::new(launch)));
                 }
                 "--ro" => launch.read_only.push(value()?.into()),
@@ -300,6 +319,18 @@ impl Invocation {
                     launch.protected_names.push(name);
                 }
                 "--stage-fd" => launch.stage_fd = Some(descriptor(flag, value()?)?),
+                "--tmp-area" | "--tmpdir" => {
+                    let dir = PathBuf::from(value()?);
+                    if !dir.is_absolute() {
+                        return Err(UsageError(format!(
+                            "{flag} takes an absolute path, not {dir:?}"
+                        )));
+                    }
+                    match flag {
+                        "--tmp-area" => launch.tmp_area = Some(dir),
+                        _ => launch.tmpdir = Some(dir),
+                    }
+                }
                 "--status-fd" => launch.status_fd = Some(descriptor(flag, value()?)?),
                 "--memory" => {
                     let v = value()?;
@@ -408,6 +439,8 @@ mod tests {
             protected: vec!["/srv/work/.git/config".into(), odd()],
             prevent: true,
             stage_fd: Some(9),
+            tmp_area: Some(odd()),
+            tmpdir: None,
             anchors: vec!["/srv/work".into(), odd()],
             protected_rel: vec![".git/hooks".into(), ".vscode/tasks.json".into()],
             protected_names: vec![".envrc".into(), OsString::from(".mise.toml")],
@@ -420,6 +453,13 @@ mod tests {
         for invocation in [
             Invocation::Launch(Box::new(every_flag())),
             Invocation::Launch(Box::new(LaunchArgs {
+                payload: vec!["true".into()],
+                ..LaunchArgs::default()
+            })),
+            Invocation::Launch(Box::new(LaunchArgs {
+                tmpdir: Some(PathBuf::from(std::ffi::OsStr::from_bytes(
+                    b"/var/c/a\xff/tmp",
+                ))),
                 payload: vec!["true".into()],
                 ..LaunchArgs::default()
             })),
@@ -461,6 +501,7 @@ mod tests {
             "--protect",
             "--prevent",
             "--stage-fd",
+            "--tmp-area",
             "--anchor",
             "--protected-rel",
             "--protected-name",
@@ -486,6 +527,12 @@ mod tests {
             (vec!["--protected-name", "a/b", "--", "x"], "one file name"),
             (vec!["--net", "off", "--", "x"], "restricted or enabled"),
             (vec!["--"], "nothing to run"),
+            (vec!["--tmp-area", "rel", "--", "x"], "absolute"),
+            (vec!["--tmpdir", "rel", "--", "x"], "absolute"),
+            (
+                vec!["--tmp-area", "/b", "--tmpdir", "/a", "--", "x"],
+                "exclude each other",
+            ),
             (vec!["--frobnicate"], "unknown argument"),
             (vec![], "usage:"),
         ] {

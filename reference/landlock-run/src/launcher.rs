@@ -364,9 +364,24 @@ fn outer(
     payload.settle().map_err(Failure::Harden)?;
     nix::unistd::setsid()
         .map_err(|e| Failure::Harden(format!("cannot start a new session for the payload: {e}")))?;
-    let wanted = own_pid_namespace || (launch.prevent && launch.stage_fd.is_some());
+    let wanted = own_pid_namespace
+        || (launch.prevent && launch.stage_fd.is_some())
+        || launch.tmp_area.is_some();
     let mounted =
         protect::apply(&launch.pinned, &launch.protected, wanted).map_err(Failure::Protect)?;
+    if let Some(area) = &launch.tmp_area {
+        if !mounted {
+            return Err(Failure::Protect(
+                "cannot make a mount namespace for the private temp area (--tmp-area)".into(),
+            ));
+        }
+        let roots: Vec<std::path::PathBuf> =
+            launch.read_write.iter().map(|r| r.path.clone()).collect();
+        crate::tmp_area::mount_at_tmp(area, &roots).map_err(Failure::Protect)?;
+    }
+    if let Some(dir) = &launch.tmpdir {
+        crate::tmp_area::set_tmpdir(dir);
+    }
     if own_pid_namespace {
         if !mounted {
             return Err(Failure::Protect(

@@ -159,6 +159,8 @@ mod probe;
 #[cfg(target_os = "linux")]
 mod protect;
 pub mod staged;
+#[cfg(target_os = "linux")]
+mod tmp_area;
 
 /// The launcher's entry point (what the `landlock-run` binary runs): reads the process's
 /// arguments (after `argv[0]`), launches or probes, and returns the exit status. On a target

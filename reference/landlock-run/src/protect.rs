@@ -114,31 +114,7 @@ pub fn bind_fd_onto(
     target: &OwnedFd,
     read_only: bool,
 ) -> Result<OwnedFd, (&'static str, std::io::Error)> {
-    let empty = CString::default();
-    // SAFETY: open_tree(2) has no wrapper in std, nix or libc. The descriptor is open and owned
-    // by the caller, the path is a valid NUL-terminated empty string, and the flags are the
-    // documented constants; the kernel returns a new descriptor or -1.
-    #[allow(unsafe_code)]
-    let tree = unsafe {
-        libc::syscall(
-            libc::SYS_open_tree,
-            source.as_raw_fd(),
-            empty.as_ptr(),
-            OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint,
-        )
-    };
-    if tree < 0 {
-        return Err(("clone the mount of", std::io::Error::last_os_error()));
-    }
-    let tree_fd = i32::try_from(tree).map_err(|_| {
-        (
-            "clone the mount of",
-            std::io::Error::other(format!("open_tree returned {tree}")),
-        )
-    })?;
-    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
-    #[allow(unsafe_code)]
-    let tree = unsafe { OwnedFd::from_raw_fd(tree_fd) };
+    let tree = clone_tree(source, false).map_err(|e| ("clone the mount of", e))?;
     if read_only {
         let attr = MountAttr {
             attr_set: MOUNT_ATTR_RDONLY,
@@ -146,6 +122,7 @@ pub fn bind_fd_onto(
             propagation: 0,
             userns_fd: 0,
         };
+        let empty = CString::default();
         // SAFETY: mount_setattr(2) has no wrapper in std, nix or libc. `attr` is a valid
         // `struct mount_attr` that outlives the call, its size is passed, the descriptor and the
         // empty path are valid.
@@ -167,6 +144,75 @@ pub fn bind_fd_onto(
             ));
         }
     }
+    move_onto(&tree, target).map_err(|e| ("bind onto itself", e))?;
+    Ok(tree)
+}
+
+/// A detached copy of the mount at `source` (an open descriptor, `O_PATH` is enough), with every
+/// mount below it when `recursive`: it holds what it copied however the tree it came from changes
+/// later, until [`move_onto`] attaches it.
+pub fn clone_tree(source: &OwnedFd, recursive: bool) -> std::io::Result<OwnedFd> {
+    let empty = CString::default();
+    let mut flags =
+        OPEN_TREE_CLONE | libc::O_CLOEXEC as libc::c_uint | libc::AT_EMPTY_PATH as libc::c_uint;
+    if recursive {
+        flags |= libc::AT_RECURSIVE as libc::c_uint;
+    }
+    // SAFETY: open_tree(2) has no wrapper in std, nix or libc. The descriptor is open and owned
+    // by the caller, the path is a valid NUL-terminated empty string, and the flags are the
+    // documented constants; the kernel returns a new descriptor or -1.
+    #[allow(unsafe_code)]
+    let tree = unsafe {
+        libc::syscall(
+            libc::SYS_open_tree,
+            source.as_raw_fd(),
+            empty.as_ptr(),
+            flags,
+        )
+    };
+    if tree < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let tree_fd = i32::try_from(tree)
+        .map_err(|_| std::io::Error::other(format!("open_tree returned {tree}")))?;
+    // SAFETY: the kernel just returned this descriptor to us and nothing else owns it.
+    #[allow(unsafe_code)]
+    Ok(unsafe { OwnedFd::from_raw_fd(tree_fd) })
+}
+
+/// Makes the detached mount `tree` (from [`clone_tree`]) and every mount below it read-only.
+pub fn read_only_tree(tree: &OwnedFd) -> std::io::Result<()> {
+    let attr = MountAttr {
+        attr_set: MOUNT_ATTR_RDONLY,
+        attr_clr: 0,
+        propagation: 0,
+        userns_fd: 0,
+    };
+    let empty = CString::default();
+    // SAFETY: mount_setattr(2) has no wrapper in std, nix or libc. `attr` is a valid
+    // `struct mount_attr` that outlives the call, its size is passed, the descriptor and the
+    // empty path are valid.
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_mount_setattr,
+            tree.as_raw_fd(),
+            empty.as_ptr(),
+            (libc::AT_EMPTY_PATH | libc::AT_RECURSIVE) as libc::c_uint,
+            &attr as *const MountAttr,
+            std::mem::size_of::<MountAttr>(),
+        )
+    };
+    if rc < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Attaches the detached mount `tree` (from [`clone_tree`]) onto `target` (an open descriptor),
+/// with no path resolved in between.
+pub fn move_onto(tree: &OwnedFd, target: &OwnedFd) -> std::io::Result<()> {
+    let empty = CString::default();
     // SAFETY: move_mount(2) has no wrapper in std, nix or libc. Both descriptors are open and
     // owned here, both paths are the valid empty string, the flags are documented constants.
     #[allow(unsafe_code)]
@@ -181,9 +227,9 @@ pub fn bind_fd_onto(
         )
     };
     if rc < 0 {
-        return Err(("bind onto itself", std::io::Error::last_os_error()));
+        return Err(std::io::Error::last_os_error());
     }
-    Ok(tree)
+    Ok(())
 }
 
 /// True when this process could make a private mount namespace and mount in it (asked in a

@@ -32,6 +32,35 @@ pub trait SandboxProvider: Send + Sync {
         let _ = policy;
         None
     }
+
+    /// True when a call under `policy` sees its private temp area at `/tmp` (a mount of the
+    /// backend's shows it there: see [`crate::TempArea`]); `false` (the default) when the call
+    /// sees the area only as `$TMPDIR`, or the temp area is shared. The write and read tools
+    /// map `/tmp` as the shell sees it.
+    fn temp_area_at_tmp(&self, policy: &ProviderPolicy) -> bool {
+        let _ = policy;
+        false
+    }
+}
+
+/// A shared provider confines as the provider it shares (a wrapper can hold one that its caller
+/// keeps using too).
+impl<P: SandboxProvider + ?Sized> SandboxProvider for Arc<P> {
+    fn confine(
+        &self,
+        argv: &[OsString],
+        policy: &ProviderPolicy,
+    ) -> Result<ConfinedArgv, SandboxUnavailable> {
+        (**self).confine(argv, policy)
+    }
+
+    fn call_guard(&self, policy: &ProviderPolicy) -> Option<Box<dyn CallGuard>> {
+        (**self).call_guard(policy)
+    }
+
+    fn temp_area_at_tmp(&self, policy: &ProviderPolicy) -> bool {
+        (**self).temp_area_at_tmp(policy)
+    }
 }
 
 /// A provider's check around one call ([`SandboxProvider::call_guard`]).
@@ -80,7 +109,11 @@ pub struct ConfinedArgv {
 /// launch holds: where the launcher makes new git directories private while the call runs, for
 /// the caller to judge and move into place after it (`sandbox_local::stage`).
 #[derive(Clone, Default)]
-pub struct LaunchFds(Vec<(i32, Arc<OwnedFd>)>, Option<Staging>);
+pub struct LaunchFds(Vec<(i32, Arc<OwnedFd>)>, Option<Staging>, Vec<Held>);
+
+/// Something the launch needs kept until it is dropped (a per-call temp area the caller made:
+/// removed when the last copy of the launch goes).
+pub type Held = Arc<dyn std::any::Any + Send + Sync>;
 
 /// A launch's staging directory and the writable roots its staged entries may go into.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,6 +173,11 @@ impl LaunchFds {
     /// The launch's staging directory, if it has one.
     pub fn staging(&self) -> Option<&Staging> {
         self.1.as_ref()
+    }
+
+    /// Keeps `held` until the last copy of this launch is dropped.
+    pub fn hold(&mut self, held: Held) {
+        self.2.push(held);
     }
 }
 

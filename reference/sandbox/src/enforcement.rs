@@ -27,6 +27,11 @@ pub mod gaps {
     pub const METADATA: &str = "metadata";
     /// Files: `truncate(2)` and `O_TRUNC` outside the writable set.
     pub const TRUNCATE: &str = "truncate";
+    /// Files: the host's `/tmp` where no mount namespace shows a private temp area there (the
+    /// area is then only `$TMPDIR`): `/tmp` is outside the writable set, and what this backend
+    /// does not govern outside it (metadata, truncate) reaches the host's files there.
+    pub const HOST_TMP_UNMOUNTED: &str =
+        "host /tmp (no mount namespace shows the private temp area there)";
     /// Files: renaming a file into another directory.
     pub const RENAME_ACROSS_DIRS: &str = "rename-across-dirs";
     /// Files: hard-linking a file into another directory.

@@ -46,6 +46,7 @@ mod enforcement;
 mod error;
 mod marker;
 mod mode;
+pub mod mountinfo;
 mod paths;
 mod policy;
 mod protected;
@@ -72,15 +73,15 @@ pub use protected::{
     ProtectedPath, ProtectedPathError, ProtectedPlan, is_git_dir_surface, is_git_surface,
     protected_plan,
 };
-pub use roots::{ExtraRoot, Roots};
+pub use roots::{ExtraRoot, Roots, TempArea};
 pub use state::{
     STATE_DIR_IN_WRITABLE_ROOT, STATE_DIR_UNRESOLVABLE, STATE_DIR_WRITABLE_BY_OTHERS,
     StateDirError, check_state_dir, check_state_file, reachable_roots,
 };
 pub use workspace::{
-    BAD_PATH, DirIdentity, PinnedDir, RootError, TEMP_DIR_MOVED, TEMP_DIR_NOT_A_DIRECTORY,
-    TEMP_DIR_TOO_BROAD, UNIX_SOCKET_MISSING, UNIX_SOCKET_NOT_A_SOCKET, UNIX_SOCKET_NOT_GRANTABLE,
-    UNIX_SOCKET_RELATIVE, WORKSPACE_MISSING, WORKSPACE_MOVED, WORKSPACE_NOT_A_DIRECTORY,
-    WORKSPACE_TOO_BROAD, WRITABLE_ROOT_MISSING, WRITABLE_ROOT_MOVED, WRITABLE_ROOT_NOT_A_DIRECTORY,
-    WRITABLE_ROOT_RELATIVE, WRITABLE_ROOT_TOO_BROAD, system_reason,
+    BAD_PATH, DirIdentity, PinnedDir, RootError, TEMP_AREA_UNUSABLE, TEMP_DIR_MOVED,
+    TEMP_DIR_NOT_A_DIRECTORY, TEMP_DIR_TOO_BROAD, UNIX_SOCKET_MISSING, UNIX_SOCKET_NOT_A_SOCKET,
+    UNIX_SOCKET_NOT_GRANTABLE, UNIX_SOCKET_RELATIVE, WORKSPACE_MISSING, WORKSPACE_MOVED,
+    WORKSPACE_NOT_A_DIRECTORY, WORKSPACE_TOO_BROAD, WRITABLE_ROOT_MISSING, WRITABLE_ROOT_MOVED,
+    WRITABLE_ROOT_NOT_A_DIRECTORY, WRITABLE_ROOT_RELATIVE, WRITABLE_ROOT_TOO_BROAD, system_reason,
 };

@@ -226,6 +226,7 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
         extras.push(check_extra_root(root, Some(home.as_deref()))?.0);
     }
     let tmp = canonical_path(Path::new("/tmp"))?;
+    let area = private_area(policy, &tmp, &workspace)?;
     let mut canonical = vec![workspace.clone(), tmp.clone()];
     if let Some(t) = policy.temp_dir.as_ref().filter(|t| t.is_absolute()) {
         let resolved = canonical_path(t)?;
@@ -254,7 +255,54 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
             Err(_) => {}
         }
     }
+    if let Some(area) = area {
+        // Neither the host's /tmp nor the caller's $TMPDIR (checked all the same: a deployment
+        // that names a bad one hears of it): the session's own area instead.
+        canonical = vec![workspace, area];
+    }
     canonical.extend(extras);
+    Ok(outermost(canonical))
+}
+
+/// The canonical `tmp` directory of `policy`'s private temp area, checked: absolute, an
+/// existing directory (not a symlink to one), outside `/tmp` and outside the workspace, with the
+/// overlay's `work` beside it. `None` for a shared temp area.
+fn private_area(
+    policy: &ProviderPolicy,
+    tmp: &Path,
+    workspace: &Path,
+) -> Result<Option<PathBuf>, RootError> {
+    let crate::TempArea::Private(area) = &policy.temp_area else {
+        return Ok(None);
+    };
+    let refuse = |why: &str| RootError::TempAreaUnusable {
+        path: area.clone(),
+        why: why.to_owned(),
+    };
+    if !area.is_absolute() {
+        return Err(refuse("is not absolute"));
+    }
+    let canonical = canonical_path(area).map_err(|_| refuse("cannot be resolved"))?;
+    if canonical.starts_with(tmp) || tmp.starts_with(&canonical) {
+        return Err(refuse(
+            "lies in /tmp (or holds it): it would show the host's own /tmp",
+        ));
+    }
+    if canonical.starts_with(workspace) || workspace.starts_with(&canonical) {
+        return Err(refuse("lies in the workspace (or holds it)"));
+    }
+    for part in ["tmp", "work"] {
+        let meta = std::fs::symlink_metadata(canonical.join(part))
+            .map_err(|_| refuse(&format!("has no {part} directory")))?;
+        if !meta.is_dir() {
+            return Err(refuse(&format!("has a {part} that is not a directory")));
+        }
+    }
+    Ok(Some(canonical.join("tmp")))
+}
+
+/// The roots not inside another (the first of two equal ones).
+fn outermost(canonical: Vec<PathBuf>) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = Vec::new();
     for (i, root) in canonical.iter().enumerate() {
         let covered_by_other = canonical
@@ -265,7 +313,7 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
             roots.push(root.clone());
         }
     }
-    Ok(roots)
+    roots
 }
 
 /// Checks the unix sockets `policy` allows the payload to connect to and returns them as they

@@ -191,6 +191,12 @@ impl ProviderPolicy {
         self.roots.temp_dir = temp_dir;
         self
     }
+
+    /// The same policy with this temp area (see [`crate::TempArea`]).
+    pub fn with_temp_area(mut self, area: crate::TempArea) -> Self {
+        self.roots.temp_area = area;
+        self
+    }
 }
 
 impl Deref for ProviderPolicy {

@@ -41,6 +41,51 @@ impl ExtraRoot {
     }
 }
 
+/// Where a confined call's temporary files go: the host's `/tmp` is shared with every tool the
+/// person runs (cargo, rustup and pytest read config from every parent folder; host processes
+/// read FIFOs there), so what a payload plants there runs outside the sandbox.
+///
+/// ```
+/// use sandbox::TempArea;
+/// let area = TempArea::Private("/var/cache/s/tmp-area".into());
+/// assert_eq!(area.dir().as_deref(), Some(std::path::Path::new("/var/cache/s/tmp-area/tmp")));
+/// assert_eq!(TempArea::Shared.dir(), None);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub enum TempArea {
+    /// The host's `/tmp` and the caller's `$TMPDIR`, writable under `workspace-write` and shared
+    /// with the host (the seeds' behaviour): a deployment asks for it explicitly, and every
+    /// launch reports it as a gap (`shared temp area`).
+    #[default]
+    Shared,
+    /// A directory of the session's own, made by the trusted side (outside every writable root
+    /// and outside `/tmp`) and removed with the session. It holds `tmp`, what the call sees,
+    /// and `work`, a scratch directory on the same filesystem. Where the backend has a mount
+    /// namespace, `/tmp` is an overlay of the host's `/tmp` whose writes go to `tmp` (the
+    /// payload still sees what was there) and `$TMPDIR` is `/tmp`; where it has none, the
+    /// host's `/tmp` is not writable and `$TMPDIR` is `tmp` itself. Neither the host's `/tmp`
+    /// nor the caller's `$TMPDIR` is writable.
+    Private(PathBuf),
+}
+
+impl TempArea {
+    /// The directory that holds what the call writes as temp files (`<area>/tmp`), for a
+    /// private area.
+    pub fn dir(&self) -> Option<PathBuf> {
+        match self {
+            TempArea::Shared => None,
+            TempArea::Private(area) => Some(area.join("tmp")),
+        }
+    }
+
+    /// True for [`TempArea::Shared`].
+    pub fn is_shared(&self) -> bool {
+        *self == TempArea::Shared
+    }
+}
+
 fn default_protected() -> Vec<ProtectedPath> {
     ProtectedPath::defaults()
 }
@@ -85,6 +130,11 @@ pub struct Roots {
     /// pinned, or a temp dir that did not exist then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temp_dir_pin: Option<PinnedDir>,
+    /// Where the call's temp files go: the session's private area, or the host's `/tmp` and
+    /// `temp_dir` shared (the default of this value type; the policy service makes a private
+    /// area per session unless the deployment asks for the shared one).
+    #[serde(default, skip_serializing_if = "TempArea::is_shared")]
+    pub temp_area: TempArea,
     /// Writable roots beyond the workspace (`workspace-write` only), configured per deployment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub extra_roots: Vec<ExtraRoot>,
@@ -112,6 +162,7 @@ impl Roots {
             temp_dir,
             workspace_pin: None,
             temp_dir_pin: None,
+            temp_area: TempArea::Shared,
             extra_roots: Vec::new(),
             protected_paths: ProtectedPath::defaults(),
             allow_unix_sockets: Vec::new(),
@@ -159,6 +210,59 @@ impl Roots {
             .and_then(|t| PinnedDir::pin(t).ok());
         self.temp_dir = temp_dir;
         self
+    }
+
+    /// The same roots with this temp area.
+    pub fn with_temp_area(mut self, area: TempArea) -> Roots {
+        self.temp_area = area;
+        self
+    }
+
+    /// The `$TMPDIR` a command is given: the private area's `tmp` (a backend with a mount
+    /// namespace shows it at `/tmp` and says so itself), else the caller's temp dir.
+    pub fn command_tmpdir(&self) -> Option<PathBuf> {
+        self.temp_area.dir().or_else(|| self.temp_dir.clone())
+    }
+
+    /// Where `path`, as a call sees it, lies on the host. With a private temp area a mount shows at
+    /// `/tmp` (`at_tmp`, [`crate::SandboxProvider::temp_area_at_tmp`]), a path in `/tmp` outside
+    /// the workspace and the extra roots (which the mount keeps the host's own) is the area's
+    /// `tmp/<rest>`, where the call's writes there land; any other path is itself. Lexical (`..`
+    /// is resolved by name, symlinks are not followed): the fence checks the result as it checks
+    /// any path.
+    ///
+    /// ```
+    /// use sandbox::{Roots, TempArea};
+    /// use std::path::Path;
+    /// let roots = Roots::new("/tmp/ws", None).with_temp_area(TempArea::Private("/c/a".into()));
+    /// assert_eq!(roots.host_path(Path::new("/tmp/x/../y"), true), Path::new("/c/a/tmp/y"));
+    /// assert_eq!(roots.host_path(Path::new("/tmp/ws/f"), true), Path::new("/tmp/ws/f"));
+    /// assert_eq!(roots.host_path(Path::new("/tmp/y"), false), Path::new("/tmp/y"));
+    /// ```
+    pub fn host_path(&self, path: &std::path::Path, at_tmp: bool) -> PathBuf {
+        let Some(area) = self.temp_area.dir().filter(|_| at_tmp) else {
+            return path.to_path_buf();
+        };
+        let mut lexical = PathBuf::new();
+        for part in path.components() {
+            match part {
+                std::path::Component::ParentDir => {
+                    lexical.pop();
+                }
+                std::path::Component::CurDir => {}
+                other => lexical.push(other),
+            }
+        }
+        let Ok(rest) = lexical.strip_prefix("/tmp") else {
+            return path.to_path_buf();
+        };
+        let kept = std::iter::once(&self.workspace_root)
+            .chain(self.extra_roots.iter().map(|r| &r.path))
+            .any(|root| lexical.starts_with(root));
+        if kept {
+            return path.to_path_buf();
+        }
+        area.join(rest)
     }
 
     /// The same roots with these writable roots beyond the workspace.

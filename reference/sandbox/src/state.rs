@@ -91,19 +91,26 @@ impl StateDirError {
 }
 
 /// Every root a payload confined under `policy` could ever write, in any confined mode: the
-/// writable set of `policy` taken in `workspace-write` ([`writable_roots`]), plus what every
+/// writable set of `policy` taken in `workspace-write` ([`writable_roots`]), with its temp area
+/// and with the host's temp places shared, plus what every
 /// session of the same service gets whatever its workspace (`/tmp`, the policy's temp dir, its
 /// extra roots: the same policy in `/tmp`), plus `/tmp` always. A set that is refused (a
 /// workspace too broad for `workspace-write`) adds nothing: nothing runs writable under it.
 pub fn reachable_roots(policy: &ProviderPolicy) -> Vec<PathBuf> {
-    let mut widest = policy.clone();
-    widest.mode = ConfinedMode::WorkspaceWrite;
-    let mut roots = writable_roots(&widest).unwrap_or_default();
-    let mut anywhere = widest;
-    anywhere.workspace_root = PathBuf::from("/tmp");
-    anywhere.workspace_pin = None;
-    anywhere.cwd = None;
-    roots.extend(writable_roots(&anywhere).unwrap_or_default());
+    let mut roots = Vec::new();
+    // With the policy's temp area, and with the host's temp places shared (the caller's
+    // $TMPDIR): another session of the same host may have asked for them.
+    for area in [policy.temp_area.clone(), crate::TempArea::Shared] {
+        let mut widest = policy.clone();
+        widest.mode = ConfinedMode::WorkspaceWrite;
+        widest.roots.temp_area = area;
+        roots.extend(writable_roots(&widest).unwrap_or_default());
+        let mut anywhere = widest;
+        anywhere.workspace_root = PathBuf::from("/tmp");
+        anywhere.workspace_pin = None;
+        anywhere.cwd = None;
+        roots.extend(writable_roots(&anywhere).unwrap_or_default());
+    }
     roots.extend(canonical_path(Path::new("/tmp")).ok());
     roots.sort();
     roots.dedup();

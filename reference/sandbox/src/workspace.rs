@@ -124,6 +124,10 @@ pub const UNIX_SOCKET_NOT_A_SOCKET: &str = "UNIX_SOCKET_NOT_A_SOCKET";
 /// An allowed unix socket lies where no deployment may grant one (see [`crate::check_unix_sockets`]).
 pub const UNIX_SOCKET_NOT_GRANTABLE: &str = "UNIX_SOCKET_NOT_GRANTABLE";
 
+/// The session's private temp area is missing or not as the trusted side made it (see
+/// [`crate::TempArea`]).
+pub const TEMP_AREA_UNUSABLE: &str = "TEMP_AREA_UNUSABLE";
+
 /// Why a policy's roots cannot be used. Nothing runs when this is returned.
 #[derive(Debug, thiserror::Error)]
 pub enum RootError {
@@ -202,6 +206,14 @@ pub enum RootError {
         /// That directory's identity, if it exists.
         now: Option<DirIdentity>,
     },
+    /// The private temp area cannot be used: the call never falls back to the host's `/tmp`.
+    #[error("{TEMP_AREA_UNUSABLE}: the private temp area {path:?} {why}; refusing to run")]
+    TempAreaUnusable {
+        /// The area as the policy names it.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
     /// An extra writable root was refused, by the workspace's rules; `code` is one of the
     /// `WRITABLE_ROOT_*` codes.
     #[error("{code}: the writable root {path:?} {why}")]
@@ -239,6 +251,7 @@ impl RootError {
             RootError::TempDirNotADirectory { .. } => TEMP_DIR_NOT_A_DIRECTORY,
             RootError::TempDirTooBroad { .. } => TEMP_DIR_TOO_BROAD,
             RootError::TempDirMoved { .. } => TEMP_DIR_MOVED,
+            RootError::TempAreaUnusable { .. } => TEMP_AREA_UNUSABLE,
             RootError::ExtraRoot { code, .. } => code,
             RootError::UnixSocket { code, .. } => code,
             RootError::Path(_) => BAD_PATH,
