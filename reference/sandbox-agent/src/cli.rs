@@ -77,6 +77,13 @@ struct Cli {
     /// Cap the Landlock ABI the launcher uses (it then reports partial below ABI 3).
     #[arg(long)]
     abi_cap: Option<u32>,
+    /// Share the host's /tmp and $TMPDIR with confined commands (writable under
+    /// workspace-write), as the seeds do: every result then names the gap (`shared temp area`).
+    /// Without it the agent makes a private temp area when it starts (named on stderr), which
+    /// its commands see at /tmp (or as $TMPDIR where no mount namespace can be had) and the
+    /// write and read tools map /tmp to; it is removed when the agent ends.
+    #[arg(long)]
+    shared_tmp: bool,
 }
 
 /// The provider's configuration: the platform chain, or one backend, with the ABI cap.
@@ -119,7 +126,28 @@ where
         (false, true) => ProtectedPath::defaults(),
         (false, false) => cli.protected_paths.clone(),
     };
+    // Held until the agent ends, then removed with whatever its commands left in it.
+    let area = match cli.shared_tmp {
+        true => None,
+        false => match sandbox_local::temp_area::TempAreaDir::create() {
+            Ok(area) => {
+                eprintln!(
+                    "sandbox-agent: private temp area (what commands write in /tmp): {}",
+                    area.path().join("tmp").display()
+                );
+                Some(area)
+            }
+            Err(e) => {
+                eprintln!("sandbox-agent: cannot make the private temp area: {e}");
+                return ExitCode::from(1);
+            }
+        },
+    };
+    let temp_area = area
+        .as_ref()
+        .map_or(sandbox::TempArea::Shared, |a| a.temp_area());
     let setup = PolicyService::new(cli.mode, &workspace)
+        .map(|policy| policy.with_temp_area(temp_area))
         .and_then(|policy| policy.with_writable_roots(&cli.writable_roots))
         .map(|policy| policy.with_protected_paths(protected))
         .and_then(|policy| policy.with_allow_unix_sockets(&cli.allow_sockets))
@@ -162,6 +190,7 @@ where
     }));
     // Turns still running when the editor leaves are not waited for.
     runtime.shutdown_background();
+    drop(area);
     match served {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -77,13 +77,33 @@ pub(crate) fn unconfined_launch(ws: &Path) -> Runner {
 
 /// The provider's whole path on `backend` (selection probed once, here).
 pub(crate) fn library(backend: Backend, launcher: &Path, ws: &Path) -> Result<Runner, String> {
+    library_with(backend, launcher, ws, sandbox::TempArea::Shared)
+}
+
+/// [`library`] with a session's private temp area (made once, kept for the whole run): what the
+/// area costs a call, beside the same path sharing the host's /tmp.
+fn library_private_tmp(backend: Backend, launcher: &Path, ws: &Path) -> Result<Runner, String> {
+    let area = sandbox_local::temp_area::TempAreaDir::create().map_err(|e| e.to_string())?;
+    let temp_area = area.temp_area();
+    // Held for the whole run (the rows spawn long after this returns); the next area made on
+    // this host once the bench is gone removes it.
+    std::mem::forget(area);
+    library_with(backend, launcher, ws, temp_area)
+}
+
+fn library_with(
+    backend: Backend,
+    launcher: &Path,
+    ws: &Path,
+    area: sandbox::TempArea,
+) -> Result<Runner, String> {
     let mut config = LocalConfig::only(backend);
     config.launcher = Some(launcher.to_path_buf());
     let provider = LocalProvider::new(config);
     provider.selection().map_err(|e| e.to_string())?;
     Ok(Runner::Library(Box::new((
         provider,
-        ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws),
+        ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws).with_temp_area(area),
         LaunchOptions::in_dir(ws),
     ))))
 }
@@ -320,6 +340,12 @@ pub(crate) fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row
             .map_err(Clone::clone)
             .and_then(|l| library(backend, l, ws))
     };
+    let lib_private = |backend| {
+        launcher
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|l| library_private_tmp(backend, l, ws))
+    };
     let ctl = |backend, warm| match (&sandboxctl, &launcher) {
         (Ok(c), Ok(l)) => cli(c, backend, l, s, warm),
         (Err(e), _) | (_, Err(e)) => Err(e.clone()),
@@ -345,6 +371,16 @@ pub(crate) fn rows(args: &Args, s: &Scratch, notes: &mut Vec<String>) -> Vec<Row
         Row::new("bwrap unguarded", "bwrap hardened", guarded(false)),
         Row::new("library landlock", "trampoline", lib(Backend::Landlock)).target(LIBRARY_TARGET),
         Row::new("library bwrap", "bwrap hardened", lib(Backend::Bwrap)).target(LIBRARY_TARGET),
+        Row::new(
+            "library landlock private tmp",
+            "library landlock",
+            lib_private(Backend::Landlock),
+        ),
+        Row::new(
+            "library bwrap private tmp",
+            "library bwrap",
+            lib_private(Backend::Bwrap),
+        ),
         Row::new(
             "sandboxctl landlock cold",
             "trampoline",

@@ -118,6 +118,12 @@ pub(crate) struct RunArgs {
     /// Use this backend instead of the platform chain.
     #[arg(long)]
     pub(crate) backend: Option<Backend>,
+    /// Share the host's /tmp and $TMPDIR with the command (writable under workspace-write), as
+    /// the seeds do: the result then names the gap (`shared temp area`). Without it the command
+    /// gets a private temp area of its own, seen at /tmp where a mount namespace can be had (else
+    /// as $TMPDIR) and removed after it.
+    #[arg(long)]
+    pub(crate) shared_tmp: bool,
     #[command(flatten)]
     pub(crate) runners: Runners,
     /// Kill the command after this many seconds.

@@ -24,6 +24,7 @@ pub(crate) fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
         timeout,
         output_cap,
         command,
+        shared_tmp,
         ..
     } = args;
     let emit = |facts: RunFacts| print_json(&facts);
@@ -60,10 +61,14 @@ pub(crate) fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
     if let Some(cap) = output_cap {
         options.output_cap = cap;
     }
-    let provider = LocalProvider::new(config);
-    let guard = policy
-        .for_provider()
-        .and_then(|p| sandbox::SandboxProvider::call_guard(&provider, &p));
+    let local = std::sync::Arc::new(LocalProvider::new(config));
+    // The explicit ask for the host's shared temp places confines with the provider alone; by
+    // default the call gets a private temp area of its own.
+    let provider: Box<dyn SandboxProvider> = match shared_tmp {
+        true => Box::new(local.clone()),
+        false => Box::new(sandbox_local::temp_area::PerCallArea::new(local.clone())),
+    };
+    let guard = policy.for_provider().and_then(|p| provider.call_guard(&p));
     let confined = match policy.for_provider() {
         // danger-full-access never reaches a provider.
         None => sandbox::ConfinedArgv::unconfined(command),
@@ -90,7 +95,7 @@ pub(crate) fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
     let runner_failed = matches!(done.classification, Classification::RunnerFailure { .. });
     if runner_failed {
         // A cached verdict fails closed once, then is probed again.
-        provider.forget_cached_selection();
+        local.forget_cached_selection();
     }
     let denied = matches!(done.classification, Classification::Denied { .. });
     let detail = match &done.classification {

@@ -258,20 +258,42 @@ pub fn open_binds(
 /// payload's Landlock rules do not grant it, it reaches a staged directory only through the
 /// mount the launcher puts over the new `.git`.
 pub fn open_stage(stage: &Path, fds: &mut LaunchFds) -> Result<FdBind, BindError> {
+    launcher_dir(stage, "STAGING_UNAVAILABLE", "the staging directory", fds)
+}
+
+/// The session's private temp area (see [`sandbox::TempArea`]), bound read-write at its own path
+/// for the launcher inside bwrap, which mounts it at `/tmp`. Not a writable root either: the
+/// payload writes it only through `/tmp`.
+pub fn open_temp_area(area: &Path, fds: &mut LaunchFds) -> Result<FdBind, BindError> {
+    launcher_dir(
+        area,
+        sandbox::TEMP_AREA_UNUSABLE,
+        "the private temp area",
+        fds,
+    )
+}
+
+/// A directory of the trusted side's, bound read-write at its own path for the launcher.
+fn launcher_dir(
+    dir: &Path,
+    code: &'static str,
+    what: &'static str,
+    fds: &mut LaunchFds,
+) -> Result<FdBind, BindError> {
     let fd = nix::fcntl::open(
-        stage,
+        dir,
         PATH_ONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
         Mode::empty(),
     )
     .map_err(|e| BindError {
-        code: "STAGING_UNAVAILABLE",
-        what: "the staging directory",
-        path: stage.to_path_buf(),
+        code,
+        what,
+        path: dir.to_path_buf(),
         why: e.to_string(),
     })?;
     Ok(FdBind {
         fd: fds.add(fd),
-        dest: stage.to_path_buf(),
+        dest: dir.to_path_buf(),
         writable: true,
         identity: None,
     })

@@ -35,6 +35,7 @@ pub mod stage {
 }
 mod provider;
 pub mod seatbelt;
+pub mod temp_area;
 
 pub use provider::{
     Backend, DEFAULT_MEMORY_LIMIT, DEFAULT_PROBE_TIMEOUT, GIT_NAMED_SURFACE_GAP, GIT_SURFACE_GAP,

@@ -23,8 +23,15 @@ pub struct WritableSet {
     /// The canonical workspace root, when the mode writes to it (it must exist: a missing root
     /// is a runner failure, never a silently narrower sandbox).
     pub workspace: Option<PathBuf>,
-    /// The other writable roots (`/tmp`, `$TMPDIR`), granted only if they exist.
+    /// The other writable roots (`/tmp`, `$TMPDIR`; with a private temp area, its `tmp` where
+    /// no mount shows it at `/tmp`), granted only if they exist.
     pub temp: Vec<PathBuf>,
+    /// The session's private temp area (canonical; it holds `tmp` and `work`, see
+    /// [`sandbox::TempArea`]); `None` when the host's temp places are shared.
+    pub temp_area: Option<PathBuf>,
+    /// The launcher mounts [`WritableSet::temp_area`] at `/tmp` (`--tmp-area`): set by the
+    /// provider for a backend with a mount namespace.
+    pub area_at_tmp: bool,
     /// The deployment's extra writable roots (they must exist, like the workspace).
     pub extra: Vec<PathBuf>,
     /// The protected paths inside those roots and how each dialect keeps them unwritten.
@@ -146,6 +153,9 @@ impl WritableSet {
             }
         }
         set.protected = protected;
+        if let sandbox::TempArea::Private(area) = &policy.temp_area {
+            set.temp_area = Some(sandbox::canonical_path(area)?);
+        }
         sandbox::check_unix_sockets(policy)?;
         set.unix_sockets = policy.allow_unix_sockets.clone();
         set.prevent = Prevention::of(policy);
@@ -297,10 +307,16 @@ pub fn bwrap_args(
         os("/proc/sys"),
     ];
     args.extend(BWRAP_ISOLATION.iter().map(|a| os(a)));
-    if guard.is_some() && set.prevent.is_some() {
-        // The launcher inside mounts the staged git directories; it drops this capability (and
-        // every other) before the payload runs.
+    if guard.is_some() && (set.prevent.is_some() || set.area_at_tmp) {
+        // The launcher inside mounts the staged git directories and the private temp area; it
+        // drops this capability (and every other) before the payload runs.
         args.extend([os("--cap-add"), os("CAP_SYS_ADMIN")]);
+    }
+    if guard.is_some() && set.area_at_tmp {
+        // overlayfs works in its work directory (made mode 0) with its mounter's credentials,
+        // which must override file permissions there; held in bwrap's user namespace only, and
+        // dropped by the launcher with the rest.
+        args.extend([os("--cap-add"), os("CAP_DAC_OVERRIDE")]);
     }
     if network.is_restricted() {
         args.push(os("--unshare-net"));
@@ -365,8 +381,23 @@ fn launch_of(
     if let Some(prevent) = &set.prevent {
         prevent.apply(&mut launch);
     }
+    match &set.temp_area {
+        Some(area) if set.area_at_tmp => {
+            launch.tmp_area = Some(area.clone());
+            if set.workspace.is_some() {
+                // Under workspace-write the payload writes its /tmp, which is then the area's.
+                launch.read_write.push(WritableRoot::new(TMP));
+            }
+        }
+        // No mount: the area's `tmp` is a writable root of its own and the payload's $TMPDIR.
+        Some(area) => launch.tmpdir = Some(area.join("tmp")),
+        None => {}
+    }
     launch
 }
+
+/// Where a private temp area is seen when a mount shows it.
+pub const TMP: &str = "/tmp";
 
 /// The launcher inside bwrap: `--ipc private` (bwrap's `--unshare-ipc` made SysV IPC and POSIX
 /// message queues the sandbox's own), the network flag, then `--ro /`, `--rw` per writable root

@@ -230,6 +230,13 @@ impl Selection {
             .unwrap_or(SandboxEnforcement::Full)
     }
 
+    /// True when this selection's launches show a private temp area at `/tmp`: bwrap (the
+    /// launcher inside mounts it), the launcher where it can make a mount namespace (its
+    /// protected class is then governed); never Seatbelt.
+    pub fn mounts_temp_area(&self) -> bool {
+        mounts_temp_area(self.backend, &self.capabilities())
+    }
+
     /// What this selection can govern, per class (a Seatbelt selected unprobed: its profile's
     /// classes by construction).
     pub fn capabilities(&self) -> ClassEnforcements {
@@ -402,11 +409,19 @@ fn launch_classes(
     } else {
         ClassReport::not_governed()
     };
+    let mut files = capabilities.get(EnforcementClass::Files);
+    if set.temp_area.is_some()
+        && !set.area_at_tmp
+        && files.enforcement != sandbox::ClassEnforcement::Full
+    {
+        // The host's /tmp is outside the writable set here, as any other host folder is: what
+        // this backend leaves ungoverned outside reaches the files the person's tools read there.
+        files
+            .ungoverned
+            .push(sandbox::gaps::HOST_TMP_UNMOUNTED.to_owned());
+    }
     let classes = ClassEnforcements::default()
-        .with(
-            EnforcementClass::Files,
-            capabilities.get(EnforcementClass::Files),
-        )
+        .with(EnforcementClass::Files, files)
         .with(EnforcementClass::Network, net)
         .with(
             EnforcementClass::HostIpc,
@@ -455,7 +470,10 @@ fn host_ipc_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
 /// `/tmp` and the caller's `$TMPDIR`), naming [`probe::HOST_IPC_SHARED_TEMP`]: what the payload
 /// plants there, the person's tools read while the call runs and after it (HD-030).
 fn shared_temp_report(capability: ClassReport, set: &WritableSet) -> ClassReport {
-    if set.temp.is_empty() || capability.enforcement == sandbox::ClassEnforcement::NotGoverned {
+    if set.temp.is_empty()
+        || set.temp_area.is_some()
+        || capability.enforcement == sandbox::ClassEnforcement::NotGoverned
+    {
         return capability;
     }
     let mut gaps = capability.ungoverned;
@@ -509,6 +527,21 @@ pub const GIT_NAMED_SURFACE_GAP: &str = "git surface a config names outside its 
 /// or a symlink is on the way): the payload could create it.
 pub const UNCOVERED_PREFIX: &str = "protected path not covered (missing or behind a symlink): ";
 
+/// True when `backend` with `capabilities` shows a private temp area at `/tmp` (the one answer the
+/// launch and the tools' view of `/tmp` both follow): bwrap always runs the launcher, which
+/// mounts it; the launcher on its own needs a mount namespace (its protected class is then
+/// governed); Seatbelt has none.
+fn mounts_temp_area(backend: Backend, capabilities: &ClassEnforcements) -> bool {
+    match backend {
+        Backend::Bwrap => true,
+        Backend::Landlock => {
+            capabilities.get(EnforcementClass::Protected).enforcement
+                != sandbox::ClassEnforcement::NotGoverned
+        }
+        Backend::Seatbelt => false,
+    }
+}
+
 /// The confined launch for one backend and program, without selection. Shared by the provider
 /// and the probes so a probe exercises exactly the profile a command gets. `guard` is the
 /// launcher bwrap runs the payload through (bwrap only; see [`profile::bwrap_guard_args`]). bwrap
@@ -545,6 +578,18 @@ pub(crate) fn wrap(
         set.protected.pinned.clear();
         set.protected.read_only.clear();
     }
+    // A private temp area is mounted at /tmp where the launcher has a mount namespace (inside
+    // bwrap, or on its own where it can make one); elsewhere its `tmp` is a writable root of its
+    // own, the payload's $TMPDIR, and the host's /tmp is not writable.
+    set.area_at_tmp = set.temp_area.is_some()
+        && mounts_temp_area(backend, capabilities)
+        && (backend != Backend::Bwrap || guard.is_some());
+    if set.area_at_tmp
+        && let Some(area) = &set.temp_area
+    {
+        let shown = area.join("tmp");
+        set.temp.retain(|t| *t != shown);
+    }
     let mut fds = LaunchFds::default();
     // Git's surface is prevented where the launcher runs and can mount; a launcher that cannot
     // (the protected class not governed) still refuses it, and new git directories with it.
@@ -571,6 +616,9 @@ pub(crate) fn wrap(
             let mut binds = bind::open_binds(&profile::bwrap_binds(set), policy, &mut fds)?;
             if let Some(root) = set.prevent.as_ref().and_then(|p| p.stage_root.as_ref()) {
                 binds.push(bind::open_stage(root, &mut fds)?);
+            }
+            if let Some(area) = set.temp_area.as_ref().filter(|_| set.area_at_tmp) {
+                binds.push(bind::open_temp_area(area, &mut fds)?);
             }
             let format = match guard {
                 Some(_) => StatusFormat::LaunchReport,
@@ -609,6 +657,12 @@ impl SandboxProvider for LocalProvider {
     fn call_guard(&self, policy: &ProviderPolicy) -> Option<Box<dyn sandbox::CallGuard>> {
         crate::gitguard::GitGuard::before(policy)
             .map(|g| Box::new(g) as Box<dyn sandbox::CallGuard>)
+    }
+
+    fn temp_area_at_tmp(&self, policy: &ProviderPolicy) -> bool {
+        !policy.temp_area.is_shared()
+            && self.config.operator.is_none()
+            && self.selection().is_ok_and(Selection::mounts_temp_area)
     }
 
     fn confine(

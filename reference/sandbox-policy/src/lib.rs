@@ -68,6 +68,7 @@ impl PolicyService {
             extra_roots,
             protected_paths,
             allow_unix_sockets,
+            temp_area,
             ..
         } = roots;
         let root = canonical_path(&workspace_root).map_err(|source| PolicyError::Root {
@@ -88,6 +89,7 @@ impl PolicyService {
             },
         }
         .with_temp_dir(temp_dir)
+        .with_temp_area(temp_area)
         .with_protected_paths(protected_paths);
         let extra: Vec<PathBuf> = extra_roots.into_iter().map(|r| r.path).collect();
         service
@@ -118,6 +120,14 @@ impl PolicyService {
     /// pinned now when it is an existing directory, so a swap later fails closed.
     pub fn with_temp_dir(mut self, temp_dir: Option<PathBuf>) -> Self {
         self.roots = self.roots.with_pinned_temp_dir(temp_dir);
+        self
+    }
+
+    /// The same service with this temp area for commands (see [`sandbox::TempArea`]): a
+    /// session's private area (made and removed by the caller: `sandbox_local::temp_area`), or
+    /// the host's `/tmp` and `$TMPDIR` shared, which every launch then reports as a gap.
+    pub fn with_temp_area(mut self, area: sandbox::TempArea) -> Self {
+        self.roots = self.roots.with_temp_area(area);
         self
     }
 

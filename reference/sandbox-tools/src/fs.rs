@@ -22,6 +22,99 @@ use std::path::{Path, PathBuf};
 use sandbox::{DirIdentity, ExecutionPolicy, RootError, SandboxMode, canonical_path};
 use sandbox_policy::{PolicyService, Stamp};
 
+/// Gives the private temp area what an overlay would show at `rest` before a write there (the
+/// shell's writes to `/tmp/<rest>` land in `area/<rest>`): each folder on the way that the host's
+/// `/tmp` has as a real folder, and the host's file itself when it is a regular file (so an edit
+/// starts from its text). Every step is taken beneath `area` refusing every symlink: the payload
+/// fills the area, and a symlink it left there must never carry this trusted copy out. Best
+/// effort: what cannot be copied is left to the fence and the write, which then fail as they
+/// would on a missing folder.
+#[cfg(target_os = "linux")]
+pub fn copy_up(area: &Path, rest: &Path) {
+    use nix::fcntl::{OFlag, OpenHow, ResolveFlag, openat2};
+    use nix::sys::stat::Mode;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let beneath = |flags: OFlag| {
+        let how = OpenHow::new()
+            .flags(flags | OFlag::O_CLOEXEC | OFlag::O_NOFOLLOW)
+            .resolve(ResolveFlag::RESOLVE_BENEATH | ResolveFlag::RESOLVE_NO_SYMLINKS);
+        // openat2 takes a mode only with O_CREAT.
+        match flags.contains(OFlag::O_CREAT) {
+            true => how.mode(Mode::from_bits_truncate(0o600)),
+            false => how,
+        }
+    };
+    // The area itself is the trusted side's (its path holds no name of the payload's).
+    let Ok(mut dir) = nix::fcntl::open(
+        area,
+        OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+        Mode::empty(),
+    ) else {
+        return;
+    };
+    let lower_root = Path::new("/tmp");
+    let parts: Vec<_> = rest.components().collect();
+    let Some((last, folders)) = parts.split_last() else {
+        return;
+    };
+    let mut lower = lower_root.to_path_buf();
+    for part in folders {
+        lower.push(part);
+        let next = openat2(
+            &dir,
+            part.as_os_str(),
+            beneath(OFlag::O_PATH | OFlag::O_DIRECTORY),
+        );
+        let next = match next {
+            Ok(fd) => fd,
+            Err(nix::errno::Errno::ENOENT) => {
+                let Ok(meta) = std::fs::symlink_metadata(&lower) else {
+                    return;
+                };
+                let mode = Mode::from_bits_truncate(meta.permissions().mode() & 0o7777);
+                if !meta.is_dir() || nix::sys::stat::mkdirat(&dir, part.as_os_str(), mode).is_err()
+                {
+                    return;
+                }
+                match openat2(
+                    &dir,
+                    part.as_os_str(),
+                    beneath(OFlag::O_PATH | OFlag::O_DIRECTORY),
+                ) {
+                    Ok(fd) => fd,
+                    Err(_) => return,
+                }
+            }
+            Err(_) => return,
+        };
+        dir = next;
+    }
+    lower.push(last);
+    if !std::fs::symlink_metadata(&lower).is_ok_and(|m| m.is_file()) {
+        return;
+    }
+    let Ok(mut from) = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(nix::libc::O_NOFOLLOW | nix::libc::O_NONBLOCK)
+        .open(&lower)
+    else {
+        return;
+    };
+    // O_EXCL: a file (or anything) already there is the area's own, never replaced.
+    if let Ok(to) = openat2(
+        &dir,
+        last.as_os_str(),
+        beneath(OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL),
+    ) {
+        let mut to = std::fs::File::from(to);
+        let _ = std::io::copy(&mut from, &mut to);
+    }
+}
+
+/// No private temp area is mounted off Linux: nothing to copy up.
+#[cfg(not(target_os = "linux"))]
+pub fn copy_up(_area: &Path, _rest: &Path) {}
+
 /// The stable code of a write the sandbox policy refused.
 pub const FS_SANDBOX_DENIED: &str = "FS_SANDBOX_DENIED";
 /// The stable code of a write the host refused (permissions, read-only mount): the world, not the
@@ -564,3 +657,64 @@ mod direct_callers;
 
 #[cfg(test)]
 mod protected_and_extra_roots;
+
+#[cfg(all(test, target_os = "linux"))]
+mod copy_up_tests {
+    use super::copy_up;
+
+    /// A folder of the host's /tmp with a file in it, and an area whose `tmp` the payload filled.
+    fn setup() -> (tempfile::TempDir, tempfile::TempDir, tempfile::TempDir) {
+        let host = tempfile::Builder::new()
+            .prefix("copy-up-host-")
+            .tempdir_in("/tmp")
+            .expect("host folder");
+        std::fs::write(host.path().join("notes.txt"), "the host's\n").expect("host file");
+        let area = tempfile::tempdir_in("/var/tmp").expect("area");
+        let outside = tempfile::tempdir_in("/var/tmp").expect("outside");
+        (host, area, outside)
+    }
+
+    #[test]
+    fn a_host_folder_and_file_are_copied_into_the_area_as_an_overlay_shows_them() {
+        let (host, area, _outside) = setup();
+        let name = host.path().file_name().expect("name");
+        let rest = std::path::Path::new(name).join("notes.txt");
+        copy_up(area.path(), &rest);
+        assert_eq!(
+            std::fs::read_to_string(area.path().join(&rest))
+                .ok()
+                .as_deref(),
+            Some("the host's\n")
+        );
+        // What the area already holds is its own: never replaced by the host's.
+        std::fs::write(area.path().join(&rest), "the call's\n").expect("write");
+        copy_up(area.path(), &rest);
+        assert_eq!(
+            std::fs::read_to_string(area.path().join(&rest)).expect("read"),
+            "the call's\n"
+        );
+    }
+
+    #[test]
+    fn a_symlink_the_payload_left_in_the_area_carries_nothing_out() {
+        let (host, area, outside) = setup();
+        let name = host.path().file_name().expect("name");
+        // The payload replaced the host's folder, in its /tmp, by a link to a folder outside.
+        std::os::unix::fs::symlink(outside.path(), area.path().join(name)).expect("symlink");
+        copy_up(area.path(), &std::path::Path::new(name).join("notes.txt"));
+        assert!(
+            !outside.path().join("notes.txt").exists(),
+            "the trusted copy followed the payload's symlink out of the area"
+        );
+        // And a deeper one: a folder the payload made, holding a link.
+        let deeper = std::path::Path::new(name).join("sub").join("f");
+        std::fs::remove_file(area.path().join(name)).expect("rm link");
+        std::fs::create_dir(area.path().join(name)).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path(), area.path().join(name).join("sub"))
+            .expect("symlink");
+        std::fs::create_dir(host.path().join("sub")).expect("host sub");
+        std::fs::write(host.path().join("sub/f"), "x").expect("host f");
+        copy_up(area.path(), &deeper);
+        assert!(!outside.path().join("f").exists(), "followed a deeper link");
+    }
+}

@@ -168,6 +168,22 @@ impl ShellExecutor {
         self.provider.is_some()
     }
 
+    /// Where `path`, as this shell's commands see it under `policy`, lies on the host (see
+    /// [`sandbox::Roots::host_path`]): a path in `/tmp` is in the session's private temp area
+    /// when the provider shows that area at `/tmp`. The write and read tools act there, so a
+    /// file one puts at `/tmp/x` is the file the shell reads at `/tmp/x`.
+    pub fn host_path(
+        &self,
+        path: &std::path::Path,
+        policy: &ExecutionPolicy,
+    ) -> std::path::PathBuf {
+        let at_tmp = match (&self.provider, policy.for_provider()) {
+            (Some(provider), Some(p)) => provider.temp_area_at_tmp(&p),
+            _ => false,
+        };
+        policy.host_path(path, at_tmp)
+    }
+
     /// The launch for `request` under `policy`: the provider's, or the bare argv when the mode
     /// (or this shell) does not confine. The roots are checked first, so nothing starts on a bad
     /// or moved workspace.
@@ -347,10 +363,8 @@ fn execute(
     options.timeout = request.timeout;
     options.cancel = cancel;
     options.output_cap = output_cap;
-    match &policy.temp_dir {
-        Some(t) => options
-            .env
-            .push(("TMPDIR".into(), t.clone().into_os_string())),
+    match policy.command_tmpdir() {
+        Some(t) => options.env.push(("TMPDIR".into(), t.into_os_string())),
         None => options.env_remove.push("TMPDIR".into()),
     }
     let done = launch::run_guarded(launch_argv, &options, guard);

@@ -383,7 +383,15 @@ impl Toolbox {
         };
         let target = policy.roots.workspace_root.join(path);
         let facts = |path: PathBuf| Facts::Read(ReadFacts { ran: true, path });
-        match self.fs.read(&target, &policy) {
+        // What the shell sees at this path: the private temp area's copy when it has one (as an
+        // overlay shows it), else the host's file below it.
+        let host = self.shell.host_path(&target, &policy);
+        let source = if host != target && std::fs::symlink_metadata(&host).is_err() {
+            target.clone()
+        } else {
+            host
+        };
+        match self.fs.read(&source, &policy) {
             Ok(text) => ToolOutput::new(Code::Ok, text, facts(target)),
             Err(e) => ToolOutput::new(
                 Code::from_error_code(e.code()),
@@ -416,7 +424,17 @@ impl Toolbox {
             escalated,
             path: target.clone(),
         });
-        match op(self.fs, &target, &policy) {
+        // Where the shell's write to this path lands: the private temp area for a path in /tmp
+        // a mount shows it at (the host's folders and file on the way copied up first, as the
+        // overlay does), else the path itself.
+        let host = self.shell.host_path(&target, &policy);
+        if host != target
+            && let Some(area) = policy.temp_area.dir()
+            && let Ok(rest) = host.strip_prefix(&area)
+        {
+            crate::fs::copy_up(&area, rest);
+        }
+        match op(self.fs, &host, &policy) {
             Ok(()) => ToolOutput::new(
                 Code::Ok,
                 format!("{tool}: {} updated", target.display()),
