@@ -157,6 +157,29 @@ impl Backend {
             .unwrap_or_default()
     }
 
+    /// True when the backend's calls never write the host's `/tmp` nor the caller's `$TMPDIR`,
+    /// each having a temp area of its own: a reference local backend or an operator runner (a
+    /// per-call area, or the session's), or an external backend that declared it takes the area
+    /// the harness names (`differences.temp_area`) or `/tmp` private in both modes.
+    pub fn temp_is_private(&self) -> bool {
+        match &self.kind {
+            // The harness gives each of their calls an area (a case's session holds one across
+            // its calls), and the provider honours it: at /tmp where a mount shows it there, else
+            // as $TMPDIR with the host's /tmp read-only (an operator runner's case).
+            Kind::Local { .. } | Kind::Operator(_) => true,
+            Kind::External(external) => {
+                external.differences.temp_area.is_some()
+                    || [
+                        sandbox::ConfinedMode::ReadOnly,
+                        sandbox::ConfinedMode::WorkspaceWrite,
+                    ]
+                    .iter()
+                    .all(|m| self.in_private_place(*m, std::path::Path::new("/tmp")))
+            }
+            _ => false,
+        }
+    }
+
     /// True when `path` lies in a place the backend declared private under `mode`.
     pub fn in_private_place(&self, mode: sandbox::ConfinedMode, path: &std::path::Path) -> bool {
         self.declared_private(mode).iter().any(|p| {
@@ -196,6 +219,8 @@ impl Backend {
             Capability::DeclaredPrivate => self
                 .external()
                 .is_some_and(|e| !e.differences.private.is_empty()),
+            Capability::PrivateTemp => self.temp_is_private(),
+            Capability::SharedTemp => !self.temp_is_private(),
             other => self.declared.contains(other),
         })
     }
@@ -326,8 +351,12 @@ impl Backend {
                     verdicts: vec![verdict.clone()],
                     cached: false,
                 };
+                // Every call gets a private temp area of its own, as `sandboxctl run` gives it
+                // (a tool case's session holds one across its calls instead).
                 let provider: Arc<dyn SandboxProvider> =
-                    Arc::new(LocalProvider::with_selection(config.clone(), selection));
+                    Arc::new(sandbox_local::temp_area::PerCallArea::new(
+                        LocalProvider::with_selection(config.clone(), selection),
+                    ));
                 (None, Some(facts.enforcement), Some(provider))
             }
             Err(reason) => (Some(reason.to_string()), None, None),

@@ -363,6 +363,11 @@ impl sandbox::CallGuard for Settle {
 }
 
 impl SandboxProvider for External {
+    fn temp_area_at_tmp(&self, policy: &ProviderPolicy) -> bool {
+        !policy.temp_area.is_shared()
+            && self.differences.temp_area == Some(crate::protocol::TempAreaView::AtTmp)
+    }
+
     fn call_guard(&self, policy: &ProviderPolicy) -> Option<Box<dyn sandbox::CallGuard>> {
         let mut pending = self.to_settle.lock().ok()?;
         let at = pending
@@ -431,6 +436,13 @@ impl SandboxProvider for External {
                 network: policy.network,
                 writable_roots: policy.extra_roots.iter().map(|r| r.path.clone()).collect(),
                 allow_unix_sockets: policy.allow_unix_sockets.clone(),
+                // Only to a backend that said it takes one.
+                temp_area: match &policy.temp_area {
+                    sandbox::TempArea::Private(area) if self.differences.temp_area.is_some() => {
+                        Some(area.clone())
+                    }
+                    _ => None,
+                },
                 // Always explicit, so a backend is certified for what the case asks, never for
                 // its own default.
                 protected_paths: (policy.mode == sandbox::ConfinedMode::WorkspaceWrite).then(

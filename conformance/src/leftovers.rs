@@ -143,50 +143,9 @@ fn changed(meta: &std::fs::Metadata, host: Option<nix::sys::stat::FileStat>) -> 
 /// top of it (recursively, so what is below them comes along).
 #[cfg(target_os = "linux")]
 fn submounts(place: &Path) -> Result<Vec<(PathBuf, std::os::fd::OwnedFd)>, StepError> {
-    use std::os::unix::ffi::OsStringExt;
     let table = std::fs::read("/proc/self/mountinfo")
         .map_err(|e| StepError::harness(format!("cannot read the mount table: {e}")))?;
-    let mut points: Vec<PathBuf> = Vec::new();
-    for line in table.split(|&b| b == b'\n') {
-        // The fifth field is the mount point, with space, tab, newline and backslash as octal
-        // escapes.
-        let Some(field) = line.split(|&b| b == b' ').nth(4) else {
-            continue;
-        };
-        let mut raw = Vec::with_capacity(field.len());
-        let mut i = 0;
-        while i < field.len() {
-            let escaped = field
-                .get(i + 1..i + 4)
-                .filter(|_| field[i] == b'\\')
-                .and_then(|d| {
-                    std::str::from_utf8(d)
-                        .ok()
-                        .and_then(|d| u8::from_str_radix(d, 8).ok())
-                });
-            match escaped {
-                Some(b) => {
-                    raw.push(b);
-                    i += 4;
-                }
-                None => {
-                    raw.push(field[i]);
-                    i += 1;
-                }
-            }
-        }
-        let point = PathBuf::from(std::ffi::OsString::from_vec(raw));
-        if point.starts_with(place) && point != place && !points.contains(&point) {
-            points.push(point);
-        }
-    }
-    points.sort();
-    let mut top: Vec<PathBuf> = Vec::new();
-    for point in points {
-        if !top.iter().any(|t| point.starts_with(t)) {
-            top.push(point);
-        }
-    }
+    let top = sandbox::mountinfo::top_mounts_below(&table, place);
     top.into_iter()
         .map(|point| {
             nix::fcntl::open(

@@ -145,12 +145,43 @@ impl SandboxProvider for Twin {
         self.inner.call_guard(policy)
     }
 
+    fn temp_area_at_tmp(&self, policy: &ProviderPolicy) -> bool {
+        self.inner.temp_area_at_tmp(policy)
+    }
+
     fn confine(
         &self,
         argv: &[OsString],
         policy: &ProviderPolicy,
     ) -> Result<ConfinedArgv, SandboxUnavailable> {
-        let first = self.inner.confine(argv, policy);
+        // A call whose policy names no temp area gets one here, the same for both questions: an
+        // area is the trusted side's place, not the world's, so the two answers name the same
+        // one. Held by both launches, removed when the last is dropped.
+        let mut area = None;
+        let own;
+        let policy = if policy.temp_area.is_shared() {
+            let made = sandbox_local::temp_area::TempAreaDir::create().map_err(|e| {
+                SandboxUnavailable {
+                    mode: policy.mode,
+                    backend: None,
+                    detail: format!("the harness cannot make the call's temp area: {e}"),
+                }
+            })?;
+            own = policy.clone().with_temp_area(made.temp_area());
+            area = Some(std::sync::Arc::new(made));
+            &own
+        } else {
+            policy
+        };
+        let hold = |answer: Result<ConfinedArgv, SandboxUnavailable>| {
+            answer.map(|mut launch| {
+                if let Some(a) = &area {
+                    launch.fds.hold(a.clone());
+                }
+                launch
+            })
+        };
+        let first = hold(self.inner.confine(argv, policy));
         // The twin holds only what this request names, made as it is in the world now: the
         // workspace, the temp dir, the extra roots, and each protected path in each writable
         // root (a protected-path plan depends on what exists there, a repository's `.git`).
@@ -207,7 +238,7 @@ impl SandboxProvider for Twin {
             })
             .collect();
         twin_policy.temp_dir_pin = repin(&policy.temp_dir_pin);
-        let second = self.inner.confine(&renamed, &twin_policy);
+        let second = hold(self.inner.confine(&renamed, &twin_policy));
         match (&first, &second) {
             (Ok(a), Ok(b)) => {
                 // An answer may name a root by its identity (device:inode, as the reference bwrap

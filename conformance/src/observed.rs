@@ -127,6 +127,10 @@ impl SandboxProvider for Observed {
     fn call_guard(&self, policy: &ProviderPolicy) -> Option<Box<dyn sandbox::CallGuard>> {
         self.inner.call_guard(policy)
     }
+
+    fn temp_area_at_tmp(&self, policy: &ProviderPolicy) -> bool {
+        self.inner.temp_area_at_tmp(policy)
+    }
 }
 
 #[cfg(test)]

@@ -111,12 +111,32 @@ pub struct Differences {
     /// place, or finds nothing there, leaves the host unchanged and is no escape.
     #[serde(default)]
     pub private: Vec<PrivatePlace>,
+    /// The backend gives each call the private temp area the harness names in its request
+    /// (`policy.temp_area`) and writes neither the host's `/tmp` nor the caller's `temp_dir`:
+    /// `at-tmp` where the call sees the area at `/tmp` (and as `$TMPDIR`), `tmpdir` where it sees
+    /// it only as `$TMPDIR` (the host's `/tmp` then read-only). Absent: the seeds' shared `/tmp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temp_area: Option<TempAreaView>,
+}
+
+/// Where a call sees the private temp area a backend gives it (see [`Differences::temp_area`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "kebab-case")]
+pub enum TempAreaView {
+    /// At `/tmp` (an overlay of the host's `/tmp`, or the area alone) and as `$TMPDIR`.
+    AtTmp,
+    /// Only as `$TMPDIR`: no mount namespace shows it at `/tmp`.
+    Tmpdir,
 }
 
 impl Differences {
     /// True when nothing is declared.
     pub fn is_empty(&self) -> bool {
-        self.extra_writable.is_empty() && self.protected.is_empty() && self.private.is_empty()
+        self.extra_writable.is_empty()
+            && self.protected.is_empty()
+            && self.private.is_empty()
+            && self.temp_area.is_none()
     }
 }
 
@@ -251,6 +271,11 @@ pub struct WirePolicy {
     /// `allowed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub allow_unix_sockets: Vec<PathBuf>,
+    /// The call's private temp area, made by the harness (a directory holding `tmp`, what the
+    /// call sees, and `work`, a scratch directory beside it), sent only to a backend that
+    /// declared `temp_area` in its handshake. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub temp_area: Option<PathBuf>,
 }
 
 fn is_enabled(network: &NetworkMode) -> bool {
@@ -283,6 +308,9 @@ impl WirePolicy {
             )
             .with_protected_paths(protected)
             .with_allow_unix_sockets(self.allow_unix_sockets);
+        if let Some(area) = self.temp_area {
+            policy = policy.with_temp_area(sandbox::TempArea::Private(area));
+        }
         policy.cwd = cwd;
         Ok(policy)
     }
@@ -414,6 +442,7 @@ mod tests {
             protected_paths: Some(vec![".git/hooks".into()]),
             network: NetworkMode::Restricted,
             allow_unix_sockets: vec!["/run/agent.sock".into()],
+            temp_area: Some("/var/cache/s/area".into()),
         }
     }
 
@@ -433,6 +462,10 @@ mod tests {
         );
         assert_eq!(policy.protected_paths.len(), 1);
         assert_eq!(policy.cwd, Some(PathBuf::from("/ws/sub")));
+        assert_eq!(
+            policy.temp_area,
+            sandbox::TempArea::Private("/var/cache/s/area".into())
+        );
         let defaults = WirePolicy {
             protected_paths: None,
             ..wire()

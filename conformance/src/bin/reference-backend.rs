@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use conformance::backends::reference_backend;
-use conformance::protocol::{Differences, Handshake, Implementation, WireCapability};
+use conformance::protocol::{Differences, Handshake, Implementation, TempAreaView, WireCapability};
 use conformance::scenario::Capability;
 use sandbox::SandboxEnforcement;
 
@@ -36,9 +36,20 @@ fn main() -> ExitCode {
         .unusable
         .clone()
         .unwrap_or_else(|| "backend not usable".into());
-    // The reference writable set is the reference: nothing to declare.
+    // The reference writable set is the reference; each call gets the temp area the harness
+    // names, at /tmp where the selected backend has a mount namespace.
+    let view = match provider
+        .as_ref()
+        .map(|p| p.selection().map(|s| s.mounts_temp_area()))
+    {
+        Some(Ok(false)) => TempAreaView::Tmpdir,
+        _ => TempAreaView::AtTmp,
+    };
     let handshake = || Handshake {
-        differences: Differences::default(),
+        differences: Differences {
+            temp_area: Some(view),
+            ..Differences::default()
+        },
         implementation: Implementation {
             name: backend.name.clone(),
             version: backend.version.clone().unwrap_or_default(),

@@ -138,6 +138,13 @@ pub enum Capability {
     /// The backend declared places it makes private (protocol 2), which the suite verifies.
     /// Derived, never declared or committed.
     DeclaredPrivate,
+    /// Each of the backend's calls has a temp area of its own: it never writes the host's `/tmp`
+    /// or the caller's `$TMPDIR` (a reference backend; an external one that declared `/tmp`
+    /// private). Derived, never declared or committed.
+    PrivateTemp,
+    /// The backend's calls write the host's `/tmp` and the caller's `$TMPDIR` (no private temp
+    /// area). Derived, never declared or committed.
+    SharedTemp,
 }
 
 impl From<crate::protocol::WireCapability> for Capability {
@@ -153,7 +160,8 @@ impl From<crate::protocol::WireCapability> for Capability {
 
 impl Capability {
     /// True for the capabilities that follow from what a backend is, never declared or
-    /// committed: `classifier`, `declared-dialect`, `declared-protected`, `declared-private`.
+    /// committed: `classifier`, `declared-dialect`, `declared-protected`, `declared-private`,
+    /// `private-temp`, `shared-temp`.
     pub const fn is_derived(self) -> bool {
         matches!(
             self,
@@ -161,6 +169,8 @@ impl Capability {
                 | Capability::DeclaredDialect
                 | Capability::DeclaredProtected
                 | Capability::DeclaredPrivate
+                | Capability::PrivateTemp
+                | Capability::SharedTemp
         )
     }
 
@@ -178,6 +188,8 @@ impl Capability {
             Capability::DeclaredDialect => "declared-dialect",
             Capability::DeclaredProtected => "declared-protected",
             Capability::DeclaredPrivate => "declared-private",
+            Capability::PrivateTemp => "private-temp",
+            Capability::SharedTemp => "shared-temp",
         }
     }
 }

@@ -482,28 +482,21 @@ fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), StepError> {
         )));
     }
     let denied = matches!(done.classification, Classification::Denied { .. });
-    let ok = match step.expect {
-        ExpectedEffect::Allowed => {
-            done.exit_code() == Some(0)
-                && !denied
-                && observed.as_ref().is_none_or(|s| *s == State::Effected)
-        }
-        // In a place the backend declared private (its own tmpfs over the world's folder), a
-        // write that lands there or finds nothing leaves the host as it was: judged on the host.
-        ExpectedEffect::Denied
-            if backend.in_private_place(step.mode, &world.dir)
-                || backend.in_private_place(step.mode, &place.target) =>
-        {
-            observed == Some(State::Unchanged)
-        }
-        ExpectedEffect::Denied => denied && observed == Some(State::Unchanged),
-        ExpectedEffect::Contained => observed == Some(State::Unchanged),
-        // It ran although the policy should have been refused.
-        ExpectedEffect::Refused => false,
-    };
+    let private_tmp = backend.temp_is_private() && step.shape == Shape::Tmp;
+    let expect = expected_here(backend, step);
+    let private_place = backend.in_private_place(step.mode, &world.dir)
+        || backend.in_private_place(step.mode, &place.target);
+    let ok = judged(
+        expect,
+        private_tmp,
+        private_place,
+        &done,
+        denied,
+        observed.as_ref(),
+    );
     // Everything else in the world must be as it was: a write under another name than the one
     // asked (a backend that rewrites bytes it cannot carry) is named here.
-    let may_change: Vec<PathBuf> = if step.expect == ExpectedEffect::Allowed {
+    let may_change: Vec<PathBuf> = if expect == ExpectedEffect::Allowed || private_tmp {
         changes(step.op, &place)
     } else if step.op == Effect::RenameOut && step.mode == sandbox::ConfinedMode::WorkspaceWrite {
         // A rename the kernel refuses across mounts (EXDEV) makes `mv` copy the file into the
@@ -537,6 +530,44 @@ fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), StepError> {
             step.expect,
             describe()
         )))
+    }
+}
+
+/// What `step` expects of `backend`. A backend whose calls have a temp area of their own shows
+/// the host's /tmp through it (what an effect there makes or changes is the call's own: the
+/// host's place stays as it was) and leaves the caller's $TMPDIR outside its writable set (denied,
+/// as anywhere outside).
+fn expected_here(backend: &Backend, step: &EffectStep) -> ExpectedEffect {
+    match (backend.temp_is_private(), step.shape, step.expect) {
+        (true, Shape::Tmp, ExpectedEffect::Allowed) => ExpectedEffect::Contained,
+        (true, Shape::Tmpdir, ExpectedEffect::Allowed) => ExpectedEffect::Denied,
+        _ => step.expect,
+    }
+}
+
+/// Whether a launch that ran met `expect`: `observed` is the host's state of the place.
+fn judged(
+    expect: ExpectedEffect,
+    private_tmp: bool,
+    private_place: bool,
+    done: &launch::Finished,
+    denied: bool,
+    observed: Option<&State>,
+) -> bool {
+    match expect {
+        // A rename into the call's own /tmp takes the workspace's file away (the workspace is
+        // writable) and puts it where only the call sees it.
+        ExpectedEffect::Contained if private_tmp => observed != Some(&State::Effected),
+        ExpectedEffect::Allowed => {
+            done.exit_code() == Some(0) && !denied && observed.is_none_or(|s| *s == State::Effected)
+        }
+        // In a place the backend declared private (its own tmpfs over the world's folder), a
+        // write that lands there or finds nothing leaves the host as it was: judged on the host.
+        ExpectedEffect::Denied if private_place => observed == Some(&State::Unchanged),
+        ExpectedEffect::Denied => denied && observed == Some(&State::Unchanged),
+        ExpectedEffect::Contained => observed == Some(&State::Unchanged),
+        // It ran although the policy should have been refused.
+        ExpectedEffect::Refused => false,
     }
 }
 

@@ -33,6 +33,10 @@ pub(super) struct Rig {
     twin: Arc<crate::metamorphic::Twin>,
     /// A call the case allowed to be refused was refused: its later tool steps are moot.
     pub(super) refused: bool,
+    /// The session's private temp area (a backend whose calls have one), with where the
+    /// session's calls see it: `%TMPDIR%` is that place, and a `files:` path the calls wrote
+    /// through it is looked up in the area.
+    area: Option<(sandbox_local::temp_area::TempAreaDir, sandbox::Roots, bool)>,
 }
 
 fn decision(answer: Answer) -> Decision {
@@ -56,6 +60,15 @@ impl Rig {
             PolicyService::new(setup.mode.unwrap_or(SandboxMode::ReadOnly), &configured)
                 .map_err(StepError::harness)?
                 .with_temp_dir(temp_dir);
+        let area = if backend.temp_is_private() {
+            let made = sandbox_local::temp_area::TempAreaDir::create().map_err(|e| {
+                StepError::Harness(format!("cannot make the session's temp area: {e}"))
+            })?;
+            policy = policy.with_temp_area(made.temp_area());
+            Some(made)
+        } else {
+            None
+        };
         if setup.repo {
             world.init_repo(&configured).map_err(StepError::harness)?;
         }
@@ -107,6 +120,15 @@ impl Rig {
                 Some(as_service(&approver)),
             ),
         };
+        let area = area.map(|made| {
+            let roots = sandbox::Roots::new(&ws, None).with_temp_area(made.temp_area());
+            let probe = sandbox::ProviderPolicy::from_roots(
+                sandbox::ConfinedMode::WorkspaceWrite,
+                roots.clone(),
+            );
+            let at_tmp = sandbox::SandboxProvider::temp_area_at_tmp(twin.as_ref(), &probe);
+            (made, roots, at_tmp)
+        });
         let tools = Toolbox::new(Arc::new(policy), Arc::new(shell), fs, approval);
         let before = world.snapshot();
         Ok(Rig {
@@ -121,12 +143,55 @@ impl Rig {
             last_task: None,
             twin,
             refused: false,
+            area,
         })
     }
 
-    /// `%WS%` and friends replaced by this world's paths.
+    /// `%WS%` and friends replaced by this world's paths; with a private temp area, `%TMPDIR%`
+    /// is the session's calls' `$TMPDIR` (`/tmp` where a mount shows the area there).
     fn expand(&self, text: &str) -> String {
-        self.world.expand(text, &self.ws)
+        match &self.area {
+            Some((made, _, at_tmp)) => {
+                let seen = match at_tmp {
+                    true => std::path::PathBuf::from("/tmp"),
+                    false => made.path().join("tmp"),
+                };
+                let mut text = text.replace("%TMPDIR%", &seen.display().to_string());
+                if !at_tmp {
+                    // No mount shows the area at /tmp: the host's /tmp is outside the writable
+                    // set, and the temp area a `/tmp` row means is the area itself.
+                    text = text.replace("%TMP%", &self.scratch_in_area(made).display().to_string());
+                }
+                self.world.expand(&text, &self.ws)
+            }
+            None => self.world.expand(text, &self.ws),
+        }
+    }
+
+    /// The world's `/tmp` scratch folder's name, in the session's area (made on first use).
+    fn scratch_in_area(&self, made: &sandbox_local::temp_area::TempAreaDir) -> std::path::PathBuf {
+        let scratch = made
+            .path()
+            .join("tmp")
+            .join(self.world.tmp.file_name().unwrap_or_default());
+        let _ = std::fs::create_dir_all(&scratch);
+        scratch
+    }
+
+    /// Where a file a step names lies on the host: in the session's private temp area when the
+    /// calls wrote it there (as the read tool finds it), else where it is named.
+    fn on_host(&self, path: &std::path::Path) -> std::path::PathBuf {
+        match &self.area {
+            Some((_, roots, at_tmp)) => {
+                let host = roots.host_path(path, *at_tmp);
+                if host != path && std::fs::symlink_metadata(&host).is_ok() {
+                    host
+                } else {
+                    path.to_path_buf()
+                }
+            }
+            None => path.to_path_buf(),
+        }
     }
 
     fn expand_value(&self, value: &Value) -> Value {
@@ -275,7 +340,7 @@ pub(super) fn run(
         }
     }
     for (path, want) in &expect.files {
-        super::check_file(std::path::Path::new(&rig.expand(path)), want)
+        super::check_file(&rig.on_host(std::path::Path::new(&rig.expand(path))), want)
             .map_err(|e| StepError::Unmet(format!("{e}: {}", describe())))?;
     }
     let sentinel = std::fs::read_to_string(rig.world.outside.join("sentinel")).ok();

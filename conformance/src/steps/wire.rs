@@ -39,6 +39,18 @@ pub(super) struct Rig {
     started: Option<crate::survivors::CallStart>,
 }
 
+/// The private temp area of the in-process agents of this harness process, as the agent binary
+/// makes one when it starts (left for the next area made on the host to sweep once this process
+/// is gone).
+fn in_process_area() -> Result<sandbox::TempArea, StepError> {
+    static AREA: std::sync::OnceLock<Result<sandbox_local::temp_area::TempAreaDir, String>> =
+        std::sync::OnceLock::new();
+    AREA.get_or_init(|| sandbox_local::temp_area::TempAreaDir::create().map_err(|e| e.to_string()))
+        .as_ref()
+        .map(|a| a.temp_area())
+        .map_err(|e| StepError::Harness(format!("cannot make the agent's temp area: {e}")))
+}
+
 fn start(
     sessions: &std::path::Path,
     workspace: &std::path::Path,
@@ -49,6 +61,7 @@ fn start(
     let network = config.network.unwrap_or_default();
     let policy = PolicyService::new(mode, workspace)
         .map_err(StepError::harness)?
+        .with_temp_area(in_process_area()?)
         .with_default_approval(approval)
         .with_default_network(network);
     let presets = PresetTable::standard(mode, approval)

@@ -28,6 +28,9 @@ impl World {
             (self.dir.clone(), twin.dir.clone()),
             (self.tmpdir.clone(), twin.tmpdir.clone()),
             (self.tmp.clone(), twin.tmp.clone()),
+            // A workspace spelled under /tmp is a root of its own (named with its identity) once
+            // /tmp is no writable root.
+            (self.tmp.join("ws"), twin.tmp.join("ws")),
             (self.shm.clone(), twin.shm.clone()),
             (self.extra.clone(), twin.extra.clone()),
         ];
