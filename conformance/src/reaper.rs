@@ -6,8 +6,11 @@
 //! they fork meanwhile goes too), says how many there were, and exits with certify's status.
 //!
 //! Survivors of a case are found (by their tag) and failed at the end of that case
-//! (`steps::run_case`); the supervisor catches what left no tag (a payload that dropped it from
-//! its environment) and whatever a case still running when certify stopped had started.
+//! (`steps::run_case`); what left no tag (a payload that dropped it from its environment) is
+//! found once the last case has ended, by a scan of every process below the supervisor
+//! ([`crate::survivors::left_by_run`]), and fails the run; the supervisor kills whatever is still
+//! below it when certify exits (a case still running when certify stopped, or a process started
+//! after that scan).
 //!
 //! A child subreaper is Linux's (`prctl`); elsewhere certify runs unsupervised and says so.
 
@@ -28,6 +31,16 @@ const SUPERVISED: &str = "CONFORMANCE_CERTIFY_SUPERVISED";
 /// How long killing what the run left may take.
 #[cfg(target_os = "linux")]
 const KILL_BOUND: Duration = Duration::from_secs(10);
+
+/// The process every process of this run descends from: the supervisor when certify runs below
+/// one, else this process. The run-end scan ([`crate::survivors::left_by_run`]) looks below it.
+pub fn run_root() -> u32 {
+    #[cfg(target_os = "linux")]
+    if std::env::var_os(SUPERVISED).is_some() {
+        return std::os::unix::process::parent_id();
+    }
+    std::process::id()
+}
 
 /// Makes this process certify's supervisor: `None` in the supervised certify itself (go on and
 /// certify), or when this host cannot supervise (said on stderr, certify then runs unsupervised);

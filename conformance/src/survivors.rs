@@ -126,17 +126,24 @@ pub(crate) fn shown(found: &[String]) -> String {
     text
 }
 
-/// Stops, then kills, every live process carrying `needle`, round after round, until a scan
-/// finds none (or [`KILL_BOUND`]): a stopped process forks no more, and what it forked before it
-/// stopped is found in the next round.
+/// Stops, then kills, every live process carrying `needle` (see [`kill_rounds`]).
 fn kill_tagged(needle: &str, since: CallStart, except: Option<&str>) {
-    let deadline = Instant::now() + KILL_BOUND;
-    loop {
-        let live: Vec<Pid> = tagged(needle, since)
+    kill_rounds(|| {
+        tagged(needle, since)
             .into_iter()
             .filter(|t| !t.ended && Some(t.pid.as_str()) != except)
             .filter_map(|t| t.pid.parse().ok().map(Pid::from_raw))
-            .collect();
+            .collect()
+    });
+}
+
+/// Stops, then kills, every process `live` lists, round after round, until a scan finds none
+/// (or [`KILL_BOUND`]): a stopped process forks no more, and what it forked before it stopped is
+/// found in the next round.
+fn kill_rounds(live: impl Fn() -> Vec<Pid>) {
+    let deadline = Instant::now() + KILL_BOUND;
+    loop {
+        let live = live();
         if live.is_empty() || Instant::now() >= deadline {
             return;
         }
@@ -148,6 +155,125 @@ fn kill_tagged(needle: &str, since: CallStart, except: Option<&str>) {
         }
         std::thread::sleep(Duration::from_millis(10));
     }
+}
+
+/// Processes of the run still alive once its last case has ended: every process started since
+/// the run began (`since`) that descends from [`crate::reaper::run_root`] (the supervisor, to
+/// which a detached process is reparented, or certify itself), certify excepted, that can still
+/// run `grace` later. No case claimed them: a payload that dropped its tag from its environment,
+/// or a helper a runner started outside any call. Every one found is killed before this returns
+/// (with what it forked meanwhile) and described.
+pub(crate) fn left_by_run(since: CallStart, grace: Duration) -> Vec<String> {
+    let root = crate::reaper::run_root().to_string();
+    let me = std::process::id().to_string();
+    let below = || -> Vec<Tagged> {
+        let all = started_since(since);
+        let parents: std::collections::HashMap<&str, &str> = all
+            .iter()
+            .map(|p| (p.tagged.pid.as_str(), p.parent.as_str()))
+            .collect();
+        let descends = |pid: &str| {
+            let mut at = pid;
+            // Certify may have started before `since` (then it is not among `all`), so it is
+            // a link of its own. Every step goes to a process started earlier (or to one outside
+            // the run), so the walk ends; the bound is for a pid reused mid-scan.
+            for _ in 0..=parents.len() {
+                if at == me {
+                    return true;
+                }
+                match parents.get(at) {
+                    Some(parent) if *parent == root || *parent == me => return true,
+                    Some(parent) => at = parent,
+                    None => return false,
+                }
+            }
+            false
+        };
+        all.iter()
+            .filter(|p| p.tagged.pid != me && !p.tagged.ended && descends(&p.tagged.pid))
+            .map(|p| Tagged {
+                pid: p.tagged.pid.clone(),
+                cmdline: p.tagged.cmdline.clone(),
+                ended: false,
+            })
+            .collect()
+    };
+    let mut left = below();
+    let deadline = Instant::now() + grace;
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        let now: Vec<String> = below().into_iter().map(|t| t.pid).collect();
+        left.retain(|t| now.contains(&t.pid));
+    }
+    let found: Vec<String> = left
+        .iter()
+        .map(|t| format!("pid {}: {}", t.pid, t.cmdline))
+        .collect();
+    if !left.is_empty() {
+        kill_rounds(|| {
+            below()
+                .into_iter()
+                .filter_map(|t| t.pid.parse().ok().map(Pid::from_raw))
+                .collect()
+        });
+    }
+    found
+}
+
+/// A process started since a run began, with its parent's pid.
+struct Started {
+    tagged: Tagged,
+    parent: String,
+}
+
+/// Every process (thread-group leader) started since `since`, with its parent and command line.
+fn started_since(since: CallStart) -> Vec<Started> {
+    let mut found = Vec::new();
+    for pid in candidate_pids(since) {
+        let path = Path::new("/proc").join(pid.to_string());
+        let pid = pid.to_string();
+        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
+            continue;
+        };
+        if let Some(since) = since.ticks
+            && start_ticks(&stat).is_none_or(|t| t < since)
+        {
+            continue;
+        }
+        let status = std::fs::read_to_string(path.join("status")).unwrap_or_default();
+        if !is_leader(&status, &pid) {
+            continue;
+        }
+        let Some(parent) = parent_pid(&stat) else {
+            continue;
+        };
+        found.push(Started {
+            tagged: Tagged {
+                cmdline: cmdline(&path),
+                ended: ended(&status) || exiting(&stat),
+                pid,
+            },
+            parent,
+        });
+    }
+    found
+}
+
+/// The parent's pid in `/proc/<pid>/stat` (field 4, counted from the command name's last `)`).
+fn parent_pid(stat: &str) -> Option<String> {
+    let after = &stat[stat.rfind(')')? + 1..];
+    after.split_whitespace().nth(1).map(str::to_owned)
+}
+
+/// A process's command line, its arguments joined by spaces (lossy for non-UTF-8 bytes).
+fn cmdline(proc_dir: &Path) -> String {
+    let cmdline = std::fs::read(proc_dir.join("cmdline")).unwrap_or_default();
+    let shown: Vec<String> = cmdline
+        .split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .map(|a| String::from_utf8_lossy(a).into_owned())
+        .collect();
+    shown.join(" ")
 }
 
 /// A process of a call, found by its tag.
@@ -295,15 +421,9 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
             .split(|b| *b == 0)
             .any(|var| var == needle.as_bytes())
         {
-            let cmdline = std::fs::read(path.join("cmdline")).unwrap_or_default();
-            let shown: Vec<String> = cmdline
-                .split(|b| *b == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect();
             found.push(Tagged {
                 pid: pid.to_owned(),
-                cmdline: shown.join(" "),
+                cmdline: cmdline(&path),
                 ended: ended(&status)
                     || std::fs::read_to_string(path.join("stat")).is_ok_and(|s| exiting(&s)),
             });

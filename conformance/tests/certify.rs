@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use conformance::certify::merge::Merged;
-use conformance::certify::{BackendReport, CaseResult, Report, Status};
+use conformance::certify::{BackendReport, CaseResult, Report, Status, Verdict};
 use conformance::scenario::Level;
 use sandbox::{ClassEnforcement, EnforcementClass, SandboxEnforcement};
 use sandbox_test_support::{is_root, scratch_dir};
@@ -1857,6 +1857,66 @@ fn a_helper_the_runner_detaches_is_found_in_the_cases_namespace() {
             "{message}"
         );
     }
+}
+
+/// A runner that detaches a helper without the case's tag, which outlives the run: no case sees
+/// it (the survivor scan goes by the tag), so the scan of every process below certify once the
+/// last case has ended names it, kills it, and fails the run, with every case passed.
+#[test]
+fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
+    let root = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(root.path().join("containment")).expect("mkdir");
+    std::fs::copy(
+        repo().join("scenarios/containment/writable_set.yaml"),
+        root.path().join("containment/writable_set.yaml"),
+    )
+    .expect("copy");
+    // A duration of this test's own, so the host's processes are told from the helpers.
+    let seconds = (80_000 + std::process::id() % 6_000).to_string();
+    let run = certify_with(
+        &["--scenarios", root.path().to_str().expect("utf8")],
+        &backend("leaky_leftovers_backend.py"),
+        &[("LEAKY_MODE", "linger"), ("LEAKY_LINGER_SECONDS", &seconds)],
+    );
+    let helper = format!("sleep {seconds}");
+    let alive: Vec<String> = std::fs::read_dir("/proc")
+        .expect("/proc")
+        .flatten()
+        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .map(|c| {
+            String::from_utf8_lossy(&c)
+                .replace('\0', " ")
+                .trim()
+                .to_owned()
+        })
+        .filter(|c| *c == helper)
+        .collect();
+    assert!(alive.is_empty(), "helpers outlived certify: {alive:?}");
+    assert_eq!(run.code, Some(1), "{}", run.why());
+    assert!(
+        run.report.cases.iter().all(|c| !c.status.is_bad()),
+        "every case passes: {}",
+        run.why()
+    );
+    assert_eq!(run.report.verdict, Verdict::NotCertified);
+    assert_eq!(
+        run.report.left_behind.len(),
+        2,
+        "{:?}",
+        run.report.left_behind
+    );
+    for left in &run.report.left_behind {
+        assert!(
+            left.starts_with("pid ") && left.ends_with(&helper),
+            "{left}"
+        );
+    }
+    assert!(
+        run.matrix
+            .contains("- run: a process still alive after the last case (killed): pid "),
+        "{}",
+        run.matrix
+    );
 }
 
 #[test]

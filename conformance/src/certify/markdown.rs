@@ -213,6 +213,12 @@ fn failures(out: &mut String, report: &Report) {
         .map(|p| format!("- suite: {p}"))
         .chain(
             report
+                .left_behind
+                .iter()
+                .map(|p| format!("- run: a process still alive after the last case (killed): {p}")),
+        )
+        .chain(
+            report
                 .backends
                 .iter()
                 .flat_map(|b| b.problems.iter().map(move |p| format!("- {}: {p}", b.name))),

@@ -325,6 +325,9 @@ fn hosts_section(out: &mut String, merged: &Merged) {
                 let _ = writeln!(out, "  - {}: {p}", b.name);
             }
         }
+        for p in &r.left_behind {
+            let _ = writeln!(out, "  - run: a process left behind (killed): {p}");
+        }
     }
     if !merged.missing.is_empty() {
         out.push_str("\n## Missing legs\n\n");

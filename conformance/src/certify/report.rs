@@ -254,6 +254,12 @@ pub struct Report {
     /// Suite-level problems (load errors, no scenarios).
     #[serde(default)]
     pub suite_problems: Vec<String>,
+    /// Processes of the run still alive once its last case had ended and its backends were
+    /// gone (each `pid N: command line`), killed then: no case claimed them (a payload that
+    /// dropped the case's tag from its environment, a helper a runner detached outside any
+    /// call). Any one fails the run.
+    #[serde(default)]
+    pub left_behind: Vec<String>,
     /// Backends this host has no use of, with the reason (not certified here, not failing).
     #[serde(default)]
     pub excluded_backends: Vec<(String, String)>,
@@ -289,10 +295,11 @@ impl Report {
         self.passed() && self.left_out_families.is_empty()
     }
 
-    /// Every backend passed what the run ran and the suite loaded cleanly (a run that left
-    /// families out may pass, but it is no certificate).
+    /// Every backend passed what the run ran, the suite loaded cleanly and the run left no
+    /// process behind (a run that left families out may pass, but it is no certificate).
     pub fn passed(&self) -> bool {
         self.suite_problems.is_empty()
+            && self.left_behind.is_empty()
             && !self.backends.is_empty()
             && self.backends.iter().all(|b| b.certified)
     }

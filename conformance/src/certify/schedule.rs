@@ -46,6 +46,7 @@ pub struct Options {
 /// Runs the certification; `progress(done, total, result)` is called after every case.
 pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Sync)) -> Report {
     let started = Instant::now();
+    let run_start = crate::survivors::CallStart::now();
     let started_at = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -150,6 +151,10 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
             report
         })
         .collect();
+    // The backends' runners and adapters end with them; whatever of the run is still alive
+    // after that, no case claimed.
+    drop(backends);
+    let left_behind = crate::survivors::left_by_run(run_start, crate::survivors::CASE_END_GRACE);
     let family_seconds = family_seconds(&cases);
     let mut report = Report {
         suite_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -162,6 +167,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         backends: backend_reports,
         cases,
         suite_problems,
+        left_behind,
         excluded_backends: options.excluded,
         seed: options.seed,
         left_out_families,

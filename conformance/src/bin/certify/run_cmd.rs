@@ -163,6 +163,9 @@ fn summarize(report: &Report) {
     for p in &report.suite_problems {
         println!("suite: {p}");
     }
+    for p in &report.left_behind {
+        println!("run: a process still alive after the last case (killed): {p}");
+    }
     let bad: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status.is_bad()).collect();
     for c in bad.iter().take(20) {
         // The whole message: a backend's own words (a panic's reason) are often at its end.
