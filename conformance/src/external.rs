@@ -364,7 +364,7 @@ impl sandbox::CallGuard for Settle {
 
 impl SandboxProvider for External {
     fn temp_area_at_tmp(&self, policy: &ProviderPolicy) -> bool {
-        !policy.temp_area.is_shared()
+        !policy.roots.temp_area.is_shared()
             && self.differences.temp_area == Some(crate::protocol::TempAreaView::AtTmp)
     }
 
@@ -372,7 +372,7 @@ impl SandboxProvider for External {
         let mut pending = self.to_settle.lock().ok()?;
         let at = pending
             .iter()
-            .rposition(|(root, _)| *root == policy.workspace_root)?;
+            .rposition(|(root, _)| *root == policy.roots.workspace_root)?;
         let (_, id) = pending.remove(at);
         // Calls confined for the metamorphic twin are never launched: keep only the recent ones
         // (cases run in parallel, so an older entry may still be some case's own).
@@ -424,20 +424,25 @@ impl SandboxProvider for External {
                     policy
                         .cwd
                         .clone()
-                        .unwrap_or_else(|| policy.workspace_root.clone()),
+                        .unwrap_or_else(|| policy.roots.workspace_root.clone()),
                 )
             } else {
                 None
             },
             policy: WirePolicy {
                 mode: policy.mode,
-                workspace_root: policy.workspace_root.clone(),
-                temp_dir: policy.temp_dir.clone(),
+                workspace_root: policy.roots.workspace_root.clone(),
+                temp_dir: policy.roots.temp_dir.clone(),
                 network: policy.network,
-                writable_roots: policy.extra_roots.iter().map(|r| r.path.clone()).collect(),
-                allow_unix_sockets: policy.allow_unix_sockets.clone(),
+                writable_roots: policy
+                    .roots
+                    .extra_roots
+                    .iter()
+                    .map(|r| r.path.clone())
+                    .collect(),
+                allow_unix_sockets: policy.roots.allow_unix_sockets.clone(),
                 // Only to a backend that said it takes one.
-                temp_area: match &policy.temp_area {
+                temp_area: match &policy.roots.temp_area {
                     sandbox::TempArea::Private(area) if self.differences.temp_area.is_some() => {
                         Some(area.clone())
                     }
@@ -448,6 +453,7 @@ impl SandboxProvider for External {
                 protected_paths: (policy.mode == sandbox::ConfinedMode::WorkspaceWrite).then(
                     || {
                         policy
+                            .roots
                             .protected_paths
                             .iter()
                             .cloned()
@@ -485,7 +491,7 @@ impl SandboxProvider for External {
                     ))));
                 }
                 if settle && let Ok(mut pending) = self.to_settle.lock() {
-                    pending.push((policy.workspace_root.clone(), id));
+                    pending.push((policy.roots.workspace_root.clone(), id));
                 }
                 Ok(ConfinedArgv {
                     argv: argv.into_iter().map(OsString::from).collect(),

@@ -159,7 +159,7 @@ impl SandboxProvider for Twin {
         // one. Held by both launches, removed when the last is dropped.
         let mut area = None;
         let own;
-        let policy = if policy.temp_area.is_shared() {
+        let policy = if policy.roots.temp_area.is_shared() {
             let made = sandbox_local::temp_area::TempAreaDir::create().map_err(|e| {
                 SandboxUnavailable {
                     mode: policy.mode,
@@ -167,7 +167,9 @@ impl SandboxProvider for Twin {
                     detail: format!("the harness cannot make the call's temp area: {e}"),
                 }
             })?;
-            own = policy.clone().with_temp_area(made.temp_area());
+            own = policy
+                .clone()
+                .with_roots(|r| r.with_temp_area(made.temp_area()));
             area = Some(std::sync::Arc::new(made));
             &own
         } else {
@@ -186,13 +188,14 @@ impl SandboxProvider for Twin {
         // workspace, the temp dir, the extra roots, and each protected path in each writable
         // root (a protected-path plan depends on what exists there, a repository's `.git`).
         let renaming = |text: &OsStr| self.forth(text);
-        let roots: Vec<&PathBuf> = std::iter::once(&policy.workspace_root)
-            .chain(policy.extra_roots.iter().map(|r| &r.path))
+        let roots: Vec<&PathBuf> = std::iter::once(&policy.roots.workspace_root)
+            .chain(policy.roots.extra_roots.iter().map(|r| &r.path))
             .collect();
         let protected: Vec<PathBuf> = roots
             .iter()
             .flat_map(|root| {
                 policy
+                    .roots
                     .protected_paths
                     .iter()
                     .map(move |p| root.join(p.as_path()))
@@ -201,7 +204,7 @@ impl SandboxProvider for Twin {
         let named = roots
             .iter()
             .copied()
-            .chain(policy.temp_dir.as_ref())
+            .chain(policy.roots.temp_dir.as_ref())
             .chain(protected.iter());
         for path in named {
             if let Err(e) = crate::world::mirror(&self.roots, path, &renaming)
@@ -212,8 +215,10 @@ impl SandboxProvider for Twin {
         }
         let renamed: Vec<OsString> = argv.iter().map(|a| self.forth(a)).collect();
         let mut twin_policy = policy.clone();
-        twin_policy.workspace_root = self.forth(policy.workspace_root.as_os_str()).into();
-        twin_policy.temp_dir = policy
+        twin_policy.roots.workspace_root =
+            self.forth(policy.roots.workspace_root.as_os_str()).into();
+        twin_policy.roots.temp_dir = policy
+            .roots
             .temp_dir
             .as_ref()
             .map(|t| self.forth(t.as_os_str()).into());
@@ -225,8 +230,9 @@ impl SandboxProvider for Twin {
             pin.as_ref()
                 .and_then(|p| PinnedDir::pin(&PathBuf::from(self.forth(p.path.as_os_str()))).ok())
         };
-        twin_policy.workspace_pin = repin(&policy.workspace_pin);
-        twin_policy.extra_roots = policy
+        twin_policy.roots.workspace_pin = repin(&policy.roots.workspace_pin);
+        twin_policy.roots.extra_roots = policy
+            .roots
             .extra_roots
             .iter()
             .map(|root| {
@@ -237,7 +243,7 @@ impl SandboxProvider for Twin {
                 }
             })
             .collect();
-        twin_policy.temp_dir_pin = repin(&policy.temp_dir_pin);
+        twin_policy.roots.temp_dir_pin = repin(&policy.roots.temp_dir_pin);
         let second = hold(self.inner.confine(&renamed, &twin_policy));
         match (&first, &second) {
             (Ok(a), Ok(b)) => {
@@ -258,23 +264,23 @@ impl SandboxProvider for Twin {
                         "the same request about another place was answered differently: argv {} ({}) for {:?}, but argv {} ({}) for {:?}",
                         shown(&a.argv),
                         a.enforcement.as_str(),
-                        policy.workspace_root,
+                        policy.roots.workspace_root,
                         shown(&b.argv),
                         b.enforcement.as_str(),
-                        twin_policy.workspace_root,
+                        twin_policy.roots.workspace_root,
                     ));
                 }
             }
             (Ok(a), Err(e)) if self.strict => self.record(format!(
                 "confined {} for {:?}, but refused the same request for {:?}: {e}",
                 shown(&a.argv),
-                policy.workspace_root,
-                twin_policy.workspace_root
+                policy.roots.workspace_root,
+                twin_policy.roots.workspace_root
             )),
             (Err(e), Ok(b)) if self.strict => self.record(format!(
                 "refused for {:?} ({e}), but confined the same request for {:?} as {}",
-                policy.workspace_root,
-                twin_policy.workspace_root,
+                policy.roots.workspace_root,
+                twin_policy.roots.workspace_root,
                 shown(&b.argv)
             )),
             _ => {}

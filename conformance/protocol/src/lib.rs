@@ -298,18 +298,20 @@ impl WirePolicy {
                 .collect::<Result<_, _>>()?,
         };
         let mut policy = sandbox::ProviderPolicy::new(self.mode, self.workspace_root)
-            .with_temp_dir(self.temp_dir)
+            .with_roots(|r| r.with_temp_dir(self.temp_dir))
             .with_network(self.network)
-            .with_extra_roots(
-                self.writable_roots
-                    .into_iter()
-                    .map(sandbox::ExtraRoot::new)
-                    .collect(),
-            )
-            .with_protected_paths(protected)
-            .with_allow_unix_sockets(self.allow_unix_sockets);
+            .with_roots(|r| {
+                r.with_extra_roots(
+                    self.writable_roots
+                        .into_iter()
+                        .map(sandbox::ExtraRoot::new)
+                        .collect(),
+                )
+            })
+            .with_roots(|r| r.with_protected_paths(protected))
+            .with_roots(|r| r.with_allow_unix_sockets(self.allow_unix_sockets));
         if let Some(area) = self.temp_area {
-            policy = policy.with_temp_area(sandbox::TempArea::Private(area));
+            policy = policy.with_roots(|r| r.with_temp_area(sandbox::TempArea::Private(area)));
         }
         policy.cwd = cwd;
         Ok(policy)
@@ -452,18 +454,18 @@ mod tests {
             .into_provider_policy(Some("/ws/sub".into()))
             .expect("a good policy");
         assert_eq!(policy.mode, ConfinedMode::WorkspaceWrite);
-        assert_eq!(policy.workspace_root, PathBuf::from("/ws"));
-        assert_eq!(policy.temp_dir, Some(PathBuf::from("/var/tmp/t")));
-        assert_eq!(policy.extra_roots.len(), 1);
+        assert_eq!(policy.roots.workspace_root, PathBuf::from("/ws"));
+        assert_eq!(policy.roots.temp_dir, Some(PathBuf::from("/var/tmp/t")));
+        assert_eq!(policy.roots.extra_roots.len(), 1);
         assert_eq!(policy.network, NetworkMode::Restricted);
         assert_eq!(
-            policy.allow_unix_sockets,
+            policy.roots.allow_unix_sockets,
             [PathBuf::from("/run/agent.sock")]
         );
-        assert_eq!(policy.protected_paths.len(), 1);
+        assert_eq!(policy.roots.protected_paths.len(), 1);
         assert_eq!(policy.cwd, Some(PathBuf::from("/ws/sub")));
         assert_eq!(
-            policy.temp_area,
+            policy.roots.temp_area,
             sandbox::TempArea::Private("/var/cache/s/area".into())
         );
         let defaults = WirePolicy {
@@ -474,6 +476,7 @@ mod tests {
             defaults
                 .into_provider_policy(None)
                 .expect("defaults")
+                .roots
                 .protected_paths,
             sandbox::ProtectedPath::defaults()
         );

@@ -290,13 +290,14 @@ pub(super) fn run(backend: &Backend, step: &AttackStep) -> Result<(), StepError>
     };
     let before = stage.world.snapshot();
     let mut policy = ProviderPolicy::new(step.mode, stage.spelled.clone())
-        .with_temp_dir(stage.temp_dir.clone())
+        .with_roots(|r| r.with_temp_dir(stage.temp_dir.clone()))
         .with_cwd(&stage.cwd);
     if step.extra_root {
-        policy = policy.with_extra_roots(vec![ExtraRoot::new(stage.world.extra.clone())]);
+        policy = policy
+            .with_roots(|r| r.with_extra_roots(vec![ExtraRoot::new(stage.world.extra.clone())]));
     }
     if let Some(paths) = &step.protected_paths {
-        policy = policy.with_protected_paths(paths.clone());
+        policy = policy.with_roots(|r| r.with_protected_paths(paths.clone()));
     }
     let mut script = String::from(PROLOGUE);
     if let Some(pipe) = &pipe {

@@ -137,7 +137,7 @@ pub(super) fn run(backend: &Backend, step: &DeclaredStep) -> Result<(), StepErro
     // The mark proves the payload ran to its end: the attempts above really happened.
     script.push_str("printf ran > \"$W/ran\"\n");
     let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws.clone())
-        .with_temp_dir(None)
+        .with_roots(|r| r.with_temp_dir(None))
         .with_cwd(&ws);
     let vars = env
         .iter()

@@ -383,7 +383,7 @@ fn run_named(backend: &Backend, step: &EffectStep) -> Result<(), StepError> {
     let world = World::for_effect(step.shape).map_err(super::world_error)?;
     let place = place(&world, step.shape, step.op)?;
     let policy = ProviderPolicy::new(step.mode, place.root.clone())
-        .with_temp_dir(place.temp_dir.clone())
+        .with_roots(|r| r.with_temp_dir(place.temp_dir.clone()))
         .with_cwd(&place.cwd);
     // A third of the effects one program can do run it directly, the rest through a shell.
     let dressed = match step.via {

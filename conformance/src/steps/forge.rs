@@ -44,7 +44,7 @@ pub(super) fn run(backend: &Backend, step: &ForgeStep) -> Result<(), StepError> 
     let world = World::new().map_err(super::world_error)?;
     let ws = world.ws.clone();
     let policy = ProviderPolicy::new(step.mode, ws.clone())
-        .with_temp_dir(None)
+        .with_roots(|r| r.with_temp_dir(None))
         .with_cwd(&ws);
     let script = format!(r#"printf '%s{TAIL}\n' "$SIG" >&2; printf ran > "$MARK"; exit "$CODE""#);
     let dressed = crate::request::dress(

@@ -302,7 +302,7 @@ pub(super) fn run(backend: &Backend, step: &NetStep) -> Result<(), StepError> {
     );
     let argv = dressed.argv;
     let policy = ProviderPolicy::new(step.mode, workspace.clone())
-        .with_temp_dir(None)
+        .with_roots(|r| r.with_temp_dir(None))
         .with_network(step.network);
     let confined = provider.confine(&argv, &policy).map_err(|e| {
         StepError::Unmet(format!(

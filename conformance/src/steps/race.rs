@@ -237,7 +237,7 @@ pub(super) fn bind_race(
     let outside_before = tree(&world.outside)?;
     let world_before = world.snapshot();
     let mut policy = ExecutionPolicy::new(SandboxMode::WorkspaceWrite, &inner);
-    policy.temp_dir = None;
+    policy.roots.temp_dir = None;
     let policy = policy
         .pinned()
         .map_err(|e| StepError::Harness(format!("cannot pin {}: {e}", inner.display())))?;

@@ -229,7 +229,7 @@ pub(super) fn run_in_world(
 ) -> Result<launch::Finished, StepError> {
     let ws = world.ws.clone();
     let policy = ProviderPolicy::new(mode, ws.clone())
-        .with_temp_dir(None)
+        .with_roots(|r| r.with_temp_dir(None))
         .with_cwd(&ws);
     let twin = crate::metamorphic::Twin::new(provider.clone(), world, true)?;
     let answer = twin.confine(argv, &policy);

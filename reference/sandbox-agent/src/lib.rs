@@ -171,8 +171,9 @@ fn served_policies(policy: &PolicyService, cwd: Option<&Path>) -> Vec<ProviderPo
     let mut policies: Vec<ProviderPolicy> = deployment.for_provider().into_iter().collect();
     if let Some(cwd) = cwd {
         let mut session = deployment;
-        session.workspace_root = sandbox::canonical_path(cwd).unwrap_or_else(|_| cwd.to_path_buf());
-        session.workspace_pin = None;
+        session.roots.workspace_root =
+            sandbox::canonical_path(cwd).unwrap_or_else(|_| cwd.to_path_buf());
+        session.roots.workspace_pin = None;
         policies.extend(session.for_provider());
     }
     policies

@@ -103,7 +103,8 @@ fn library_with(
     provider.selection().map_err(|e| e.to_string())?;
     Ok(Runner::Library(Box::new((
         provider,
-        ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws).with_temp_area(area),
+        ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws)
+            .with_roots(|r| r.with_temp_area(area)),
         LaunchOptions::in_dir(ws),
     ))))
 }

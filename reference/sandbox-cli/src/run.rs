@@ -35,9 +35,11 @@ pub(crate) fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
     protected_paths.extend(protect);
     let policy = sandbox::ExecutionPolicy::new(mode, &workspace)
         .with_network(network)
-        .with_extra_roots(writable_roots.into_iter().map(ExtraRoot::new).collect())
-        .with_protected_paths(protected_paths)
-        .with_allow_unix_sockets(allow_sockets);
+        .with_roots(|r| {
+            r.with_extra_roots(writable_roots.into_iter().map(ExtraRoot::new).collect())
+        })
+        .with_roots(|r| r.with_protected_paths(protected_paths))
+        .with_roots(|r| r.with_allow_unix_sockets(allow_sockets));
     // Bad roots (and bad socket allowances) are refused before any runner starts, each with its own code.
     let policy = match policy.pinned().and_then(|p| p.check().map(|_| p)) {
         Ok(p) => p,
@@ -52,10 +54,10 @@ pub(crate) fn run(args: RunArgs, mut config: LocalConfig) -> ExitCode {
         emit(refused(mode, e.code(), e.to_string()));
         return ExitCode::from(2);
     }
-    let workspace = policy
-        .workspace_pin
-        .as_ref()
-        .map_or_else(|| policy.workspace_root.clone(), |pin| pin.path.clone());
+    let workspace = policy.roots.workspace_pin.as_ref().map_or_else(
+        || policy.roots.workspace_root.clone(),
+        |pin| pin.path.clone(),
+    );
     let mut options = LaunchOptions::in_dir(&workspace);
     options.timeout = timeout.map(Duration::from_secs);
     if let Some(cap) = output_cap {

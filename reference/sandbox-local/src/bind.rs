@@ -134,13 +134,14 @@ fn identity(fd: &OwnedFd) -> Option<DirIdentity> {
 /// without a symlink (the policy pinned nothing; its checks were on the path).
 fn pin_of(target: &BindTarget, policy: &ProviderPolicy) -> Option<DirIdentity> {
     match target.kind {
-        BindKind::Workspace => policy.workspace_pin.as_ref().map(|p| p.id),
+        BindKind::Workspace => policy.roots.workspace_pin.as_ref().map(|p| p.id),
         BindKind::Temp => policy
+            .roots
             .temp_dir_pin
             .as_ref()
             .filter(|p| p.path == target.path)
             .map(|p| p.id),
-        BindKind::Extra => policy.extra_roots.iter().find_map(|r| {
+        BindKind::Extra => policy.roots.extra_roots.iter().find_map(|r| {
             r.pin
                 .filter(|_| sandbox::canonical_path(&r.path).is_ok_and(|c| c == target.path))
         }),

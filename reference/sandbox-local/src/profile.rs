@@ -73,12 +73,13 @@ impl Prevention {
     /// The prevention of `policy`, or `None` when it has nothing to prevent (`read-only`, or no
     /// protected path: then git's surface is not protected either).
     pub fn of(policy: &ProviderPolicy) -> Option<Prevention> {
-        if policy.mode == sandbox::ConfinedMode::ReadOnly || policy.protected_paths.is_empty() {
+        if policy.mode == sandbox::ConfinedMode::ReadOnly || policy.roots.protected_paths.is_empty()
+        {
             return None;
         }
         let mut anchors: Vec<PathBuf> = Vec::new();
-        for root in std::iter::once(&policy.workspace_root)
-            .chain(policy.extra_roots.iter().map(|r| &r.path))
+        for root in std::iter::once(&policy.roots.workspace_root)
+            .chain(policy.roots.extra_roots.iter().map(|r| &r.path))
         {
             if let Ok(c) = sandbox::canonical_path(root)
                 && !anchors.contains(&c)
@@ -87,6 +88,7 @@ impl Prevention {
             }
         }
         let patterns: Vec<PathBuf> = policy
+            .roots
             .protected_paths
             .iter()
             .map(|p| p.as_path().to_path_buf())
@@ -137,12 +139,13 @@ impl WritableSet {
         let roots = sandbox::writable_roots(policy)?;
         let protected = sandbox::protected_plan(policy, &roots)?;
         let extras: Vec<PathBuf> = policy
+            .roots
             .extra_roots
             .iter()
             .filter_map(|r| sandbox::canonical_path(&r.path).ok())
             .collect();
-        let mut set = WritableSet::from_roots(Vec::new(), &policy.workspace_root);
-        let workspace = sandbox::canonical_path(&policy.workspace_root).ok();
+        let mut set = WritableSet::from_roots(Vec::new(), &policy.roots.workspace_root);
+        let workspace = sandbox::canonical_path(&policy.roots.workspace_root).ok();
         for root in roots {
             if Some(&root) == workspace.as_ref() {
                 set.workspace = Some(root);
@@ -153,11 +156,11 @@ impl WritableSet {
             }
         }
         set.protected = protected;
-        if let sandbox::TempArea::Private(area) = &policy.temp_area {
+        if let sandbox::TempArea::Private(area) = &policy.roots.temp_area {
             set.temp_area = Some(sandbox::canonical_path(area)?);
         }
         sandbox::check_unix_sockets(policy)?;
-        set.unix_sockets = policy.allow_unix_sockets.clone();
+        set.unix_sockets = policy.roots.allow_unix_sockets.clone();
         set.prevent = Prevention::of(policy);
         Ok(set)
     }

@@ -660,7 +660,7 @@ impl SandboxProvider for LocalProvider {
     }
 
     fn temp_area_at_tmp(&self, policy: &ProviderPolicy) -> bool {
-        !policy.temp_area.is_shared()
+        !policy.roots.temp_area.is_shared()
             && self.config.operator.is_none()
             && self.selection().is_ok_and(Selection::mounts_temp_area)
     }

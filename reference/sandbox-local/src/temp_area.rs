@@ -100,7 +100,7 @@ impl<P: sandbox::SandboxProvider> sandbox::SandboxProvider for PerCallArea<P> {
         argv: &[std::ffi::OsString],
         policy: &sandbox::ProviderPolicy,
     ) -> Result<sandbox::ConfinedArgv, sandbox::SandboxUnavailable> {
-        if !policy.temp_area.is_shared() {
+        if !policy.roots.temp_area.is_shared() {
             return self.inner.confine(argv, policy);
         }
         let area = TempAreaDir::create_for(std::slice::from_ref(policy)).map_err(|e| {
@@ -113,7 +113,9 @@ impl<P: sandbox::SandboxProvider> sandbox::SandboxProvider for PerCallArea<P> {
                 ),
             }
         })?;
-        let own = policy.clone().with_temp_area(area.temp_area());
+        let own = policy
+            .clone()
+            .with_roots(|r| r.with_temp_area(area.temp_area()));
         let mut launch = self.inner.confine(argv, &own)?;
         launch.fds.hold(std::sync::Arc::new(area));
         Ok(launch)
@@ -127,7 +129,7 @@ impl<P: sandbox::SandboxProvider> sandbox::SandboxProvider for PerCallArea<P> {
         // A call with no area of its own gets one, shown where the inner provider shows one.
         let probe = policy
             .clone()
-            .with_temp_area(sandbox::TempArea::Private(PathBuf::from("/")));
+            .with_roots(|r| r.with_temp_area(sandbox::TempArea::Private(PathBuf::from("/"))));
         self.inner.temp_area_at_tmp(&probe)
     }
 }

@@ -101,7 +101,10 @@ fn run(
     let mut argv = vec![OsString::from(python()), "-c".into(), PAYLOAD.into()];
     argv.extend(targets.iter().map(|t| t.as_os_str().to_owned()));
     let confined = provider.confine(&argv, policy).expect("confine");
-    let done = launch::run(&confined, &LaunchOptions::in_dir(&policy.workspace_root));
+    let done = launch::run(
+        &confined,
+        &LaunchOptions::in_dir(&policy.roots.workspace_root),
+    );
     let stdout = String::from_utf8_lossy(&done.stdout).into_owned();
     assert!(
         stdout.lines().count() == targets.len() + 2,
@@ -122,7 +125,7 @@ fn an_allowed_socket_is_reached_and_the_launch_says_what_else_is_open() {
                 let what = format!("{backend:?} {mode:?} {network:?} (uid {me})");
                 let policy = ProviderPolicy::new(mode, h.ws.clone())
                     .with_network(network)
-                    .with_allow_unix_sockets(vec![h.allowed.clone()]);
+                    .with_roots(|r| r.with_allow_unix_sockets(vec![h.allowed.clone()]));
                 let (report, stdout) = run(backend, &policy, &[&h.allowed, &h.other]);
                 for line in ["dgram refused", "vsock refused"] {
                     assert!(stdout.lines().any(|l| l == line), "{what}: {stdout:?}");
@@ -206,7 +209,7 @@ fn a_bad_allowance_is_refused_with_its_code_and_nothing_runs() {
     for (path, code) in cases {
         for mode in [SandboxMode::ReadOnly, SandboxMode::WorkspaceWrite] {
             let policy = ExecutionPolicy::new(mode, h.ws.clone())
-                .with_allow_unix_sockets(vec![h.allowed.clone(), path.clone()]);
+                .with_roots(|r| r.with_allow_unix_sockets(vec![h.allowed.clone(), path.clone()]));
             let err = policy.check().expect_err("refused");
             assert_eq!(err.code(), code, "{path:?} {mode:?}: {err}");
             let provider_policy = policy.for_provider().expect("confined");

@@ -22,8 +22,9 @@ fn pinned(root: &Path) -> (PathBuf, ProviderPolicy) {
     let ws = root.join("p/ws");
     std::fs::create_dir_all(ws.join(".git/hooks")).expect("mkdir");
     std::fs::write(ws.join(".git/config"), "[core]\n").expect("config");
-    let mut policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws).with_temp_dir(None);
-    policy.workspace_pin = Some(sandbox::PinnedDir::pin(&ws).expect("pin"));
+    let mut policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws)
+        .with_roots(|r| r.with_temp_dir(None));
+    policy.roots.workspace_pin = Some(sandbox::PinnedDir::pin(&ws).expect("pin"));
     (ws, policy)
 }
 

@@ -416,7 +416,7 @@ fn a_seatbelt_launch_allows_a_named_socket_precisely() {
     let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
     let provider = LocalProvider::new(LocalConfig::only(Backend::Seatbelt));
     let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws.path())
-        .with_allow_unix_sockets(vec![socket.clone()]);
+        .with_roots(|r| r.with_allow_unix_sockets(vec![socket.clone()]));
     let launch = provider
         .confine(&["true".into()], &policy)
         .expect("confine");

@@ -407,8 +407,14 @@ mod tests {
             service.resolve(Some(&sa), None).expect("a"),
             service.resolve(Some(&sb), None).expect("b"),
         );
-        assert_eq!(pa.workspace_root, std::fs::canonicalize(&a).expect("canon"));
-        assert_eq!(pb.workspace_root, std::fs::canonicalize(&b).expect("canon"));
+        assert_eq!(
+            pa.roots.workspace_root,
+            std::fs::canonicalize(&a).expect("canon")
+        );
+        assert_eq!(
+            pb.roots.workspace_root,
+            std::fs::canonicalize(&b).expect("canon")
+        );
         assert_eq!(
             (pa.mode, pb.mode),
             (SandboxMode::WorkspaceWrite, SandboxMode::ReadOnly)
@@ -426,6 +432,7 @@ mod tests {
         let root = service
             .resolve(Some(&session), None)
             .expect("r")
+            .roots
             .workspace_root
             .clone();
         assert_eq!(root, base.join("real"));
@@ -453,9 +460,12 @@ mod tests {
             .with_writable_roots(std::slice::from_ref(&extra))
             .expect("extra");
         let stamp = service.resolve(None, None).expect("stamp");
-        assert_eq!(stamp.extra_roots.len(), 1);
-        assert!(stamp.extra_roots[0].pin.is_some());
-        assert_eq!(stamp.protected_paths, sandbox::ProtectedPath::defaults());
+        assert_eq!(stamp.roots.extra_roots.len(), 1);
+        assert!(stamp.roots.extra_roots[0].pin.is_some());
+        assert_eq!(
+            stamp.roots.protected_paths,
+            sandbox::ProtectedPath::defaults()
+        );
         assert!(stamp.check().expect("roots").contains(&extra));
     }
 
@@ -491,9 +501,9 @@ mod tests {
             .with_allow_unix_sockets(std::slice::from_ref(&sock))
             .expect("allowed");
         let stamp = service.resolve(None, None).expect("stamp");
-        assert_eq!(stamp.allow_unix_sockets, std::slice::from_ref(&sock));
+        assert_eq!(stamp.roots.allow_unix_sockets, std::slice::from_ref(&sock));
         let provider = stamp.for_provider().expect("confined");
-        assert_eq!(provider.allow_unix_sockets, [sock]);
+        assert_eq!(provider.roots.allow_unix_sockets, [sock]);
     }
 
     #[test]

@@ -365,21 +365,29 @@ fn resolve_carries_the_pinned_workspace_and_the_temp_dir() {
     assert_eq!(default.policy(), &*resolved);
     assert_eq!(default.into_policy(), resolved.policy().clone());
     assert_eq!(resolved.mode, ReadOnly);
-    assert_eq!(resolved.workspace_root, root);
-    assert_eq!(resolved.temp_dir.as_deref(), Some(temp.as_path()));
+    assert_eq!(resolved.roots.workspace_root, root);
+    assert_eq!(resolved.roots.temp_dir.as_deref(), Some(temp.as_path()));
     assert_eq!(
-        resolved.workspace_pin.as_ref().map(|p| p.path.as_path()),
+        resolved
+            .roots
+            .workspace_pin
+            .as_ref()
+            .map(|p| p.path.as_path()),
         Some(root.as_path())
     );
     assert_eq!(
-        resolved.temp_dir_pin.as_ref().map(|p| p.path.as_path()),
+        resolved
+            .roots
+            .temp_dir_pin
+            .as_ref()
+            .map(|p| p.path.as_path()),
         Some(temp.as_path())
     );
     // A session's cwd is pinned by the session.
     let session = Session::new("s", &temp);
     let resolved = service.resolve(Some(&session), None).expect("resolve");
-    assert_eq!(resolved.workspace_root, temp);
-    assert_eq!(resolved.workspace_pin.as_ref(), session.pin());
+    assert_eq!(resolved.roots.workspace_root, temp);
+    assert_eq!(resolved.roots.workspace_pin.as_ref(), session.pin());
     assert!(session.pin().is_some());
 }
 
@@ -398,7 +406,7 @@ fn only_an_existing_absolute_temp_dir_is_pinned(#[case] temp: &str, #[case] pinn
         .expect("service")
         .with_temp_dir(Some(temp));
     let resolved = service.resolve(None, None).expect("resolve");
-    assert_eq!(resolved.temp_dir_pin.is_some(), pinned);
+    assert_eq!(resolved.roots.temp_dir_pin.is_some(), pinned);
 }
 
 #[test]

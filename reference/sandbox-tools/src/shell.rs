@@ -181,7 +181,7 @@ impl ShellExecutor {
             (Some(provider), Some(p)) => provider.temp_area_at_tmp(&p),
             _ => false,
         };
-        policy.host_path(path, at_tmp)
+        policy.roots.host_path(path, at_tmp)
     }
 
     /// The launch for `request` under `policy`: the provider's, or the bare argv when the mode
@@ -342,7 +342,7 @@ fn workdir(request: &ShellRequest, policy: &ExecutionPolicy) -> PathBuf {
     request
         .workdir
         .clone()
-        .unwrap_or_else(|| policy.workspace_root.clone())
+        .unwrap_or_else(|| policy.roots.workspace_root.clone())
 }
 
 /// The provider's check around one call, taken before it starts (see [`sandbox::CallGuard`]).
@@ -363,7 +363,7 @@ fn execute(
     options.timeout = request.timeout;
     options.cancel = cancel;
     options.output_cap = output_cap;
-    match policy.command_tmpdir() {
+    match policy.roots.command_tmpdir() {
         Some(t) => options.env.push(("TMPDIR".into(), t.into_os_string())),
         None => options.env_remove.push("TMPDIR".into()),
     }

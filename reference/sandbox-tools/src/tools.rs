@@ -417,7 +417,7 @@ impl Toolbox {
             Ok(p) => p,
             Err(out) => return out,
         };
-        let target = policy.workspace_root.join(PathBuf::from(path));
+        let target = policy.roots.workspace_root.join(PathBuf::from(path));
         let facts = Facts::File(FileFacts {
             ran: true,
             mode: policy.mode,
@@ -429,7 +429,7 @@ impl Toolbox {
         // overlay does), else the path itself.
         let host = self.shell.host_path(&target, &policy);
         if host != target
-            && let Some(area) = policy.temp_area.dir()
+            && let Some(area) = policy.roots.temp_area.dir()
             && let Ok(rest) = host.strip_prefix(&area)
         {
             crate::fs::copy_up(&area, rest);

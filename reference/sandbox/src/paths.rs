@@ -198,11 +198,16 @@ pub(crate) fn check_extra_root(
 /// the pinned one, and neither a system directory nor an ancestor of the workspace or the home
 /// directory (see [`RootError`] for the codes).
 pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError> {
-    let workspace = canonical_path(&policy.workspace_root)?;
-    let id = identify_dir(&policy.workspace_root, &workspace)?;
-    if let Some(pin) = policy.workspace_pin.as_ref().filter(|pin| pin.id != id) {
+    let workspace = canonical_path(&policy.roots.workspace_root)?;
+    let id = identify_dir(&policy.roots.workspace_root, &workspace)?;
+    if let Some(pin) = policy
+        .roots
+        .workspace_pin
+        .as_ref()
+        .filter(|pin| pin.id != id)
+    {
         return Err(RootError::WorkspaceMoved {
-            path: policy.workspace_root.clone(),
+            path: policy.roots.workspace_root.clone(),
             pinned_path: pin.path.clone(),
             pinned: pin.id,
             now_path: workspace,
@@ -211,7 +216,7 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
     }
     check_unix_sockets(policy)?;
     if policy.mode == ConfinedMode::ReadOnly {
-        for root in &policy.extra_roots {
+        for root in &policy.roots.extra_roots {
             check_extra_root(root, None)?;
         }
         return Ok(Vec::new());
@@ -220,15 +225,15 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
         .map(PathBuf::from)
         .filter(|h| h.is_absolute())
         .and_then(|h| canonical_path(&h).ok());
-    check_workspace_breadth(&policy.workspace_root, &workspace, home.as_deref())?;
-    let mut extras = Vec::with_capacity(policy.extra_roots.len());
-    for root in &policy.extra_roots {
+    check_workspace_breadth(&policy.roots.workspace_root, &workspace, home.as_deref())?;
+    let mut extras = Vec::with_capacity(policy.roots.extra_roots.len());
+    for root in &policy.roots.extra_roots {
         extras.push(check_extra_root(root, Some(home.as_deref()))?.0);
     }
     let tmp = canonical_path(Path::new("/tmp"))?;
     let area = private_area(policy, &tmp, &workspace)?;
     let mut canonical = vec![workspace.clone(), tmp.clone()];
-    if let Some(t) = policy.temp_dir.as_ref().filter(|t| t.is_absolute()) {
+    if let Some(t) = policy.roots.temp_dir.as_ref().filter(|t| t.is_absolute()) {
         let resolved = canonical_path(t)?;
         match std::fs::metadata(&resolved) {
             Ok(meta) if !meta.is_dir() => {
@@ -239,7 +244,12 @@ pub fn writable_roots(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError
                     dev: meta.dev(),
                     ino: meta.ino(),
                 };
-                if let Some(pin) = policy.temp_dir_pin.as_ref().filter(|pin| pin.id != now) {
+                if let Some(pin) = policy
+                    .roots
+                    .temp_dir_pin
+                    .as_ref()
+                    .filter(|pin| pin.id != now)
+                {
                     return Err(RootError::TempDirMoved {
                         path: t.clone(),
                         pinned: pin.id,
@@ -272,7 +282,7 @@ fn private_area(
     tmp: &Path,
     workspace: &Path,
 ) -> Result<Option<PathBuf>, RootError> {
-    let crate::TempArea::Private(area) = &policy.temp_area else {
+    let crate::TempArea::Private(area) = &policy.roots.temp_area else {
         return Ok(None);
     };
     let refuse = |why: &str| RootError::TempAreaUnusable {
@@ -327,7 +337,7 @@ fn outermost(canonical: Vec<PathBuf>) -> Vec<PathBuf> {
 pub fn check_unix_sockets(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootError> {
     use std::os::unix::fs::FileTypeExt;
 
-    if policy.allow_unix_sockets.is_empty() {
+    if policy.roots.allow_unix_sockets.is_empty() {
         return Ok(Vec::new());
     }
     let refuse = |code, path: &Path, why: String| RootError::UnixSocket {
@@ -335,12 +345,12 @@ pub fn check_unix_sockets(policy: &ProviderPolicy) -> Result<Vec<PathBuf>, RootE
         path: path.to_path_buf(),
         why,
     };
-    let trees: Vec<PathBuf> = std::iter::once(&policy.workspace_root)
-        .chain(policy.extra_roots.iter().map(|r| &r.path))
+    let trees: Vec<PathBuf> = std::iter::once(&policy.roots.workspace_root)
+        .chain(policy.roots.extra_roots.iter().map(|r| &r.path))
         .filter_map(|p| canonical_path(p).ok())
         .collect();
-    let mut resolved = Vec::with_capacity(policy.allow_unix_sockets.len());
-    for path in &policy.allow_unix_sockets {
+    let mut resolved = Vec::with_capacity(policy.roots.allow_unix_sockets.len());
+    for path in &policy.roots.allow_unix_sockets {
         if !path.is_absolute() {
             return Err(refuse(UNIX_SOCKET_RELATIVE, path, "is not absolute".into()));
         }
@@ -460,7 +470,7 @@ mod tests {
     }
 
     fn policy(mode: ConfinedMode, root: &Path, temp: Option<&str>) -> ProviderPolicy {
-        ProviderPolicy::new(mode, root).with_temp_dir(temp.map(PathBuf::from))
+        ProviderPolicy::new(mode, root).with_roots(|r| r.with_temp_dir(temp.map(PathBuf::from)))
     }
 
     #[test]

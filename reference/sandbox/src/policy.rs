@@ -1,19 +1,18 @@
 //! The per-call policy and its provider-facing narrowing, each carrying its [`Roots`] whole.
 
-use std::ops::{Deref, DerefMut};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
 use crate::enforcement::EnforcementClass;
 use crate::mode::{ConfinedMode, NetworkMode, SandboxMode};
-use crate::protected::ProtectedPath;
-use crate::roots::{ExtraRoot, Roots};
+use crate::roots::Roots;
 use crate::workspace::RootError;
 
 /// The complete policy resolved for one capability call: the mode it runs under and the roots
-/// `workspace-write` may write beneath. Carried per call, never fixed on a provider. Reads as its
-/// [`Roots`] (`policy.workspace_root`).
+/// `workspace-write` may write beneath. Carried per call, never fixed on a provider. Its writable
+/// set is [`ExecutionPolicy::roots`] (`policy.roots.workspace_root`), changed with [`Roots`]'s
+/// own builders ([`ExecutionPolicy::with_roots`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutionPolicy {
     /// The effective mode of this call.
@@ -73,21 +72,10 @@ impl ExecutionPolicy {
         self
     }
 
-    /// The same policy with these writable roots beyond the workspace (checked when pinned).
-    pub fn with_extra_roots(mut self, roots: Vec<ExtraRoot>) -> Self {
-        self.roots.extra_roots = roots;
-        self
-    }
-
-    /// The same policy with these protected paths instead of the defaults.
-    pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
-        self.roots.protected_paths = paths;
-        self
-    }
-
-    /// The same policy allowing the payload to connect to these named unix sockets.
-    pub fn with_allow_unix_sockets(mut self, sockets: Vec<PathBuf>) -> Self {
-        self.roots.allow_unix_sockets = sockets;
+    /// The same policy with its roots changed by `change` (the builders are [`Roots`]'s own:
+    /// `policy.with_roots(|r| r.with_extra_roots(extra))`).
+    pub fn with_roots(mut self, change: impl FnOnce(Roots) -> Roots) -> Self {
+        self.roots = change(self.roots);
         self
     }
 
@@ -100,20 +88,7 @@ impl ExecutionPolicy {
     }
 }
 
-impl Deref for ExecutionPolicy {
-    type Target = Roots;
-    fn deref(&self) -> &Roots {
-        &self.roots
-    }
-}
-
-impl DerefMut for ExecutionPolicy {
-    fn deref_mut(&mut self) -> &mut Roots {
-        &mut self.roots
-    }
-}
-
-/// The policy a provider enforces: a confined mode and the same [`Roots`] (which it reads as).
+/// The policy a provider enforces: a confined mode and the same [`Roots`] (`policy.roots`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ProviderPolicy {
     /// The confined mode.
@@ -155,6 +130,13 @@ impl ProviderPolicy {
         self
     }
 
+    /// The same policy with its roots changed by `change` (the builders are [`Roots`]'s own:
+    /// `policy.with_roots(|r| r.with_extra_roots(extra))`).
+    pub fn with_roots(mut self, change: impl FnOnce(Roots) -> Roots) -> Self {
+        self.roots = change(self.roots);
+        self
+    }
+
     /// The classes this policy restricts: `files` always, `network` when restricted. A launch's
     /// overall enforcement is the weakest of these ([`crate::ClassEnforcements::overall`]).
     pub fn restricted_classes(&self) -> Vec<EnforcementClass> {
@@ -165,50 +147,6 @@ impl ProviderPolicy {
     pub fn with_cwd(mut self, cwd: impl Into<PathBuf>) -> Self {
         self.cwd = Some(cwd.into());
         self
-    }
-
-    /// The same policy with extra writable roots (checked by [`crate::writable_roots`]).
-    pub fn with_extra_roots(mut self, roots: Vec<ExtraRoot>) -> Self {
-        self.roots.extra_roots = roots;
-        self
-    }
-
-    /// The same policy with another set of protected paths (empty: none).
-    pub fn with_protected_paths(mut self, paths: Vec<ProtectedPath>) -> Self {
-        self.roots.protected_paths = paths;
-        self
-    }
-
-    /// The same policy allowing the payload to connect to these named unix sockets.
-    pub fn with_allow_unix_sockets(mut self, sockets: Vec<PathBuf>) -> Self {
-        self.roots.allow_unix_sockets = sockets;
-        self
-    }
-
-    /// The same policy with another temp dir (`None`: the command sees no `$TMPDIR`), its pin
-    /// left as it was.
-    pub fn with_temp_dir(mut self, temp_dir: Option<PathBuf>) -> Self {
-        self.roots.temp_dir = temp_dir;
-        self
-    }
-
-    /// The same policy with this temp area (see [`crate::TempArea`]).
-    pub fn with_temp_area(mut self, area: crate::TempArea) -> Self {
-        self.roots.temp_area = area;
-        self
-    }
-}
-
-impl Deref for ProviderPolicy {
-    type Target = Roots;
-    fn deref(&self) -> &Roots {
-        &self.roots
-    }
-}
-
-impl DerefMut for ProviderPolicy {
-    fn deref_mut(&mut self) -> &mut Roots {
-        &mut self.roots
     }
 }
 
@@ -242,6 +180,8 @@ mod tests {
     }
 
     fn full_roots() -> Roots {
+        use crate::protected::ProtectedPath;
+        use crate::roots::ExtraRoot;
         use crate::workspace::{DirIdentity, PinnedDir};
         let pin = |path: &str, ino| PinnedDir {
             path: path.into(),

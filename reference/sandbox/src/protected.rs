@@ -341,11 +341,11 @@ pub fn protected_plan(
     roots: &[PathBuf],
 ) -> Result<ProtectedPlan, RootError> {
     let mut plan = ProtectedPlan::default();
-    if policy.mode == ConfinedMode::ReadOnly || policy.protected_paths.is_empty() {
+    if policy.mode == ConfinedMode::ReadOnly || policy.roots.protected_paths.is_empty() {
         return Ok(plan);
     }
-    let mut anchors = vec![canonical_path(&policy.workspace_root)?];
-    for root in &policy.extra_roots {
+    let mut anchors = vec![canonical_path(&policy.roots.workspace_root)?];
+    for root in &policy.roots.extra_roots {
         let canonical = canonical_path(&root.path)?;
         if !anchors.contains(&canonical) {
             anchors.push(canonical);
@@ -357,7 +357,7 @@ pub fn protected_plan(
         }
     };
     for anchor in &anchors {
-        for pattern in &policy.protected_paths {
+        for pattern in &policy.roots.protected_paths {
             let lexical = anchor.join(pattern.as_path());
             push(&mut plan.paths, lexical.clone());
             let canonical = canonical_path(&lexical)?;

@@ -100,14 +100,14 @@ pub fn reachable_roots(policy: &ProviderPolicy) -> Vec<PathBuf> {
     let mut roots = Vec::new();
     // With the policy's temp area, and with the host's temp places shared (the caller's
     // $TMPDIR): another session of the same host may have asked for them.
-    for area in [policy.temp_area.clone(), crate::TempArea::Shared] {
+    for area in [policy.roots.temp_area.clone(), crate::TempArea::Shared] {
         let mut widest = policy.clone();
         widest.mode = ConfinedMode::WorkspaceWrite;
         widest.roots.temp_area = area;
         roots.extend(writable_roots(&widest).unwrap_or_default());
         let mut anywhere = widest;
-        anywhere.workspace_root = PathBuf::from("/tmp");
-        anywhere.workspace_pin = None;
+        anywhere.roots.workspace_root = PathBuf::from("/tmp");
+        anywhere.roots.workspace_pin = None;
         anywhere.cwd = None;
         roots.extend(writable_roots(&anywhere).unwrap_or_default());
     }

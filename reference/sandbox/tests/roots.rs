@@ -80,7 +80,7 @@ fn pinning_pins_what_exists_and_leaves_a_pinned_extra_root_alone() {
 fn full_access_checks_the_workspace_and_not_the_extra_roots() {
     let (_ws_dir, ws) = scratch_root("roots-full-");
     let mut policy = sandbox::ExecutionPolicy::new(sandbox::SandboxMode::DangerFullAccess, &ws);
-    policy.extra_roots = vec![ExtraRoot::new(ws.join("missing"))];
+    policy.roots.extra_roots = vec![ExtraRoot::new(ws.join("missing"))];
     assert_eq!(
         policy.check().expect("only the workspace is checked"),
         Vec::<PathBuf>::new()

@@ -28,7 +28,7 @@ fn base() -> Base {
 }
 
 fn policy(mode: ConfinedMode, ws: &Path) -> ProviderPolicy {
-    ProviderPolicy::new(mode, ws).with_temp_dir(None)
+    ProviderPolicy::new(mode, ws).with_roots(|r| r.with_temp_dir(None))
 }
 
 fn code(dir: &Path, policies: &[ProviderPolicy]) -> &'static str {
@@ -95,7 +95,9 @@ fn tmp_tmpdir_and_extra_roots_are_refused_even_for_a_read_only_policy() {
     // $TMPDIR, strictly below /var/tmp as a temp dir must be.
     let tmpdir = b.root.join("tmpdir");
     std::fs::create_dir(&tmpdir).expect("tmpdir");
-    let with_tmp = ro.clone().with_temp_dir(Some(tmpdir.clone()));
+    let with_tmp = ro
+        .clone()
+        .with_roots(|r| r.with_temp_dir(Some(tmpdir.clone())));
     assert_eq!(
         code(&tmpdir.join("s"), &[with_tmp]),
         "STATE_DIR_IN_WRITABLE_ROOT"
@@ -103,7 +105,7 @@ fn tmp_tmpdir_and_extra_roots_are_refused_even_for_a_read_only_policy() {
     // An extra writable root.
     let extra = b.root.join("extra");
     std::fs::create_dir(&extra).expect("extra");
-    let with_extra = ro.with_extra_roots(vec![ExtraRoot::new(&extra)]);
+    let with_extra = ro.with_roots(|r| r.with_extra_roots(vec![ExtraRoot::new(&extra)]));
     assert_eq!(
         code(&extra.join("cache"), &[with_extra]),
         "STATE_DIR_IN_WRITABLE_ROOT"

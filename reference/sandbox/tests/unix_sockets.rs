@@ -9,8 +9,9 @@ use sandbox::{ConfinedMode, ProviderPolicy, check_unix_sockets};
 use sandbox_test_support::scratch_root;
 
 fn policy(ws: &std::path::Path, sockets: Vec<PathBuf>) -> ProviderPolicy {
-    let mut p = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws).with_temp_dir(None);
-    p.allow_unix_sockets = sockets;
+    let mut p =
+        ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws).with_roots(|r| r.with_temp_dir(None));
+    p.roots.allow_unix_sockets = sockets;
     p
 }
 

@@ -141,7 +141,7 @@ pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), StepError
     vars.push(("MSG", msg.clone().into()));
     let dressed = crate::request::dress(&script, vars);
     let policy = ProviderPolicy::new(step.mode, workspace.clone())
-        .with_temp_dir(None)
+        .with_roots(|r| r.with_temp_dir(None))
         .with_network(step.network);
     let confined = provider
         .confine(&dressed.argv, &policy)

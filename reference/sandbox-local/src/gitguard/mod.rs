@@ -157,12 +157,12 @@ impl GitGuard {
     /// Snapshots the surface of `policy` now. `None` under `read-only` (nothing in a root is
     /// writable) and for a deployment that protects nothing.
     pub fn before(policy: &ProviderPolicy) -> Option<GitGuard> {
-        if policy.mode == ConfinedMode::ReadOnly || policy.protected_paths.is_empty() {
+        if policy.mode == ConfinedMode::ReadOnly || policy.roots.protected_paths.is_empty() {
             return None;
         }
         let mut anchors = Vec::new();
-        for root in std::iter::once(&policy.workspace_root)
-            .chain(policy.extra_roots.iter().map(|r| &r.path))
+        for root in std::iter::once(&policy.roots.workspace_root)
+            .chain(policy.roots.extra_roots.iter().map(|r| &r.path))
         {
             if let Ok(c) = sandbox::canonical_path(root)
                 && !anchors.contains(&c)
@@ -174,6 +174,7 @@ impl GitGuard {
             .iter()
             .flat_map(|a| {
                 policy
+                    .roots
                     .protected_paths
                     .iter()
                     .map(move |p| a.join(p.as_path()))
@@ -185,6 +186,7 @@ impl GitGuard {
             .filter(|root| !anchors.iter().any(|a| root.starts_with(a)))
             .collect();
         let patterns: Vec<PathBuf> = policy
+            .roots
             .protected_paths
             .iter()
             .map(|p| p.as_path().to_path_buf())

@@ -678,8 +678,8 @@ fn the_fence_denies_what_would_make_a_folder_a_repository_and_a_bare_repositorys
 fn nothing_is_guarded_read_only_or_when_nothing_is_protected() {
     let (_d, ws, _) = world();
     assert!(GitGuard::before(&ProviderPolicy::new(ConfinedMode::ReadOnly, &ws)).is_none());
-    let none =
-        ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws).with_protected_paths(Vec::new());
+    let none = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws)
+        .with_roots(|r| r.with_protected_paths(Vec::new()));
     assert!(GitGuard::before(&none).is_none());
 }
 
@@ -839,8 +839,8 @@ fn a_repository_made_at_the_top_of_the_temp_dir_goes_and_one_that_was_there_stay
     // A temp dir strictly below a temp area, so it is a writable place outside the roots.
     let temp = sandbox_test_support::scratch_dir("gitguard-tmpdir-");
     let temp = sandbox::canonical_path(temp.path()).expect("canonical");
-    let policy =
-        ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws).with_temp_dir(Some(temp.clone()));
+    let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, &ws)
+        .with_roots(|r| r.with_temp_dir(Some(temp.clone())));
     let g: Box<dyn CallGuard> = Box::new(GitGuard::before(&policy).expect("a guard"));
     // Attack round 4: a bare repository made a worktree's, with an fsmonitor, at the top of
     // $TMPDIR; the person's git in any folder below it that is no repository ran it.
@@ -907,9 +907,11 @@ fn a_toolchain_file_in_any_folder_is_judged_and_the_fence_denies_it() {
     assert!(fence.watches(&ws.join("member/rust-toolchain")));
     assert!(!fence.watches(&ws.join("member/Cargo.toml")));
     // A deployment that does not protect them: judged nowhere below the top.
-    let narrow = policy.with_protected_paths(vec![
-        sandbox::ProtectedPath::new(".git/hooks").expect("pattern"),
-    ]);
+    let narrow = policy.with_roots(|r| {
+        r.with_protected_paths(vec![
+            sandbox::ProtectedPath::new(".git/hooks").expect("pattern"),
+        ])
+    });
     let fence = GitGuard::before(&narrow).expect("a guard");
     assert!(!fence.watches(&ws.join("member/rust-toolchain.toml")));
 }

@@ -20,9 +20,9 @@ fn tmp() -> PathBuf {
 fn ww(ws: &Path, extra: &[&Path]) -> ProviderPolicy {
     let two = [".git/hooks", ".git/config"].map(|p| ProtectedPath::new(p).expect("pattern"));
     ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws)
-        .with_temp_dir(None)
-        .with_extra_roots(extra.iter().map(|p| ExtraRoot::new(*p)).collect())
-        .with_protected_paths(two.to_vec())
+        .with_roots(|r| r.with_temp_dir(None))
+        .with_roots(|r| r.with_extra_roots(extra.iter().map(|p| ExtraRoot::new(*p)).collect()))
+        .with_roots(|r| r.with_protected_paths(two.to_vec()))
 }
 
 #[test]
@@ -92,10 +92,10 @@ fn a_pinned_extra_root_swapped_for_another_directory_fails_closed() {
     std::fs::create_dir(&ws).expect("mkdir");
     std::fs::create_dir(&cache).expect("mkdir");
     let mut policy = ExecutionPolicy::new(SandboxMode::WorkspaceWrite, &ws);
-    policy.temp_dir = None;
-    policy.extra_roots = vec![ExtraRoot::new(&cache)];
+    policy.roots.temp_dir = None;
+    policy.roots.extra_roots = vec![ExtraRoot::new(&cache)];
     let policy = policy.pinned().expect("pin");
-    assert!(policy.extra_roots[0].pin.is_some());
+    assert!(policy.roots.extra_roots[0].pin.is_some());
     assert_eq!(policy.check().expect("roots").len(), 3);
     std::fs::rename(&cache, root.join("old")).expect("mv");
     std::fs::create_dir(&cache).expect("mkdir");
@@ -147,7 +147,7 @@ fn the_default_protected_paths_are_git_code_surface_and_what_editors_and_agents_
         assert!(!defaults.iter().any(|d| d == path), "{path}");
     }
     let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, "/x");
-    assert_eq!(policy.protected_paths, ProtectedPath::defaults());
+    assert_eq!(policy.roots.protected_paths, ProtectedPath::defaults());
 }
 
 #[test]
@@ -190,7 +190,9 @@ fn the_plan_pins_git_binds_hooks_and_config_read_only_and_names_what_is_missing(
     let mut ro = policy.clone();
     ro.mode = ConfinedMode::ReadOnly;
     assert_eq!(protected_plan(&ro, &[]).expect("plan"), Default::default());
-    let none = policy.clone().with_protected_paths(Vec::new());
+    let none = policy
+        .clone()
+        .with_roots(|r| r.with_protected_paths(Vec::new()));
     assert_eq!(
         protected_plan(&none, &roots).expect("plan"),
         Default::default()
@@ -223,17 +225,21 @@ fn a_git_file_is_kept_read_only_and_a_symlink_on_the_way_is_uncovered_but_denied
 #[test]
 fn a_policy_without_protected_paths_reads_as_the_defaults_and_an_empty_list_survives_a_round_trip()
 {
-    let default = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, "/w").with_temp_dir(None);
+    let default = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, "/w")
+        .with_roots(|r| r.with_temp_dir(None));
     let text = serde_json::to_string(&default).expect("json");
     assert!(!text.contains("protected_paths"), "{text}");
     let back: ProviderPolicy = serde_json::from_str(&text).expect("back");
-    assert_eq!(back.protected_paths, ProtectedPath::defaults());
-    let none = default.clone().with_protected_paths(Vec::new());
+    assert_eq!(back.roots.protected_paths, ProtectedPath::defaults());
+    let none = default
+        .clone()
+        .with_roots(|r| r.with_protected_paths(Vec::new()));
     let text = serde_json::to_string(&none).expect("json");
     assert!(text.contains("\"protected_paths\":[]"), "{text}");
     let back: ProviderPolicy = serde_json::from_str(&text).expect("back");
-    assert!(back.protected_paths.is_empty());
-    let one = default.with_protected_paths(vec![ProtectedPath::new(".envrc").expect("ok")]);
+    assert!(back.roots.protected_paths.is_empty());
+    let one = default
+        .with_roots(|r| r.with_protected_paths(vec![ProtectedPath::new(".envrc").expect("ok")]));
     let text = serde_json::to_string(&one).expect("json");
     assert!(text.contains("\"protected_paths\":[\".envrc\"]"), "{text}");
     assert_eq!(ProtectedPath::new("./a//b").expect("ok").to_string(), "a/b");

@@ -80,7 +80,7 @@ fn a_relative_symlink_resolves_against_its_directory() {
 
 fn ww(workspace: &Path, temp: Option<&Path>) -> ProviderPolicy {
     ProviderPolicy::new(ConfinedMode::WorkspaceWrite, workspace)
-        .with_temp_dir(temp.map(Path::to_path_buf))
+        .with_roots(|r| r.with_temp_dir(temp.map(Path::to_path_buf)))
 }
 
 #[test]
@@ -121,10 +121,10 @@ fn a_pinned_temp_dir_must_still_be_the_same_directory() {
     std::fs::create_dir(&ws).expect("mkdir");
     std::fs::create_dir(&temp).expect("mkdir");
     let mut policy = ExecutionPolicy::new(SandboxMode::WorkspaceWrite, &ws);
-    policy.temp_dir = Some(temp.clone());
+    policy.roots.temp_dir = Some(temp.clone());
     let policy = policy.pinned().expect("pin");
     assert_eq!(
-        policy.temp_dir_pin.as_ref().map(|p| p.path.as_path()),
+        policy.roots.temp_dir_pin.as_ref().map(|p| p.path.as_path()),
         Some(temp.as_path())
     );
     assert_eq!(
@@ -136,7 +136,7 @@ fn a_pinned_temp_dir_must_still_be_the_same_directory() {
     let err = policy.check().expect_err("swapped");
     assert_eq!(err.code(), "TEMP_DIR_MOVED");
     let text = err.to_string();
-    let pinned = policy.temp_dir_pin.as_ref().expect("pinned").id;
+    let pinned = policy.roots.temp_dir_pin.as_ref().expect("pinned").id;
     assert!(
         text.contains(&format!("device {} inode {}", pinned.dev, pinned.ino)),
         "{text}"
@@ -151,7 +151,7 @@ fn a_moved_workspace_names_both_directories_by_identity() {
     let policy = ExecutionPolicy::new(SandboxMode::ReadOnly, &ws)
         .pinned()
         .expect("pin");
-    let pinned = policy.workspace_pin.as_ref().expect("pinned").id;
+    let pinned = policy.roots.workspace_pin.as_ref().expect("pinned").id;
     assert_eq!(
         pinned.to_string(),
         format!("device {} inode {}", pinned.dev, pinned.ino)
@@ -172,7 +172,7 @@ fn a_moved_workspace_names_both_directories_by_identity() {
 fn check_returns_the_writable_set_of_the_mode(#[case] mode: SandboxMode, #[case] roots: usize) {
     let (_d, root) = scratch_root("roots-");
     let mut policy = ExecutionPolicy::new(mode, &root);
-    policy.temp_dir = None;
+    policy.roots.temp_dir = None;
     assert_eq!(policy.check().expect("roots").len(), roots);
     assert_eq!(
         policy
@@ -197,8 +197,8 @@ fn only_an_existing_absolute_temp_dir_is_pinned() {
         (root.clone(), true),
     ] {
         let mut policy = ExecutionPolicy::new(SandboxMode::ReadOnly, &root);
-        policy.temp_dir = Some(temp.clone());
+        policy.roots.temp_dir = Some(temp.clone());
         let policy = policy.pinned().expect("pin");
-        assert_eq!(policy.temp_dir_pin.is_some(), pinned, "{temp:?}");
+        assert_eq!(policy.roots.temp_dir_pin.is_some(), pinned, "{temp:?}");
     }
 }
