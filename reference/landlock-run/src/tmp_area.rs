@@ -9,7 +9,8 @@
 //! again on top, so a workspace below `/tmp` is still the host's own directory. The payload's
 //! `$TMPDIR` is `/tmp`. Where overlayfs refuses (mounts a more privileged namespace made below
 //! the host's `/tmp`, an upper filesystem without the attributes it needs), the area's `tmp` is
-//! bound at `/tmp` instead: the payload then does not see the host's files there. Any failure
+//! bound at `/tmp` instead: the payload then does not see the host's files there; a `read-only`
+//! call, which writes nowhere, then keeps the host's `/tmp` read-only instead. Any failure
 //! fails the launch: a call never runs with the host's `/tmp`
 //! writable when a private one was asked.
 
@@ -69,7 +70,8 @@ fn kept_below_tmp(roots: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Str
 /// Mounts the area `area_dir` at `/tmp` in this process's mount namespace (made private
 /// by the caller), keeping `roots` below `/tmp` the host's own, then sets `$TMPDIR` to `/tmp`.
 /// Read-only unless `/tmp` is among `roots` (a `read-only` call sees the area, writes nowhere,
-/// and is refused as a read-only bind refuses: `EROFS`).
+/// and is refused as a read-only bind refuses: `EROFS`; where no overlay can be made it keeps
+/// the host's `/tmp`, read-only, instead).
 pub fn mount_at_tmp(area_dir: &Path, roots: &[PathBuf]) -> Result<(), String> {
     let writable = roots.iter().any(|r| r.as_path() == Path::new(TMP));
     // Opened here, in this namespace: overlayfs refuses a layer from another mount namespace
@@ -128,6 +130,18 @@ pub fn mount_at_tmp(area_dir: &Path, roots: &[PathBuf]) -> Result<(), String> {
         )
         .is_ok()
     });
+    if !overlaid && !writable {
+        // A `read-only` call writes nowhere, so an area without the host's files below it
+        // would only hide them: the host's /tmp stays as the caller's profile shows it
+        // (read-only), the files of the session's earlier calls not seen.
+        drop(clones);
+        // SAFETY: as below: the payload's process is single-threaded before its exec.
+        #[allow(unsafe_code)]
+        unsafe {
+            std::env::set_var("TMPDIR", TMP);
+        }
+        return Ok(());
+    }
     if !overlaid {
         // overlayfs refuses a lower directory with mounts below it that a more privileged
         // namespace made (bwrap's binds below /tmp, seen from its nested user namespace), and an

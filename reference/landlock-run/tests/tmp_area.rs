@@ -261,3 +261,72 @@ fn an_area_without_its_work_directory_fails_the_launch_before_anything_runs() {
         );
     }
 }
+
+/// Runs the launcher (`args`, then `bash -c script`) where a more privileged namespace mounted
+/// something below `/tmp` (a container's volume, CI's clone bound back below a private `/tmp`):
+/// a user namespace of the caller's own binds `/var/tmp` at a fresh folder of `/tmp`, and the
+/// launcher runs in a user namespace below that one, where the bind is locked. The kernel then
+/// refuses to overlay `/tmp` ("failed to clone lowerpath").
+fn launch_below_a_locked_mount(args: &[&str], script: &str) -> std::process::Output {
+    let held = tempfile::Builder::new()
+        .prefix("tmp-area-held-")
+        .tempdir_in("/tmp")
+        .expect("held");
+    std::process::Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "--propagation", "private"])
+        .args(["--", "sh", "-c"])
+        .arg(r#"mount --bind /var/tmp "$0" && exec unshare --user --map-user=0 --map-group=0 -- "$@""#)
+        .arg(held.path())
+        .arg(common::launcher_path())
+        .args(args)
+        .args(["--", "bash", "-c", script])
+        .current_dir("/")
+        .output()
+        .expect("spawn unshare")
+}
+
+#[test]
+fn below_a_tmp_with_locked_mounts_the_area_stands_alone_and_read_only_keeps_the_hosts_tmp() {
+    let who = if sandbox_test_support::is_root() {
+        Who::Root
+    } else {
+        Who::Unprivileged
+    };
+    let area = area(who);
+    let (folder, host_file) = host_tmp_folder(who);
+    let area_arg = area.path.to_str().expect("utf8");
+    let file = shell_quote(host_file.to_str().expect("utf8"));
+    let new = folder.path().join("new");
+    // workspace-write: the area alone is /tmp; what the payload writes lands there.
+    let out = launch_below_a_locked_mount(
+        &["--ro", "/", "--rw", "/tmp", "--tmp-area", area_arg],
+        &format!(
+            "printf '%s\\n' \"$TMPDIR\"; cat {file} 2>/dev/null || echo UNSEEN; \
+             mkdir -p {dir} && echo made > {new} && echo WROTE",
+            dir = shell_quote(folder.path().to_str().expect("utf8")),
+            new = shell_quote(new.to_str().expect("utf8")),
+        ),
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(text, "/tmp\nUNSEEN\nWROTE\n", "{}", stderr(&out));
+    assert!(!new.exists(), "the write reached the host's /tmp");
+    let rel = folder.path().strip_prefix("/tmp").expect("in /tmp");
+    assert_eq!(
+        fs::read_to_string(area.path.join("tmp").join(rel).join("new"))
+            .ok()
+            .as_deref(),
+        Some("made\n"),
+        "the write lands in the area"
+    );
+    // read-only: the host's /tmp as it is, read-only (an empty area would only hide it).
+    let out = launch_below_a_locked_mount(
+        &["--ro", "/", "--tmp-area", area_arg],
+        &format!(
+            "cat {file}; echo x >> {file} || echo REFUSED; echo x > /tmp/new-ro || echo REFUSED"
+        ),
+    );
+    assert_eq!(stdout(&out), "host\nREFUSED\nREFUSED\n", "{}", stderr(&out));
+    assert_eq!(fs::read_to_string(&host_file).expect("host file"), "host\n");
+    assert!(!Path::new("/tmp/new-ro").exists());
+}
