@@ -10,6 +10,9 @@
 //! changed (`/tmp`'s sticky bit), a host entry it removed. Making a mount namespace needs root
 //! (`CAP_SYS_ADMIN`), so these cases are planned as root only (`when_host: root`).
 //!
+//! The same namespace holds a whole run as root ([`crate::certify::places`]): every process of
+//! it, the backends' adapters included, sees the places through overlays of the run's own.
+//!
 //! `$TMPDIR` is covered by the world diff (a case's `$TMPDIR` area is part of its world), and
 //! `/var/tmp` and `/run` are not made private: external backends' adapters write their per-call
 //! files there (the peers' under `/var/tmp`) from outside the case's namespace while it runs, and
@@ -209,6 +212,48 @@ fn still_here() -> Vec<String> {
 /// this returns.
 #[cfg(target_os = "linux")]
 pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover>), StepError> {
+    let private = with_private_places(Scope::Case, body)?;
+    if !private.stayed.is_empty() {
+        return Err(StepError::Unmet(format!(
+            "{} process(es) of the case were still running in its mount namespace when it was over (killed now): {}",
+            private.stayed.len(),
+            private.stayed.join("; ")
+        )));
+    }
+    Ok((private.result, private.left))
+}
+
+/// What `body` left, run with [`PLACES`] private to it ([`with_private_places`]).
+pub struct Private<T> {
+    /// What `body` returned.
+    pub result: T,
+    /// The entries it left in the places, named as the host would name them.
+    pub left: Vec<Leftover>,
+    /// The processes still in its mount namespace when it was over (killed then), each
+    /// `pid N: command line`.
+    pub stayed: Vec<String>,
+}
+
+/// Whose the private places are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scope {
+    /// One case ([`in_private_places`]): the worlds it drops are removed at once, and the
+    /// calling thread is back in the harness's mount namespace afterwards.
+    Case,
+    /// A whole run ([`crate::certify::places`]): worlds are removed as the run removes them (a
+    /// sweep the body runs itself), and the calling thread, a thread of its own that ends
+    /// afterwards, stays in the run's namespace (the threads the body started, which may
+    /// outlive it, share its filesystem context, so it could not leave).
+    Run,
+}
+
+/// Runs `body` with [`PLACES`] private to it (see [`Scope`]) and returns what it left there.
+/// Threads the body starts share the namespace, and so do the processes they start.
+#[cfg(target_os = "linux")]
+pub fn with_private_places<T>(
+    scope: Scope,
+    body: impl FnOnce() -> T,
+) -> Result<Private<T>, StepError> {
     use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, setns, unshare};
 
@@ -230,6 +275,7 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
         ))
     })?;
     let mut lowers: Vec<(PathBuf, PathBuf, std::fs::File)> = Vec::new();
+    let mut held_uppers: Vec<std::fs::File> = Vec::new();
     let private = (|| -> Result<(), StepError> {
         // Nothing mounted here reaches the host; the host's mounts still reach here.
         mount(
@@ -310,14 +356,37 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
                     StepError::harness(format!("cannot mount {} again: {e}", at.display()))
                 })?;
             }
+            // Read through a descriptor from now on: the tmpfs is taken out of sight below.
+            let upper_dir = std::fs::File::open(&upper)
+                .map_err(|e| StepError::harness(format!("cannot open {}: {e}", upper.display())))?;
+            held_uppers.push(upper_dir);
             lowers.push((PathBuf::from(place), upper, lower));
+        }
+        // The overlays hold the tmpfs; nothing else needs it where it was mounted. Detached, it
+        // is in no mount table the case's (or the run's) sandboxes see (a sandbox that leaves
+        // every mount writable would otherwise write there, under a name drawn per run), and
+        // the directory it was mounted on is an empty one again, removed with `backing`.
+        nix::mount::umount2(&base, nix::mount::MntFlags::MNT_DETACH).map_err(|e| {
+            StepError::harness(format!(
+                "cannot detach the tmpfs on {}: {e}",
+                base.display()
+            ))
+        })?;
+        for ((_, upper, _), held) in lowers.iter_mut().zip(&held_uppers) {
+            *upper = PathBuf::from(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(held)
+            ));
         }
         Ok(())
     })();
-    let result = private
-        .as_ref()
-        .ok()
-        .map(|()| crate::world::removed_at_once(body));
+    let result = private.as_ref().ok().map(|()| {
+        if scope == Scope::Case {
+            crate::world::removed_at_once(body)
+        } else {
+            body()
+        }
+    });
     let mut left = Vec::new();
     // What of the case still runs in its namespace (a helper its runner detached, without the
     // case's tag): killed, and named, before anything is read.
@@ -346,29 +415,39 @@ pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover
     };
     left.sort_by(|a, b| a.path.cmp(&b.path));
     // Back in the harness's namespace (which also sets this thread's directory to its root).
-    let back = setns(&harness_ns, CloneFlags::CLONE_NEWNS)
-        .map_err(|e| {
-            StepError::harness(format!(
-                "cannot return to the harness's mount namespace: {e}"
-            ))
-        })
-        .and_then(|()| {
-            nix::unistd::chdir(&cwd)
-                .map_err(|e| StepError::harness(format!("cannot return to {}: {e}", cwd.display())))
-        });
-    back?;
-    listed?;
-    if !stayed.is_empty() {
-        return Err(StepError::Unmet(format!(
-            "{} process(es) of the case were still running in its mount namespace when it was over (killed now): {}",
-            stayed.len(),
-            stayed.join("; ")
-        )));
+    if scope == Scope::Case {
+        setns(&harness_ns, CloneFlags::CLONE_NEWNS)
+            .map_err(|e| {
+                StepError::harness(format!(
+                    "cannot return to the harness's mount namespace: {e}"
+                ))
+            })
+            .and_then(|()| {
+                nix::unistd::chdir(&cwd).map_err(|e| {
+                    StepError::harness(format!("cannot return to {}: {e}", cwd.display()))
+                })
+            })?;
     }
+    listed?;
     match result {
-        Some(result) => Ok((result, left)),
+        Some(result) => Ok(Private {
+            result,
+            left,
+            stayed,
+        }),
         None => Err(StepError::harness("the case did not run")),
     }
+}
+
+/// Off Linux there is no mount namespace to make: nothing runs with private places.
+#[cfg(not(target_os = "linux"))]
+pub fn with_private_places<T>(
+    _scope: Scope,
+    _body: impl FnOnce() -> T,
+) -> Result<Private<T>, StepError> {
+    Err(StepError::harness(
+        "private shared places need a Linux mount namespace",
+    ))
 }
 
 /// Off Linux there is no mount namespace to make: a `leftovers` case cannot run.

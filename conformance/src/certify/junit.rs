@@ -60,6 +60,28 @@ pub fn junit(report: &Report) -> Result<String, JunitError> {
         }
         junit.add_test_suite(suite);
     }
+    // What the whole run left (no case claimed it): a suite of its own, one failing case per
+    // kind, so a CI viewer shows why a run whose cases all passed is not certified.
+    let run_level = [
+        ("processes_left_behind", &report.left_behind),
+        ("left_in_shared_places", &report.left_in_shared_places),
+    ];
+    if run_level.iter().any(|(_, found)| !found.is_empty()) {
+        let mut suite = TestSuite::new("run");
+        for (name, found) in run_level {
+            let mut status = quick_junit::TestCaseStatus::success();
+            if !found.is_empty() {
+                status =
+                    quick_junit::TestCaseStatus::non_success(quick_junit::NonSuccessKind::Failure);
+                status.set_message(format!("{} found when every case was over", found.len()));
+                status.set_description(found.join("\n"));
+            }
+            let mut case = quick_junit::TestCase::new(name, status);
+            case.set_classname("run");
+            suite.add_test_case(case);
+        }
+        junit.add_test_suite(suite);
+    }
     junit.to_string().map_err(|e| JunitError(e.to_string()))
 }
 

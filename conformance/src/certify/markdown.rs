@@ -219,6 +219,12 @@ fn failures(out: &mut String, report: &Report) {
         )
         .chain(
             report
+                .left_in_shared_places
+                .iter()
+                .map(|p| format!("- run: left in the host's shared places: {p}")),
+        )
+        .chain(
+            report
                 .backends
                 .iter()
                 .flat_map(|b| b.problems.iter().map(move |p| format!("- {}: {p}", b.name))),

@@ -328,6 +328,9 @@ fn hosts_section(out: &mut String, merged: &Merged) {
         for p in &r.left_behind {
             let _ = writeln!(out, "  - run: a process left behind (killed): {p}");
         }
+        for p in &r.left_in_shared_places {
+            let _ = writeln!(out, "  - run: left in the host's shared places: {p}");
+        }
     }
     if !merged.missing.is_empty() {
         out.push_str("\n## Missing legs\n\n");

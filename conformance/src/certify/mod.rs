@@ -25,6 +25,7 @@ mod junit;
 mod markdown;
 mod matrix;
 pub mod merge;
+pub mod places;
 mod report;
 mod schedule;
 mod verdict;

@@ -260,6 +260,13 @@ pub struct Report {
     /// call). Any one fails the run.
     #[serde(default)]
     pub left_behind: Vec<String>,
+    /// What the run left in the host's `/tmp` and `/dev/shm` once every case was over (each
+    /// entry named as the host would name it, with kind, owner and mode): as root on Linux the
+    /// whole run sees those places through overlays of its own ([`crate::leftovers`]), so
+    /// whatever is in them then is the run's, whatever else ran on the host. Any one fails the
+    /// run. Unchecked otherwise (listed under `not_planned`).
+    #[serde(default)]
+    pub left_in_shared_places: Vec<String>,
     /// Backends this host has no use of, with the reason (not certified here, not failing).
     #[serde(default)]
     pub excluded_backends: Vec<(String, String)>,
@@ -296,10 +303,11 @@ impl Report {
     }
 
     /// Every backend passed what the run ran, the suite loaded cleanly and the run left no
-    /// process behind (a run that left families out may pass, but it is no certificate).
+    /// process and nothing in the host's shared places behind (a run that left families out may pass, but it is no certificate).
     pub fn passed(&self) -> bool {
         self.suite_problems.is_empty()
             && self.left_behind.is_empty()
+            && self.left_in_shared_places.is_empty()
             && !self.backends.is_empty()
             && self.backends.iter().all(|b| b.certified)
     }

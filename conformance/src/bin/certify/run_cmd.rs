@@ -50,69 +50,79 @@ pub(crate) fn run() -> ExitCode {
             missing.program, missing.needed_by
         );
     }
-    let (backends, excluded) = match select_backends(&cli, &embedded.expectations) {
-        Ok(selected) => selected,
-        Err(e) => {
-            eprintln!("certify: {e}");
-            return ExitCode::from(certify::exit::USAGE);
-        }
-    };
-    let names: Vec<String> = backends.iter().map(|(b, _)| b.name.clone()).collect();
-    eprintln!("certify: backends {}", names.join(", "));
-    for (name, reason) in &excluded {
-        eprintln!("certify: not certifying {name} here: {reason}");
-    }
-    let jobs = cli
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() * 2));
-    let seed = match cli
-        .seed
-        .map(Ok)
-        .unwrap_or_else(conformance::world::run_seed)
-    {
-        Ok(seed) => seed,
-        Err(e) => {
-            eprintln!("certify: {e}");
-            return ExitCode::from(certify::exit::USAGE);
-        }
-    };
-    eprintln!("certify: seed {seed} (certify --seed {seed} replays this run)");
-    let places = conformance::world::places();
-    for (path, why) in &places.left_out {
-        eprintln!("certify: no worlds under {}: {why}", path.display());
-    }
-    let options = Options {
-        seed,
-        scenarios,
-        backends,
-        families: cli.families.clone(),
-        jobs,
-        case_timeout: Duration::from_secs(cli.case_timeout),
-        excluded,
-        stop: stop.clone(),
-    };
-    let last_shown = Mutex::new(0usize);
-    let tty = std::io::stderr().is_terminal();
-    let progress = move |done: usize, total: usize, result: &CaseResult| {
-        if result.status.is_bad() && !tty {
-            eprintln!("certify: {} {}", result.status.code(), result.trial);
-        }
-        let Ok(mut last) = last_shown.lock() else {
-            return;
-        };
-        let step = (total / 10).max(1);
-        if tty {
-            eprint!("\rcertify: {done}/{total} cases");
-            if done == total {
-                eprintln!();
+    // Everything that starts processes (the backends' adapters, the cases) runs with the host's
+    // shared places private to the run where this host allows: what is left there at the end is
+    // the run's (certify::places).
+    let (outcome, places) = certify::places::in_run_places(|| {
+        let (backends, excluded) = match select_backends(&cli, &embedded.expectations) {
+            Ok(selected) => selected,
+            Err(e) => {
+                eprintln!("certify: {e}");
+                return Err(ExitCode::from(certify::exit::USAGE));
             }
-        } else if done == total || done >= *last + step {
-            *last = done;
-            eprintln!("certify: {done}/{total} cases");
+        };
+        let names: Vec<String> = backends.iter().map(|(b, _)| b.name.clone()).collect();
+        eprintln!("certify: backends {}", names.join(", "));
+        for (name, reason) in &excluded {
+            eprintln!("certify: not certifying {name} here: {reason}");
         }
-        let _ = std::io::stderr().flush();
+        let jobs = cli
+            .jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get() * 2));
+        let seed = match cli
+            .seed
+            .map(Ok)
+            .unwrap_or_else(conformance::world::run_seed)
+        {
+            Ok(seed) => seed,
+            Err(e) => {
+                eprintln!("certify: {e}");
+                return Err(ExitCode::from(certify::exit::USAGE));
+            }
+        };
+        eprintln!("certify: seed {seed} (certify --seed {seed} replays this run)");
+        let places = conformance::world::places();
+        for (path, why) in &places.left_out {
+            eprintln!("certify: no worlds under {}: {why}", path.display());
+        }
+        let options = Options {
+            seed,
+            scenarios,
+            backends,
+            families: cli.families.clone(),
+            jobs,
+            case_timeout: Duration::from_secs(cli.case_timeout),
+            excluded,
+            stop: stop.clone(),
+        };
+        let last_shown = Mutex::new(0usize);
+        let tty = std::io::stderr().is_terminal();
+        let progress = move |done: usize, total: usize, result: &CaseResult| {
+            if result.status.is_bad() && !tty {
+                eprintln!("certify: {} {}", result.status.code(), result.trial);
+            }
+            let Ok(mut last) = last_shown.lock() else {
+                return;
+            };
+            let step = (total / 10).max(1);
+            if tty {
+                eprint!("\rcertify: {done}/{total} cases");
+                if done == total {
+                    eprintln!();
+                }
+            } else if done == total || done >= *last + step {
+                *last = done;
+                eprintln!("certify: {done}/{total} cases");
+            }
+            let _ = std::io::stderr().flush();
+        };
+        Ok(certify::run(options, &progress))
+    });
+    let mut report = match outcome {
+        Ok(report) => report,
+        Err(code) => return code,
     };
-    let report = certify::run(options, &progress);
+    places.apply(&mut report);
     if stop.load(Ordering::SeqCst) {
         eprintln!(
             "certify: stopped after {} cases; the run's worlds are removed; no report written",
@@ -165,6 +175,9 @@ fn summarize(report: &Report) {
     }
     for p in &report.left_behind {
         println!("run: a process still alive after the last case (killed): {p}");
+    }
+    for p in &report.left_in_shared_places {
+        println!("run: left in the host's shared places: {p}");
     }
     let bad: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status.is_bad()).collect();
     for c in bad.iter().take(20) {

@@ -1,0 +1,95 @@
+//! The run-level check of the host's shared places: as root on Linux, the whole run (every
+//! backend's adapter, runner and payload, and the harness's own processes) sees the host's
+//! `/tmp` and `/dev/shm` through overlays of its own ([`crate::leftovers`]), so whatever is in
+//! them once every case is over is what the run made and left, whatever else ran on the host
+//! meanwhile: a staging directory a call no case looked at left behind. Each entry fails the
+//! run. As a user (no mount namespace) the run cannot look and says so.
+
+use super::Report;
+
+/// What the run-level check of the shared places found.
+pub enum RunPlaces {
+    /// The run saw the places privately.
+    Checked {
+        /// What it left there, each named as the host would name it.
+        left: Vec<String>,
+        /// Processes still in the run's mount namespace at its end (killed then).
+        stayed: Vec<String>,
+    },
+    /// As root, the private places could not be made: the run went on without them.
+    Failed(String),
+    /// Not checked on this host, and why.
+    NotPlanned(String),
+}
+
+/// The `not_planned` entry of a run that could not look at the shared places.
+pub const NOT_PLANNED: &str = "run: the host's shared places";
+
+/// Runs `body` (everything of a run that starts processes: its backends and its cases) with the
+/// host's shared places private to it where this host allows, and says what it left there.
+pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces) {
+    if !(cfg!(target_os = "linux") && nix::unistd::geteuid().is_root()) {
+        return (
+            body(),
+            RunPlaces::NotPlanned(format!(
+                "what the whole run left in {} is checked as root on Linux only (it needs a \
+                 mount namespace of the run's own)",
+                crate::leftovers::PLACES.join(" and ")
+            )),
+        );
+    }
+    // The body runs once: on a thread of its own inside the private places (the thread stays
+    // in the run's namespace, and this one never enters it), or, when they could not be made
+    // before it ran, here.
+    let once = std::sync::Mutex::new(Some(body));
+    let out = std::sync::Mutex::new(None);
+    let run = || {
+        let body = once.lock().ok().and_then(|mut b| b.take());
+        if let Some(body) = body {
+            let result = body();
+            if let Ok(mut out) = out.lock() {
+                *out = Some(result);
+            }
+        }
+    };
+    let found = std::thread::scope(|scope| {
+        scope
+            .spawn(|| crate::leftovers::with_private_places(crate::leftovers::Scope::Run, run))
+            .join()
+    });
+    let found = match found {
+        Ok(Ok(private)) => RunPlaces::Checked {
+            left: private.left.iter().map(ToString::to_string).collect(),
+            stayed: private.stayed,
+        },
+        Ok(Err(e)) => RunPlaces::Failed(e.to_string()),
+        Err(panic) => std::panic::resume_unwind(panic),
+    };
+    let result = out.into_inner().ok().flatten();
+    let body = once.into_inner().ok().flatten();
+    match (result, body) {
+        (Some(result), _) => (result, found),
+        (None, Some(body)) => (body(), found),
+        // `run` keeps what the body returns as soon as it returns; a panic never gets here.
+        (None, None) => unreachable!("the run's body ran and returned nothing"),
+    }
+}
+
+impl RunPlaces {
+    /// Puts what was found into `report` (entries left and processes still running fail it; a
+    /// check that could not be made as root is a problem of the run) and its verdict again.
+    pub fn apply(self, report: &mut Report) {
+        match self {
+            RunPlaces::Checked { left, stayed } => {
+                report.left_in_shared_places = left;
+                report.left_behind.splice(0..0, stayed);
+            }
+            RunPlaces::Failed(why) => report.suite_problems.push(format!(
+                "the run could not see the host's shared places privately, so what it left \
+                 there is unchecked: {why}"
+            )),
+            RunPlaces::NotPlanned(why) => report.not_planned.push((NOT_PLANNED.to_owned(), why)),
+        }
+        report.verdict = report.verdict();
+    }
+}
