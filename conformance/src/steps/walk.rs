@@ -124,6 +124,16 @@ pub(super) fn run(backend: &Backend, step: &WalkStep) -> Result<(), StepError> {
     // confines nothing) never puts a file into another case's world while that case diffs it.
     let mut skip = writable.clone();
     skip.extend(crate::world::places().bases.iter().map(|(b, _)| b.clone()));
+    // Also the user's home as the password database has it: a run given another `$HOME` (a
+    // test's scratch home) draws its worlds there, but other runs of this user draw theirs
+    // under the real one, and a walk of it wrote into their worlds' parents while they diffed
+    // them (a case of a concurrent test failed on a stray `.lock-…` of another run's walk).
+    skip.extend(
+        nix::unistd::User::from_uid(nix::unistd::getuid())
+            .ok()
+            .flatten()
+            .and_then(|user| std::fs::canonicalize(user.dir).ok()),
+    );
     skip.extend(
         ["/tmp", "/dev/shm"]
             .iter()
