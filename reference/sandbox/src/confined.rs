@@ -380,6 +380,90 @@ impl StatusFormat {
 mod tests {
     use super::*;
 
+    /// A provider whose calls see their temp area at `/tmp` (it confines nothing).
+    struct AtTmp;
+
+    impl SandboxProvider for AtTmp {
+        fn confine(
+            &self,
+            _argv: &[OsString],
+            policy: &ProviderPolicy,
+        ) -> Result<ConfinedArgv, SandboxUnavailable> {
+            Err(SandboxUnavailable {
+                mode: policy.mode,
+                backend: None,
+                detail: "a fake that confines nothing".into(),
+            })
+        }
+
+        fn temp_area_at_tmp(&self, _policy: &ProviderPolicy) -> bool {
+            true
+        }
+    }
+
+    /// A provider that says nothing beyond `confine`: the trait's defaults (it confines
+    /// nothing).
+    struct Plain;
+
+    impl SandboxProvider for Plain {
+        fn confine(
+            &self,
+            argv: &[OsString],
+            policy: &ProviderPolicy,
+        ) -> Result<ConfinedArgv, SandboxUnavailable> {
+            AtTmp.confine(argv, policy)
+        }
+    }
+
+    /// A guard that finds nothing.
+    struct Quiet;
+
+    impl CallGuard for Quiet {
+        fn settle(self: Box<Self>) -> Vec<String> {
+            Vec::new()
+        }
+    }
+
+    /// A provider with a guard around every call (it confines nothing).
+    struct Guarded;
+
+    impl SandboxProvider for Guarded {
+        fn confine(
+            &self,
+            argv: &[OsString],
+            policy: &ProviderPolicy,
+        ) -> Result<ConfinedArgv, SandboxUnavailable> {
+            AtTmp.confine(argv, policy)
+        }
+
+        fn call_guard(&self, _policy: &ProviderPolicy) -> Option<Box<dyn CallGuard>> {
+            Some(Box::new(Quiet))
+        }
+    }
+
+    #[test]
+    fn a_shared_provider_shows_the_temp_area_where_the_provider_it_shares_does() {
+        let policy = ProviderPolicy::new(crate::ConfinedMode::WorkspaceWrite, "/w");
+        assert!(
+            !Plain.temp_area_at_tmp(&policy),
+            "by default the area is no mount"
+        );
+        assert!(!Arc::new(Plain).temp_area_at_tmp(&policy));
+        assert!(Arc::new(AtTmp).temp_area_at_tmp(&policy));
+        let shared: Arc<dyn SandboxProvider> = Arc::new(AtTmp);
+        assert!(Arc::new(shared).temp_area_at_tmp(&policy));
+    }
+
+    #[test]
+    fn a_shared_provider_guards_a_call_as_the_provider_it_shares_does() {
+        let policy = ProviderPolicy::new(crate::ConfinedMode::WorkspaceWrite, "/w");
+        assert!(Arc::new(Plain).call_guard(&policy).is_none());
+        let guard = Arc::new(Guarded)
+            .call_guard(&policy)
+            .expect("the shared guard");
+        assert!(guard.settle().is_empty());
+    }
+
     #[test]
     fn a_launch_carries_its_staging_directory_to_the_caller_that_merges_it() {
         let mut fds = LaunchFds::default();
@@ -488,6 +572,22 @@ mod launch_fds {
 
     fn open() -> OwnedFd {
         OwnedFd::from(std::fs::File::open("/dev/null").expect("open /dev/null"))
+    }
+
+    #[test]
+    fn what_a_launch_holds_lives_as_long_as_its_last_copy() {
+        let area = std::sync::Arc::new(());
+        let mut fds = LaunchFds::default();
+        fds.hold(area.clone());
+        let copy = fds.clone();
+        drop(fds);
+        assert_eq!(
+            std::sync::Arc::strong_count(&area),
+            2,
+            "a copy still holds it"
+        );
+        drop(copy);
+        assert_eq!(std::sync::Arc::strong_count(&area), 1);
     }
 
     #[test]

@@ -101,6 +101,12 @@ mod tests {
     use super::*;
 
     #[test]
+    fn every_digit_of_an_escape_counts() {
+        // `\134` is a backslash (1 * 64 + 3 * 8 + 4), the one escape whose first digit is not 0.
+        assert_eq!(unescape(b"/a\\134b"), PathBuf::from("/a\\b"));
+    }
+
+    #[test]
     fn an_escape_at_the_very_end_and_bytes_that_are_not_utf8_are_decoded() {
         assert_eq!(unescape(b"/tmp/x\\040"), PathBuf::from("/tmp/x "));
         assert_eq!(
