@@ -8,7 +8,7 @@
 //! Survivors of a case are found (by their tag) and failed at the end of that case
 //! (`steps::run_case`); what left no tag (a payload that dropped it from its environment) is
 //! found once the last case has ended, by a scan of every process below the supervisor
-//! ([`crate::survivors::left_by_run`]), and fails the run; the supervisor kills whatever is still
+//! (`survivors::left_by_run`), and fails the run; the supervisor kills whatever is still
 //! below it when certify exits (a case still running when certify stopped, or a process started
 //! after that scan).
 //!
@@ -33,7 +33,7 @@ const SUPERVISED: &str = "CONFORMANCE_CERTIFY_SUPERVISED";
 const KILL_BOUND: Duration = Duration::from_secs(10);
 
 /// The process every process of this run descends from: the supervisor when certify runs below
-/// one, else this process. The run-end scan ([`crate::survivors::left_by_run`]) looks below it.
+/// one, else this process. The run-end scan (`survivors::left_by_run`) looks below it.
 pub fn run_root() -> u32 {
     #[cfg(target_os = "linux")]
     if std::env::var_os(SUPERVISED).is_some() {
