@@ -3,8 +3,9 @@
 # third-party sandboxes (npm: @openai/codex 0.169.0, @anthropic-ai/sandbox-runtime 0.0.83, exact
 # tree in fixtures/backends/peers/package-lock.json, into its git-ignored node_modules/; apt:
 # firejail 0.9.72-2, Debian bookworm's, and bubblewrap, socat, ripgrep, which srt needs; PyPI:
-# sandlock 0.9.0, a prebuilt wheel, into its git-ignored venv fixtures/backends/peers/.venv-sandlock), runs
-# each through `certify` with its adapter and expectation
+# sandlock 0.9.0, a prebuilt wheel, into its git-ignored venv fixtures/backends/peers/.venv-sandlock,
+# and agent-nook 0.1.2, a pure-Python wheel with PyYAML that runs the system's bwrap, into
+# .venv-agent-nook), runs each through `certify` with its adapter and expectation
 # file, and regenerates PEERS.md (each peer's matrix, declared differences and per-command
 # overhead next to ours). Fails when a peer's results drift from its expectation file: any case
 # FAIL (a new failure), XPASS (a known defect fixed), ERROR or TIMEOUT.
@@ -15,7 +16,8 @@
 # devices, the runner-failure forgeries, declared, parity, hardening's temp-dir and workspace
 # cases, the host-ipc routes, git's code surface PR-006: a few minutes); firejail, every family an
 # external backend gets, two cases at a time (about a minute); sandlock, the same families but
-# the survivors scenario (about 40 s). Needs root (ci/isolate gives each run its own /tmp); builds the
+# the survivors scenario (about 40 s); agent-nook, every family an external backend gets, two
+# cases at a time (about 45 s). Needs root (ci/isolate gives each run its own /tmp); builds the
 # workspace's binaries when they are missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,6 +70,19 @@ else
     rm -rf "$venv"
     python3 -m venv "$venv"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "sandlock==$sandlock_version"
+fi
+
+# agent-nook: the pinned wheel from PyPI (pure Python, needs PyYAML and the system's bwrap; its
+# adapter runs its own command line through agent_nook_runner.py) in a venv of its own.
+agent_nook_version=0.1.2
+venv=$dir/.venv-agent-nook
+if [ "$("$venv/bin/python3" -c 'import agent_nook; print(agent_nook.__version__)' 2>/dev/null)" = "$agent_nook_version" ]; then
+    echo "peers: agent-nook $agent_nook_version already installed"
+else
+    echo "peers: pip install agent-nook==$agent_nook_version"
+    rm -rf "$venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet --disable-pip-version-check "agent-nook==$agent_nook_version"
 fi
 
 [ -x target/debug/certify ] && [ -x target/debug/reference-backend ] ||
@@ -149,8 +164,11 @@ run_peer srt --scenarios "$subset"
 # stop their call 300 ms in; on a machine loaded by four parallel cases it was not started by then.
 run_peer firejail --jobs 2
 run_peer sandlock --scenarios "$sandlock_root"
+# Two cases at a time, like firejail: a machine loaded by four parallel cases stretches every
+# call (agent-nook is a Python start-up, then bwrap's).
+run_peer agent_nook --jobs 2
 
-ci/isolate -- python3 "$dir/peers_md.py" "$out/PEERS.md" "$out" codex srt firejail sandlock
+ci/isolate -- python3 "$dir/peers_md.py" "$out/PEERS.md" "$out" codex srt firejail sandlock agent_nook
 cp "$out/PEERS.md" PEERS.md
 echo "peers: PEERS.md regenerated"
 if [ ${#drifted[@]} -gt 0 ]; then
