@@ -254,7 +254,6 @@ pub fn with_private_places<T>(
     scope: Scope,
     body: impl FnOnce() -> T,
 ) -> Result<Private<T>, StepError> {
-    use nix::mount::{MsFlags, mount};
     use nix::sched::{CloneFlags, setns, unshare};
 
     let backing = crate::suite::private_dir("shared").map_err(StepError::harness)?;
@@ -276,110 +275,7 @@ pub fn with_private_places<T>(
     })?;
     let mut lowers: Vec<(PathBuf, PathBuf, std::fs::File)> = Vec::new();
     let mut held_uppers: Vec<std::fs::File> = Vec::new();
-    let private = (|| -> Result<(), StepError> {
-        // Nothing mounted here reaches the host; the host's mounts still reach here.
-        mount(
-            None::<&str>,
-            "/",
-            None::<&str>,
-            MsFlags::MS_REC | MsFlags::MS_SLAVE,
-            None::<&str>,
-        )
-        .map_err(|e| StepError::harness(format!("cannot make / a slave mount: {e}")))?;
-        mount(
-            Some("tmpfs"),
-            &base,
-            Some("tmpfs"),
-            MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
-            Some("mode=0700"),
-        )
-        .map_err(|e| {
-            StepError::harness(format!("cannot mount a tmpfs on {}: {e}", base.display()))
-        })?;
-        for (i, place) in PLACES.iter().enumerate() {
-            let (upper, work) = (
-                base.join(format!("{i}/upper")),
-                base.join(format!("{i}/work")),
-            );
-            for dir in [&upper, &work] {
-                std::fs::create_dir_all(dir).map_err(|e| {
-                    StepError::harness(format!("cannot make {}: {e}", dir.display()))
-                })?;
-            }
-            // The host's place itself, held before the overlay hides it, and what is mounted
-            // below it (a clone bound back under a private /tmp, as `ci/isolate` does): an
-            // overlay shows its lower directory's own filesystem only.
-            let lower = std::fs::File::open(place)
-                .map_err(|e| StepError::harness(format!("cannot open {place}: {e}")))?;
-            let below = submounts(Path::new(place))?;
-            // The overlay's root takes the upper directory's mode and owner: the host's (1777 on
-            // /tmp), so the case sees its place as it is, and a change to it shows.
-            let host = nix::sys::stat::fstat(&lower)
-                .map_err(|e| StepError::harness(format!("cannot stat {place}: {e}")))?;
-            nix::unistd::chown(
-                &upper,
-                Some(nix::unistd::Uid::from_raw(host.st_uid)),
-                Some(nix::unistd::Gid::from_raw(host.st_gid)),
-            )
-            .and_then(|()| {
-                nix::sys::stat::fchmodat(
-                    nix::fcntl::AT_FDCWD,
-                    &upper,
-                    nix::sys::stat::Mode::from_bits_truncate(host.st_mode & 0o7777),
-                    nix::sys::stat::FchmodatFlags::FollowSymlink,
-                )
-            })
-            .map_err(|e| StepError::harness(format!("cannot shape {}: {e}", upper.display())))?;
-            let options = format!(
-                "lowerdir={place},upperdir={},workdir={}",
-                upper.display(),
-                work.display()
-            );
-            mount(
-                Some("overlay"),
-                *place,
-                Some("overlay"),
-                MsFlags::empty(),
-                Some(options.as_str()),
-            )
-            .map_err(|e| StepError::harness(format!("cannot overlay {place}: {e}")))?;
-            for (at, held) in &below {
-                let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(held));
-                mount(
-                    Some(source.as_str()),
-                    at,
-                    None::<&str>,
-                    MsFlags::MS_BIND | MsFlags::MS_REC,
-                    None::<&str>,
-                )
-                .map_err(|e| {
-                    StepError::harness(format!("cannot mount {} again: {e}", at.display()))
-                })?;
-            }
-            // Read through a descriptor from now on: the tmpfs is taken out of sight below.
-            let upper_dir = std::fs::File::open(&upper)
-                .map_err(|e| StepError::harness(format!("cannot open {}: {e}", upper.display())))?;
-            held_uppers.push(upper_dir);
-            lowers.push((PathBuf::from(place), upper, lower));
-        }
-        // The overlays hold the tmpfs; nothing else needs it where it was mounted. Detached, it
-        // is in no mount table the case's (or the run's) sandboxes see (a sandbox that leaves
-        // every mount writable would otherwise write there, under a name drawn per run), and
-        // the directory it was mounted on is an empty one again, removed with `backing`.
-        nix::mount::umount2(&base, nix::mount::MntFlags::MNT_DETACH).map_err(|e| {
-            StepError::harness(format!(
-                "cannot detach the tmpfs on {}: {e}",
-                base.display()
-            ))
-        })?;
-        for ((_, upper, _), held) in lowers.iter_mut().zip(&held_uppers) {
-            *upper = PathBuf::from(format!(
-                "/proc/self/fd/{}",
-                std::os::fd::AsRawFd::as_raw_fd(held)
-            ));
-        }
-        Ok(())
-    })();
+    let private = overlay_places(&base, &mut lowers, &mut held_uppers);
     let result = private.as_ref().ok().map(|()| {
         if scope == Scope::Case {
             crate::world::removed_at_once(body)
@@ -437,6 +333,118 @@ pub fn with_private_places<T>(
         }),
         None => Err(StepError::harness("the case did not run")),
     }
+}
+
+/// Makes [`PLACES`] private in this thread's new mount namespace: `/` a slave, a tmpfs on `base`
+/// for the overlays' upper and work directories, each place an overlay of the host's own (what
+/// was mounted below it mounted again on top), then the tmpfs detached. Each place goes into
+/// `lowers` (the place, its upper directory as a descriptor's path, a descriptor of the host's
+/// place under the overlay); `held_uppers` keeps the upper directories open.
+#[cfg(target_os = "linux")]
+fn overlay_places(
+    base: &Path,
+    lowers: &mut Vec<(PathBuf, PathBuf, std::fs::File)>,
+    held_uppers: &mut Vec<std::fs::File>,
+) -> Result<(), StepError> {
+    use nix::mount::{MsFlags, mount};
+
+    // Nothing mounted here reaches the host; the host's mounts still reach here.
+    mount(
+        None::<&str>,
+        "/",
+        None::<&str>,
+        MsFlags::MS_REC | MsFlags::MS_SLAVE,
+        None::<&str>,
+    )
+    .map_err(|e| StepError::harness(format!("cannot make / a slave mount: {e}")))?;
+    mount(
+        Some("tmpfs"),
+        base,
+        Some("tmpfs"),
+        MsFlags::MS_NOSUID | MsFlags::MS_NODEV,
+        Some("mode=0700"),
+    )
+    .map_err(|e| StepError::harness(format!("cannot mount a tmpfs on {}: {e}", base.display())))?;
+    for (i, place) in PLACES.iter().enumerate() {
+        let (upper, work) = (
+            base.join(format!("{i}/upper")),
+            base.join(format!("{i}/work")),
+        );
+        for dir in [&upper, &work] {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| StepError::harness(format!("cannot make {}: {e}", dir.display())))?;
+        }
+        // The host's place itself, held before the overlay hides it, and what is mounted
+        // below it (a clone bound back under a private /tmp, as `ci/isolate` does): an
+        // overlay shows its lower directory's own filesystem only.
+        let lower = std::fs::File::open(place)
+            .map_err(|e| StepError::harness(format!("cannot open {place}: {e}")))?;
+        let below = submounts(Path::new(place))?;
+        // The overlay's root takes the upper directory's mode and owner: the host's (1777 on
+        // /tmp), so the case sees its place as it is, and a change to it shows.
+        let host = nix::sys::stat::fstat(&lower)
+            .map_err(|e| StepError::harness(format!("cannot stat {place}: {e}")))?;
+        nix::unistd::chown(
+            &upper,
+            Some(nix::unistd::Uid::from_raw(host.st_uid)),
+            Some(nix::unistd::Gid::from_raw(host.st_gid)),
+        )
+        .and_then(|()| {
+            nix::sys::stat::fchmodat(
+                nix::fcntl::AT_FDCWD,
+                &upper,
+                nix::sys::stat::Mode::from_bits_truncate(host.st_mode & 0o7777),
+                nix::sys::stat::FchmodatFlags::FollowSymlink,
+            )
+        })
+        .map_err(|e| StepError::harness(format!("cannot shape {}: {e}", upper.display())))?;
+        let options = format!(
+            "lowerdir={place},upperdir={},workdir={}",
+            upper.display(),
+            work.display()
+        );
+        mount(
+            Some("overlay"),
+            *place,
+            Some("overlay"),
+            MsFlags::empty(),
+            Some(options.as_str()),
+        )
+        .map_err(|e| StepError::harness(format!("cannot overlay {place}: {e}")))?;
+        for (at, held) in &below {
+            let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(held));
+            mount(
+                Some(source.as_str()),
+                at,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )
+            .map_err(|e| StepError::harness(format!("cannot mount {} again: {e}", at.display())))?;
+        }
+        // Read through a descriptor from now on: the tmpfs is taken out of sight below.
+        let upper_dir = std::fs::File::open(&upper)
+            .map_err(|e| StepError::harness(format!("cannot open {}: {e}", upper.display())))?;
+        held_uppers.push(upper_dir);
+        lowers.push((PathBuf::from(place), upper, lower));
+    }
+    // The overlays hold the tmpfs; nothing else needs it where it was mounted. Detached, it
+    // is in no mount table the case's (or the run's) sandboxes see (a sandbox that leaves
+    // every mount writable would otherwise write there, under a name drawn per run), and
+    // the directory it was mounted on is an empty one again, removed with `backing`.
+    nix::mount::umount2(base, nix::mount::MntFlags::MNT_DETACH).map_err(|e| {
+        StepError::harness(format!(
+            "cannot detach the tmpfs on {}: {e}",
+            base.display()
+        ))
+    })?;
+    for ((_, upper, _), held) in lowers.iter_mut().zip(held_uppers.iter()) {
+        *upper = PathBuf::from(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(held)
+        ));
+    }
+    Ok(())
 }
 
 /// Off Linux there is no mount namespace to make: nothing runs with private places.
