@@ -91,24 +91,35 @@ pub(crate) fn survivors_except(
         .into_iter()
         .filter(|t| !t.ended)
         .collect();
-    let deadline = Instant::now() + grace;
-    while !left.is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        let now: Vec<String> = tagged(&needle, since)
+    let found = still_there(&mut left, grace, || {
+        tagged(&needle, since)
             .into_iter()
             .filter(|t| !t.ended)
             .map(|t| t.pid)
-            .collect();
-        left.retain(|t| now.contains(&t.pid));
-    }
-    let found: Vec<String> = left
-        .iter()
-        .map(|t| format!("pid {}: {}", t.pid, t.cmdline))
-        .collect();
+            .collect()
+    });
     if !left.is_empty() {
         kill_tagged(&needle, since, except.as_deref());
     }
     found
+}
+
+/// Keeps of `left` what a scan (`live`, the pids it finds) still finds `grace` later (looked at
+/// every 20 ms, so what ends sooner is let go at once), and describes each as `pid N: command`.
+fn still_there(
+    left: &mut Vec<Tagged>,
+    grace: Duration,
+    live: impl Fn() -> Vec<String>,
+) -> Vec<String> {
+    let deadline = Instant::now() + grace;
+    while !left.is_empty() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        let now = live();
+        left.retain(|t| now.contains(&t.pid));
+    }
+    left.iter()
+        .map(|t| format!("pid {}: {}", t.pid, t.cmdline))
+        .collect()
 }
 
 /// The first few of `found`, and how many more: a fork bomb's survivors are thousands.
@@ -199,16 +210,9 @@ pub(crate) fn left_by_run(since: CallStart, grace: Duration) -> Vec<String> {
             .collect()
     };
     let mut left = below();
-    let deadline = Instant::now() + grace;
-    while !left.is_empty() && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(20));
-        let now: Vec<String> = below().into_iter().map(|t| t.pid).collect();
-        left.retain(|t| now.contains(&t.pid));
-    }
-    let found: Vec<String> = left
-        .iter()
-        .map(|t| format!("pid {}: {}", t.pid, t.cmdline))
-        .collect();
+    let found = still_there(&mut left, grace, || {
+        below().into_iter().map(|t| t.pid).collect()
+    });
     if !left.is_empty() {
         kill_rounds(|| {
             below()

@@ -56,6 +56,15 @@ fn certify(args: &[&str], command: &[String]) -> Run {
     certify_with(args, command, &[])
 }
 
+/// A scenario root holding only `path` (`family/file.yaml`) of the suite's scenarios.
+fn one_scenario_file(path: &str) -> tempfile::TempDir {
+    let root = tempfile::tempdir().expect("tempdir");
+    let to = root.path().join(path);
+    std::fs::create_dir_all(to.parent().expect("a family folder")).expect("mkdir");
+    std::fs::copy(repo().join("scenarios").join(path), &to).expect("copy");
+    root
+}
+
 /// [`certify`] with these variables in its environment.
 fn certify_with(args: &[&str], command: &[String], env: &[(&str, &str)]) -> Run {
     let out = tempfile::tempdir().expect("tempdir");
@@ -297,13 +306,7 @@ fn a_backend_confining_every_other_request_is_inconsistent_with_both_argvs_named
 #[test]
 fn a_backend_that_writes_another_name_than_asked_is_caught_by_the_world_diff() {
     // Only the environment-route scenario: the lossy launcher turns `new\xFF` into `new\u{FFFD}`.
-    let root = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir(root.path().join("containment")).expect("mkdir");
-    std::fs::copy(
-        repo().join("scenarios/containment/names_via_env.yaml"),
-        root.path().join("containment/names_via_env.yaml"),
-    )
-    .expect("copy");
+    let root = one_scenario_file("containment/names_via_env.yaml");
     let run = certify(
         &["--scenarios", root.path().to_str().expect("utf8")],
         &backend("lossy_env_backend.py"),
@@ -331,13 +334,7 @@ fn a_backend_that_writes_another_name_than_asked_is_caught_by_the_world_diff() {
 fn a_call_stopped_before_a_slow_runner_started_the_payload_timed_out() {
     // Only the survivors: the runner takes 0.6 s to start the payload, and the cases past a
     // timeout stop the call 0.3 or 0.4 s in, before its status channel says the payload ran.
-    let root = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir(root.path().join("hardening")).expect("mkdir");
-    std::fs::copy(
-        repo().join("scenarios/hardening/survivors.yaml"),
-        root.path().join("hardening/survivors.yaml"),
-    )
-    .expect("copy");
+    let root = one_scenario_file("hardening/survivors.yaml");
     let run = certify(
         &["--scenarios", root.path().to_str().expect("utf8")],
         &backend("slow_start_backend.py"),
@@ -1867,13 +1864,7 @@ fn a_helper_the_runner_detaches_is_found_in_the_cases_namespace() {
 /// last case has ended names it, kills it, and fails the run, with every case passed.
 #[test]
 fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
-    let root = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir(root.path().join("containment")).expect("mkdir");
-    std::fs::copy(
-        repo().join("scenarios/containment/writable_set.yaml"),
-        root.path().join("containment/writable_set.yaml"),
-    )
-    .expect("copy");
+    let root = one_scenario_file("containment/writable_set.yaml");
     // A duration of this test's own, so the host's processes are told from the helpers.
     let seconds = (80_000 + std::process::id() % 6_000).to_string();
     let run = certify_with(
@@ -1929,13 +1920,7 @@ fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
 /// with every case passed. As a user it cannot look: the report says so under `not_planned`.
 #[test]
 fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked() {
-    let root = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir(root.path().join("hardening")).expect("mkdir");
-    std::fs::copy(
-        repo().join("scenarios/hardening/survivors.yaml"),
-        root.path().join("hardening/survivors.yaml"),
-    )
-    .expect("copy");
+    let root = one_scenario_file("hardening/survivors.yaml");
     let prefix = format!("leaky-run-{}", std::process::id());
     let run = certify_with(
         &["--scenarios", root.path().to_str().expect("utf8")],
