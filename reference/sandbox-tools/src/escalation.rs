@@ -26,12 +26,18 @@ fn refusal(code: &'static str, text: String) -> Refusal {
     Refusal { code, text }
 }
 
-/// The escalation fields of one call, as the model sent them.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+/// The escalation fields of one call, as the model sent them: the one spelling of the arguments
+/// `bash`, `write` and `edit` share (parsed beside each tool's own, and added to its schema when
+/// escalation is advertised; the doc comments are the schema's descriptions).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct EscalationFields {
-    /// `sandbox_permissions`.
+    /// Only to retry a denied call once with wider file access; needs justification.
+    #[serde(default)]
+    #[schemars(schema_with = "crate::tool::escalation_targets")]
     pub sandbox_permissions: Option<String>,
-    /// `justification`.
+    /// Why the wider access is needed; shown to the user.
+    #[serde(default)]
     pub justification: Option<String>,
 }
 

@@ -8,6 +8,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use crate::escalation::EscalationFields;
+
 /// A model-facing tool.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Tool {
@@ -169,7 +171,7 @@ const BASH_DESCRIPTION: &str = "Run a shell command with bash. Commands run in a
 const ESCALATION_DESCRIPTION: &str = " After a denial you may retry the same call once with sandbox_permissions and a justification; the user is asked and decides.";
 
 /// The escalation fields' schema vocabulary: the modes an escalation may ask for.
-fn escalation_targets(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+pub(crate) fn escalation_targets(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut schema = <Option<String>>::json_schema(generator);
     schema.insert(
         "enum".into(),
@@ -181,6 +183,29 @@ fn escalation_targets(generator: &mut schemars::SchemaGenerator) -> schemars::Sc
         ),
     );
     schema
+}
+
+/// The names of [`EscalationFields`]' fields, as the model sends them.
+const ESCALATION_KEYS: [&str; 2] = ["sandbox_permissions", "justification"];
+
+/// Parses the arguments of a tool that escalates (`bash`, `write`, `edit`): its own (`T`, which
+/// refuses an unknown field with serde's own message) and the escalation fields, spelled once in
+/// [`EscalationFields`] and taken out of the object first.
+pub(crate) fn with_escalation<T: serde::de::DeserializeOwned>(
+    args: &Value,
+) -> Result<(T, EscalationFields), serde_json::Error> {
+    let Some(object) = args.as_object() else {
+        return T::deserialize(args).map(|own| (own, EscalationFields::default()));
+    };
+    let mut own = object.clone();
+    let mut escalation = serde_json::Map::new();
+    for key in ESCALATION_KEYS {
+        if let Some(value) = own.remove(key) {
+            escalation.insert(key.to_owned(), value);
+        }
+    }
+    let escalation = EscalationFields::deserialize(Value::Object(escalation))?;
+    Ok((T::deserialize(Value::Object(own))?, escalation))
 }
 
 /// `bash`'s arguments.
@@ -196,13 +221,6 @@ pub(crate) struct BashArgs {
     /// Start it in the background; read it with bash_output.
     #[serde(default)]
     pub(crate) run_in_background: bool,
-    /// Only to retry a denied call once with wider file access; needs justification.
-    #[serde(default)]
-    #[schemars(schema_with = "escalation_targets")]
-    pub(crate) sandbox_permissions: Option<String>,
-    /// Why the wider access is needed; shown to the user.
-    #[serde(default)]
-    pub(crate) justification: Option<String>,
 }
 
 /// `bash_output`'s arguments.
@@ -240,13 +258,6 @@ pub(crate) struct WriteArgs {
     pub(crate) path: String,
     /// Its whole new content.
     pub(crate) content: String,
-    /// Only to retry a denied call once with wider file access; needs justification.
-    #[serde(default)]
-    #[schemars(schema_with = "escalation_targets")]
-    pub(crate) sandbox_permissions: Option<String>,
-    /// Why the wider access is needed; shown to the user.
-    #[serde(default)]
-    pub(crate) justification: Option<String>,
 }
 
 /// `edit`'s arguments.
@@ -259,17 +270,10 @@ pub(crate) struct EditArgs {
     pub(crate) old_text: String,
     /// What replaces it.
     pub(crate) new_text: String,
-    /// Only to retry a denied call once with wider file access; needs justification.
-    #[serde(default)]
-    #[schemars(schema_with = "escalation_targets")]
-    pub(crate) sandbox_permissions: Option<String>,
-    /// Why the wider access is needed; shown to the user.
-    #[serde(default)]
-    pub(crate) justification: Option<String>,
 }
 
-/// The JSON Schema of `T`, derived from the argument type itself, without the escalation fields
-/// unless `escalation` (so what is advertised is exactly what is parsed).
+/// The JSON Schema of `T`, derived from the argument type itself, with [`EscalationFields`]'
+/// fields added when `escalation` (so what is advertised is exactly what is parsed).
 fn parameters<T: JsonSchema>(escalation: bool) -> Value {
     let settings = schemars::generate::SchemaSettings::draft2020_12().with(|s| {
         s.meta_schema = None;
@@ -281,10 +285,12 @@ fn parameters<T: JsonSchema>(escalation: bool) -> Value {
     if let Some(obj) = schema.as_object_mut() {
         obj.remove("title");
         obj.remove("description");
-        if !escalation && let Some(props) = obj.get_mut("properties").and_then(Value::as_object_mut)
+        if escalation && let Some(props) = obj.get_mut("properties").and_then(Value::as_object_mut)
         {
-            props.remove("sandbox_permissions");
-            props.remove("justification");
+            let fields = parameters::<EscalationFields>(false);
+            if let Some(extra) = fields.get("properties").and_then(Value::as_object) {
+                props.extend(extra.clone());
+            }
         }
     }
     schema
@@ -293,6 +299,36 @@ fn parameters<T: JsonSchema>(escalation: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_escalation_fields_parse_beside_each_tools_own_and_nothing_unknown_passes() {
+        let (args, fields) = with_escalation::<WriteArgs>(&json!({
+            "path": "a", "content": "x",
+            "sandbox_permissions": "workspace-write", "justification": "why"
+        }))
+        .expect("parses");
+        assert_eq!((args.path.as_str(), args.content.as_str()), ("a", "x"));
+        assert_eq!(
+            fields,
+            EscalationFields::new(Some("workspace-write".into()), Some("why".into()))
+        );
+        let (_, none) = with_escalation::<BashArgs>(&json!({"command": "ls"})).expect("parses");
+        assert_eq!(none, EscalationFields::default());
+        let unknown = with_escalation::<BashArgs>(&json!({"command": "ls", "sudo": true}))
+            .err()
+            .expect("an unknown field is refused");
+        assert!(
+            unknown.to_string().contains("unknown field `sudo`"),
+            "{unknown}"
+        );
+        let mistyped = with_escalation::<EditArgs>(&json!({
+            "path": "a", "old_text": "x", "new_text": "y", "justification": 5
+        }))
+        .err()
+        .expect("a justification that is not a string is refused");
+        assert!(mistyped.to_string().contains("invalid type"), "{mistyped}");
+        assert!(with_escalation::<BashArgs>(&json!("ls")).is_err());
+    }
 
     #[test]
     fn every_name_parses_back_to_its_tool_and_nothing_else_parses() {

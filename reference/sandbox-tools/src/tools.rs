@@ -19,7 +19,9 @@ use crate::escalation::{Asker, EscalationFields, Refusal, approve};
 use crate::fs::{FileSystem, FsError};
 use crate::outcome::{Code, Facts, FileFacts, ReadFacts, ShellFacts, Started, TaskRef};
 use crate::shell::{ShellExecutor, ShellRequest, ShellResult};
-use crate::tool::{BashArgs, CancelArgs, EditArgs, OutputArgs, ReadArgs, Tool, WriteArgs};
+use crate::tool::{
+    BashArgs, CancelArgs, EditArgs, OutputArgs, ReadArgs, Tool, WriteArgs, with_escalation,
+};
 
 /// The model-facing result of one tool call.
 #[derive(Clone, Debug, PartialEq)]
@@ -161,8 +163,8 @@ impl Toolbox {
             started();
         }
         match tool {
-            Tool::Bash => match BashArgs::deserialize(args) {
-                Ok(a) => self.bash(a, ctx, cancel, started),
+            Tool::Bash => match with_escalation::<BashArgs>(args) {
+                Ok((a, fields)) => self.bash(a, fields, ctx, cancel, started),
                 Err(e) => bad_arguments(tool, e),
             },
             Tool::BashOutput => match OutputArgs::deserialize(args) {
@@ -185,18 +187,16 @@ impl Toolbox {
                 Ok(a) => self.read(&a.path, ctx),
                 Err(e) => bad_arguments(tool, e),
             },
-            Tool::Write => match WriteArgs::deserialize(args) {
-                Ok(a) => {
-                    let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
+            Tool::Write => match with_escalation::<WriteArgs>(args) {
+                Ok((a, fields)) => {
                     self.mutate(tool, &a.path, fields, ctx, started, |fs, path, policy| {
                         fs.write(path, &a.content, policy)
                     })
                 }
                 Err(e) => bad_arguments(tool, e),
             },
-            Tool::Edit => match EditArgs::deserialize(args) {
-                Ok(a) => {
-                    let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
+            Tool::Edit => match with_escalation::<EditArgs>(args) {
+                Ok((a, fields)) => {
                     self.mutate(tool, &a.path, fields, ctx, started, |fs, path, policy| {
                         fs.edit(path, &a.old_text, &a.new_text, policy)
                     })
@@ -250,6 +250,7 @@ impl Toolbox {
     fn bash(
         &self,
         a: BashArgs,
+        fields: EscalationFields,
         ctx: &CallContext<'_>,
         cancel: Option<Arc<AtomicBool>>,
         started: &dyn Fn(),
@@ -257,7 +258,6 @@ impl Toolbox {
         if a.command.contains('\0') {
             return bad_arguments(Tool::Bash, "the command contains a NUL byte");
         }
-        let fields = EscalationFields::new(a.sandbox_permissions, a.justification);
         let (policy, escalated) =
             match self.policy_for(Tool::Bash, &a.command, &fields, ctx, started) {
                 Ok(p) => p,
