@@ -34,26 +34,13 @@ fn open_path(path: &Path) -> Result<OwnedFd, String> {
         .map_err(|e| format!("cannot open {path:?} below the private temp area: {e}"))
 }
 
-/// Keeps only the topmost of each nest (a recursive clone carries what lies below it).
-fn topmost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
-    paths.sort();
-    paths.dedup();
-    let mut top: Vec<PathBuf> = Vec::new();
-    for path in paths {
-        if !top.iter().any(|t| path.starts_with(t)) {
-            top.push(path);
-        }
-    }
-    top
-}
-
 /// What must stay the host's below `/tmp`: each mount there that no writable root holds (kept
 /// read-only: the host's `/tmp` is not written through them either), then each writable root
 /// there (kept as it is, its protected paths' read-only binds with it), shallowest first.
 fn kept_below_tmp(roots: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), String> {
     let table = std::fs::read("/proc/self/mountinfo")
         .map_err(|e| format!("cannot read the mount table: {e}"))?;
-    let roots = topmost(
+    let roots = sandbox::mountinfo::topmost(
         roots
             .iter()
             .filter(|r| r.starts_with(TMP) && r.as_path() != Path::new(TMP))
@@ -64,7 +51,7 @@ fn kept_below_tmp(roots: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<PathBuf>), Str
         .into_iter()
         .filter(|m| !roots.iter().any(|r| m.starts_with(r)))
         .collect();
-    Ok((topmost(mounts), roots))
+    Ok((sandbox::mountinfo::topmost(mounts), roots))
 }
 
 /// Mounts the area `area_dir` at `/tmp` in this process's mount namespace (made private

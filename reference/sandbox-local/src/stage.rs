@@ -45,7 +45,9 @@ pub fn create(policy: &ProviderPolicy) -> Option<(PathBuf, PathBuf, OwnedFd)> {
         .mode(0o700)
         .create(&root)
         .ok()?;
-    forget_the_dead(&base);
+    crate::temp_area::forget_the_dead(&base, |dir| {
+        let _ = std::fs::remove_dir_all(dir);
+    });
     for attempt in 0..64u32 {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -67,33 +69,6 @@ pub fn create(policy: &ProviderPolicy) -> Option<(PathBuf, PathBuf, OwnedFd)> {
         }
     }
     None
-}
-
-/// Removes the staging directories of processes that are gone (one that was killed before it
-/// could merge leaves its own behind).
-fn forget_the_dead(base: &Path) {
-    let Ok(list) = std::fs::read_dir(base) else {
-        return;
-    };
-    for entry in list.filter_map(Result::ok) {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None)
-            .is_ok_and(|()| true)
-            || nix::errno::Errno::last() == Errno::EPERM;
-        if !alive
-            && std::path::Path::new(&format!("/proc/{pid}"))
-                .symlink_metadata()
-                .is_err()
-        {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
 }
 
 /// One staged entry: `N` in the staging directory and where it belongs.

@@ -44,7 +44,7 @@ impl TempAreaDir {
             .create(&own)?;
         // The base may have been made by an earlier process with another umask.
         std::fs::set_permissions(&base, std::fs::Permissions::from_mode(0o700))?;
-        forget_the_dead(&base);
+        forget_the_dead(&base, remove_all);
         let dir = own.join(MADE.fetch_add(1, Ordering::Relaxed).to_string());
         std::fs::DirBuilder::new().mode(0o700).create(&dir)?;
         let area = TempAreaDir { dir };
@@ -172,8 +172,9 @@ fn open_up(dir: &Path) {
     }
 }
 
-/// Removes the areas of processes that are gone.
-fn forget_the_dead(base: &Path) {
+/// Removes, with `remove`, each entry of `base` named by the pid of a process that is gone (an
+/// area or a staging directory its process never removed: it was killed first).
+pub(crate) fn forget_the_dead(base: &Path, remove: impl Fn(&Path)) {
     let Ok(list) = std::fs::read_dir(base) else {
         return;
     };
@@ -181,12 +182,18 @@ fn forget_the_dead(base: &Path) {
         let Some(pid) = entry
             .file_name()
             .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
+            .and_then(|n| n.parse::<i32>().ok())
         else {
             continue;
         };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            remove_all(&entry.path());
+        let alive = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_ok()
+            || nix::errno::Errno::last() == nix::errno::Errno::EPERM;
+        if !alive
+            && Path::new(&format!("/proc/{pid}"))
+                .symlink_metadata()
+                .is_err()
+        {
+            remove(&entry.path());
         }
     }
 }

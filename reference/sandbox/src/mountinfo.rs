@@ -78,17 +78,24 @@ pub fn entries(table: &[u8]) -> Vec<MountEntry> {
 /// );
 /// ```
 pub fn top_mounts_below(table: &[u8], place: &Path) -> Vec<PathBuf> {
-    let mut points: Vec<PathBuf> = entries(table)
-        .into_iter()
-        .map(|e| e.point)
-        .filter(|p| p.starts_with(place) && p != place)
-        .collect();
-    points.sort();
-    points.dedup();
+    topmost(
+        entries(table)
+            .into_iter()
+            .map(|e| e.point)
+            .filter(|p| p.starts_with(place) && p != place)
+            .collect(),
+    )
+}
+
+/// `paths` sorted, each once, keeping only the topmost of each nest (what lies below one of
+/// them comes along with it: a recursive clone or bind carries it).
+pub fn topmost(mut paths: Vec<PathBuf>) -> Vec<PathBuf> {
+    paths.sort();
+    paths.dedup();
     let mut top: Vec<PathBuf> = Vec::new();
-    for point in points {
-        if !top.iter().any(|t| point.starts_with(t)) {
-            top.push(point);
+    for path in paths {
+        if !top.iter().any(|t| path.starts_with(t)) {
+            top.push(path);
         }
     }
     top
@@ -99,6 +106,23 @@ mod tests {
     use std::os::unix::ffi::OsStrExt;
 
     use super::*;
+
+    #[test]
+    fn only_the_topmost_of_each_nest_is_kept_each_once() {
+        let paths = ["/tmp/a/b", "/tmp/a", "/tmp/c", "/tmp/a", "/tmp/ab"].map(PathBuf::from);
+        assert_eq!(
+            topmost(paths.to_vec()),
+            ["/tmp/a", "/tmp/ab", "/tmp/c"].map(PathBuf::from).to_vec()
+        );
+        let table = b"1 0 0:1 / /tmp rw - tmpfs t rw\n\
+                      2 1 0:2 / /tmp/x rw - tmpfs t rw\n\
+                      3 2 0:3 / /tmp/x/y rw - tmpfs t rw\n\
+                      4 1 0:4 / /tmp/z rw - tmpfs t rw\n";
+        assert_eq!(
+            top_mounts_below(table, Path::new("/tmp")),
+            ["/tmp/x", "/tmp/z"].map(PathBuf::from).to_vec()
+        );
+    }
 
     #[test]
     fn every_digit_of_an_escape_counts() {
