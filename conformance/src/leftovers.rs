@@ -182,15 +182,19 @@ fn still_here() -> Vec<String> {
         else {
             continue;
         };
-        if pid.unsigned_abs() == me
-            || std::fs::read_link(format!("/proc/{pid}/ns/mnt"))
-                .ok()
-                .as_ref()
-                != Some(&ours)
-        {
+        if pid.unsigned_abs() == me {
             continue;
         }
-        let line = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        // Read through a thread that still runs: a process whose leader thread ended shows no
+        // namespaces at /proc/<pid>, and runs on all the same; one none of whose threads can
+        // run does nothing more.
+        let Some(task) = sandbox::liveness::running_task(pid.unsigned_abs()) else {
+            continue;
+        };
+        if std::fs::read_link(task.join("ns/mnt")).ok().as_ref() != Some(&ours) {
+            continue;
+        }
+        let line = std::fs::read(task.join("cmdline")).unwrap_or_default();
         let line = String::from_utf8_lossy(&line).replace('\0', " ");
         let _ = nix::sys::signal::kill(
             nix::unistd::Pid::from_raw(pid),
@@ -214,8 +218,21 @@ fn still_here() -> Vec<String> {
 pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover>), StepError> {
     let private = with_private_places(Scope::Case, body)?;
     if !private.stayed.is_empty() {
+        // What the case left is named too: a helper that staged and one still running fail the
+        // case the same, and the author needs both.
+        let left: Vec<String> = private.left.iter().map(ToString::to_string).collect();
+        let left = if left.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; it left {} entr{} in the host's shared places too (on the host: {})",
+                left.len(),
+                if left.len() == 1 { "y" } else { "ies" },
+                left.join("; ")
+            )
+        };
         return Err(StepError::Unmet(format!(
-            "{} process(es) of the case were still running in its mount namespace when it was over (killed now): {}",
+            "{} process(es) of the case were still running in its mount namespace when it was over (killed now): {}{left}",
             private.stayed.len(),
             private.stayed.join("; ")
         )));

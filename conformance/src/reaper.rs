@@ -207,7 +207,12 @@ fn children_of(parent: i32) -> Vec<i32> {
                     let mut fields = rest.split_ascii_whitespace();
                     let state = fields.next()?;
                     let ppid: i32 = fields.next()?.parse().ok()?;
-                    Some(ppid == parent && state != "Z" && state != "X")
+                    // A zombie leader may have threads that run on: judged by every thread.
+                    Some(
+                        ppid == parent
+                            && ((state != "Z" && state != "X")
+                                || sandbox::liveness::can_run(pid.unsigned_abs())),
+                    )
                 })
                 .unwrap_or(false)
         })

@@ -251,10 +251,11 @@ fn started_since(since: CallStart) -> Vec<Started> {
         let Some(parent) = parent_pid(&stat) else {
             continue;
         };
+        let live = running_task(&pid);
         found.push(Started {
             tagged: Tagged {
-                cmdline: cmdline(&path),
-                ended: ended(&status) || exiting(&stat),
+                cmdline: cmdline(live.as_deref().unwrap_or(&path)),
+                ended: live.is_none(),
                 pid,
             },
             parent,
@@ -290,31 +291,10 @@ struct Tagged {
     ended: bool,
 }
 
-/// True when `/proc/<pid>/status` says the process is a zombie (or dead), or has a SIGKILL
-/// pending (for the thread or the whole process): either way it runs none of its code again.
-fn ended(status: &str) -> bool {
-    const SIGKILL_BIT: u64 = 1 << (9 - 1);
-    status.lines().any(|line| {
-        let mut parts = line.split_whitespace();
-        match parts.next() {
-            Some("State:") => matches!(parts.next(), Some("Z" | "X")),
-            Some("SigPnd:" | "ShdPnd:") => parts
-                .next()
-                .and_then(|mask| u64::from_str_radix(mask, 16).ok())
-                .is_some_and(|mask| mask & SIGKILL_BIT != 0),
-            _ => false,
-        }
-    })
-}
-
-/// True when `/proc/<pid>/stat`'s flags (field 9) hold `PF_EXITING`: the process is on its way
-/// out (a namespace's init waits there for the kernel to kill the rest of its namespace).
-fn exiting(stat: &str) -> bool {
-    const PF_EXITING: u64 = 0x4;
-    stat.rfind(')')
-        .and_then(|end| stat[end + 1..].split_whitespace().nth(6))
-        .and_then(|flags| flags.parse::<u64>().ok())
-        .is_some_and(|flags| flags & PF_EXITING != 0)
+/// The `/proc/<pid>/task/<tid>` of a thread of `pid` that still runs code (see
+/// [`sandbox::liveness`]), or `None` once none can.
+fn running_task(pid: &str) -> Option<std::path::PathBuf> {
+    pid.parse().ok().and_then(sandbox::liveness::running_task)
 }
 
 /// True when `/proc/<pid>/status` is that of a thread-group leader (`Tgid` is the pid).
@@ -418,7 +398,11 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
         if !is_leader(&status, &pid) {
             continue;
         }
-        let Ok(environ) = std::fs::read(path.join("environ")) else {
+        // Read through a thread that still runs: a process whose leader thread ended shows no
+        // environment at /proc/<pid>, and runs on all the same.
+        let live = running_task(&pid);
+        let seen = live.as_deref().unwrap_or(&path);
+        let Ok(environ) = std::fs::read(seen.join("environ")) else {
             continue;
         };
         if environ
@@ -427,9 +411,8 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
         {
             found.push(Tagged {
                 pid: pid.to_owned(),
-                cmdline: cmdline(&path),
-                ended: ended(&status)
-                    || std::fs::read_to_string(path.join("stat")).is_ok_and(|s| exiting(&s)),
+                cmdline: cmdline(seen),
+                ended: live.is_none(),
             });
         }
     }
@@ -439,24 +422,6 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_process_with_a_sigkill_pending_or_exiting_has_ended() {
-        let status = |state: &str, sig: &str, shd: &str| {
-            format!("Name:\tbwrap\nState:\t{state}\nSigPnd:\t{sig}\nShdPnd:\t{shd}\n")
-        };
-        let zero = "0000000000000000";
-        assert!(!ended(&status("S (sleeping)", zero, zero)));
-        assert!(ended(&status("Z (zombie)", zero, zero)));
-        assert!(ended(&status("R (running)", "0000000000000100", zero)));
-        assert!(ended(&status("S (sleeping)", zero, "0000000000000100")));
-        // SIGTERM (bit 15) pending is not an end: a process may catch it.
-        assert!(!ended(&status("S (sleeping)", zero, "0000000000004000")));
-        let stat =
-            |flags: u64| format!("7 (a) b) S 1 7 7 0 -1 {flags} 1 0 0 0 0 0 0 0 20 0 1 0 5 1");
-        assert!(exiting(&stat(0x4 | 0x400000)));
-        assert!(!exiting(&stat(0x400100)));
-    }
 
     #[test]
     fn a_start_time_is_read_past_a_command_name_with_spaces_and_parentheses() {

@@ -402,6 +402,8 @@ fn a_bwrap_backend_without_the_hardening_is_rejected_by_name() {
         "hardening::unhardened-bwrap-py::temp_dir_widening::temp_dir_fs-root_workspace-write",
         "hardening::unhardened-bwrap-py::workspace_roots::workspace_is_a_file_read-only",
         "hardening::unhardened-bwrap-py::survivors::setsid_daemon_workspace-write",
+        // A survivor whose leader thread ended while another runs on (it looks like a zombie).
+        "hardening::unhardened-bwrap-py::survivors::zombie_leader_daemon_read-only",
     ];
     if is_root() {
         named.extend([
@@ -1826,11 +1828,8 @@ fn a_helper_the_runner_detaches_is_found_in_the_cases_namespace() {
     );
     // What the helpers of the cases that do not look staged in the host's /tmp.
     for entry in std::fs::read_dir("/tmp").expect("/tmp").flatten() {
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(&format!("{prefix}."))
-        {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with(&format!("{prefix}.")) || name.starts_with(&format!("{prefix}-z.")) {
             let _ = std::fs::remove_dir(entry.path());
         }
     }
@@ -1856,12 +1855,20 @@ fn a_helper_the_runner_detaches_is_found_in_the_cases_namespace() {
                 || message.contains(&format!("/tmp/{prefix}.")),
             "{message}"
         );
+        // The same of the helper whose leader thread ended while its other thread runs on.
+        assert!(
+            (message.contains("still running in its mount namespace")
+                && message.contains("leaky zombie leader"))
+                || message.contains(&format!("/tmp/{prefix}-z.")),
+            "{message}"
+        );
     }
 }
 
-/// A runner that detaches a helper without the case's tag, which outlives the run: no case sees
-/// it (the survivor scan goes by the tag), so the scan of every process below certify once the
-/// last case has ended names it, kills it, and fails the run, with every case passed.
+/// A runner that detaches helpers without the case's tag, which outlive the run (one of them a
+/// zombie leader, whose first thread ended while another sleeps on): no case sees them (the
+/// survivor scan goes by the tag), so the scan of every process below certify once the last case
+/// has ended names each, kills it, and fails the run, with every case passed.
 #[test]
 fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
     let root = one_scenario_file("containment/writable_set.yaml");
@@ -1873,17 +1880,22 @@ fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
         &[("LEAKY_MODE", "linger"), ("LEAKY_LINGER_SECONDS", &seconds)],
     );
     let helper = format!("sleep {seconds}");
+    let zombie_leader =
+        |line: &str| line.contains("leaky zombie leader") && line.ends_with(&seconds);
+    // Read through every thread: the zombie leader's own command line is empty.
     let alive: Vec<String> = std::fs::read_dir("/proc")
         .expect("/proc")
         .flatten()
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+        .filter_map(|e| std::fs::read_dir(e.path().join("task")).ok())
+        .flat_map(|tasks| tasks.flatten())
+        .filter_map(|t| std::fs::read(t.path().join("cmdline")).ok())
         .map(|c| {
             String::from_utf8_lossy(&c)
                 .replace('\0', " ")
                 .trim()
                 .to_owned()
         })
-        .filter(|c| *c == helper)
+        .filter(|c| *c == helper || zombie_leader(c))
         .collect();
     assert!(alive.is_empty(), "helpers outlived certify: {alive:?}");
     assert_eq!(run.code, Some(1), "{}", run.why());
@@ -1893,18 +1905,29 @@ fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
         run.why()
     );
     assert_eq!(run.report.verdict, Verdict::NotCertified);
+    // Each of the two calls left a sleep and a zombie leader.
     assert_eq!(
         run.report.left_behind.len(),
-        2,
+        4,
         "{:?}",
         run.report.left_behind
     );
     for left in &run.report.left_behind {
         assert!(
-            left.starts_with("pid ") && left.ends_with(&helper),
+            left.starts_with("pid ") && (left.ends_with(&helper) || zombie_leader(left)),
             "{left}"
         );
     }
+    assert_eq!(
+        run.report
+            .left_behind
+            .iter()
+            .filter(|l| zombie_leader(l))
+            .count(),
+        2,
+        "{:?}",
+        run.report.left_behind
+    );
     assert!(
         run.matrix
             .contains("- run: a process still alive after the last case (killed): pid "),

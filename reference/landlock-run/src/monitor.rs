@@ -473,14 +473,11 @@ fn pidfd_send_signal(fd: &OwnedFd, sig: Signal) {
 /// long enough for a tracer it killed to release the zombie it held.
 const ZOMBIE_PATIENCE: u32 = 200;
 
-/// Whether `pid` is a zombie (or already gone), from the state field of `/proc/<pid>/stat`.
+/// Whether `pid` is a zombie (or already gone): every one of its threads has exited. A process
+/// whose leader thread ended while another runs on looks like a zombie at `/proc/<pid>`; it is
+/// not one.
 fn is_zombie(pid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-        // "pid (comm) state ...": comm may hold anything but the last ')'.
-        stat.rfind(')')
-            .and_then(|i| stat[i + 1..].split_ascii_whitespace().next())
-            .is_some_and(|state| state == "Z" || state == "X")
-    })
+    sandbox::liveness::every_thread_exited(pid.unsigned_abs())
 }
 
 /// Waits for a `SIGCHLD` (or any watched signal, all of them moot during the clean-up) for at

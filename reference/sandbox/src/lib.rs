@@ -18,10 +18,13 @@
 //! - [`denial_marker`]: the marker the model sees on a denied file effect.
 //! - [`check_state_dir`]: where state a payload must never reach (session logs, probe verdicts)
 //!   may live: outside every writable root, not writable by others.
+//! - [`liveness`]: whether a process can still run code, judged by every one of its threads
+//!   (a process whose leader thread ended looks like a zombie).
 //!
-//! This crate performs no I/O beyond path canonicalization and `stat` of the roots it checks. It
-//! reads `$TMPDIR` in one place, [`Roots::from_env`] (which `ExecutionPolicy::new` and
-//! `ProviderPolicy::new` call); [`Roots::new`] and the policies' `from_roots` read nothing.
+//! This crate performs no I/O beyond path canonicalization, `stat` of the roots it checks and
+//! [`liveness`]'s reads of `/proc`. It reads `$TMPDIR` in one place, [`Roots::from_env`] (which
+//! `ExecutionPolicy::new` and `ProviderPolicy::new` call); [`Roots::new`] and the policies'
+//! `from_roots` read nothing.
 //!
 //! ```
 //! use sandbox::{SandboxMode, denial_marker};
@@ -44,6 +47,7 @@ mod classify;
 mod confined;
 mod enforcement;
 mod error;
+pub mod liveness;
 mod marker;
 mod mode;
 pub mod mountinfo;
