@@ -16,6 +16,11 @@ fn files(dir: &Path, out: &mut Vec<PathBuf>) {
         return;
     };
     for entry in entries.flatten() {
+        // A hidden entry is never part of the suite: an editor's swap file, or a probe a
+        // certification of a leaky fixture put in every directory of the host for an instant.
+        if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
         let path = entry.path();
         println!("cargo:rerun-if-changed={}", path.display());
         if path.is_dir() {

@@ -157,6 +157,21 @@ impl Backend {
             .unwrap_or_default()
     }
 
+    /// The directories in the host's shared places where the backend keeps its own state (its
+    /// handshake's `differences.state`): what is in them is not a leftover.
+    pub fn declared_state(&self) -> Vec<std::path::PathBuf> {
+        self.external()
+            .map(|external| {
+                external
+                    .differences
+                    .state
+                    .iter()
+                    .map(|s| s.path.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
     /// True when the backend's calls never write the host's `/tmp` nor the caller's `$TMPDIR`,
     /// each having a temp area of its own: a reference local backend or an operator runner (a
     /// per-call area, or the session's), or an external backend that declared it takes the area

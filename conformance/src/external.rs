@@ -248,9 +248,29 @@ fn hello(protocol: u32) -> Request {
 }
 
 /// Why declared differences cannot be verified as they are: an extra writable path must be
-/// absolute and a protected one relative, inside the workspace.
+/// absolute and a protected one relative, inside the workspace; a state directory a plain path
+/// strictly below a shared place (never the place itself, which would excuse everything).
 fn check_differences(differences: &Differences) -> Result<(), Unusable> {
     use std::path::Component;
+    for state in &differences.state {
+        let plain = state.path.is_absolute()
+            && state
+                .path
+                .components()
+                .skip(1)
+                .all(|c| matches!(c, Component::Normal(_)));
+        let below = crate::leftovers::PLACES.iter().any(|place| {
+            state.path.starts_with(place) && state.path != std::path::Path::new(place)
+        });
+        if !plain || !below {
+            return Err(Unusable(format!(
+                "declared state directory {:?} is not a plain absolute path strictly below one of \
+                 the shared places {}",
+                state.path,
+                crate::leftovers::PLACES.join(", ")
+            )));
+        }
+    }
     for extra in &differences.extra_writable {
         if !extra.path.is_absolute() {
             return Err(Unusable(format!(
@@ -524,5 +544,36 @@ impl SandboxProvider for External {
 impl Drop for External {
     fn drop(&mut self) {
         self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::StateDir;
+
+    fn with_state(path: &str) -> Differences {
+        Differences {
+            state: vec![StateDir {
+                path: path.into(),
+                reason: None,
+            }],
+            ..Differences::default()
+        }
+    }
+
+    #[test]
+    fn a_state_directory_must_lie_strictly_below_a_shared_place() {
+        for good in ["/tmp/tool-daemon-0", "/dev/shm/tool/cache"] {
+            assert!(check_differences(&with_state(good)).is_ok(), "{good}");
+        }
+        // The place itself would excuse everything; elsewhere is no shared place; `..` and a
+        // relative path name another directory than they seem to.
+        for bad in ["/tmp", "/tmp/", "/etc/tool", "/tmp/../etc", "tmp/tool", "/tmpx/tool"] {
+            let Err(Unusable(why)) = check_differences(&with_state(bad)) else {
+                panic!("{bad} was accepted");
+            };
+            assert!(why.contains("strictly below"), "{why}");
+        }
     }
 }

@@ -58,6 +58,38 @@ impl std::fmt::Display for Leftover {
     }
 }
 
+/// What of `left` is a leftover once the backend's declared state directories (`state`, its
+/// handshake's `differences.state`) are passed over: each entry at or below a sound one is
+/// excused. A declared directory is sound when it is a directory of this process's owner (the
+/// backend's adapter runs as the harness does) that nobody else can write, judged by what the
+/// case made of it, or by the host's when the case only used it; an unsound one excuses nothing,
+/// and is named as such (a directory others can write lets a later payload plant files in it).
+pub fn excuse_state(left: Vec<Leftover>, state: &[PathBuf]) -> Vec<Leftover> {
+    use std::os::unix::fs::MetadataExt;
+    let owner = nix::unistd::geteuid().as_raw();
+    let sound_mode = |uid: u32, mode: u32| uid == owner && mode & 0o022 == 0;
+    let mut kept: Vec<Leftover> = left;
+    for dir in state {
+        let made = kept.iter().position(|e| e.path == *dir);
+        let sound = match made {
+            Some(at) => {
+                let entry = &kept[at];
+                matches!(entry.kind, "directory" | "host directory it changed")
+                    && sound_mode(entry.uid, entry.mode)
+            }
+            None => std::fs::symlink_metadata(dir)
+                .is_ok_and(|m| m.is_dir() && sound_mode(m.uid(), m.mode() & 0o7777)),
+        };
+        if sound {
+            kept.retain(|e| !e.path.starts_with(dir));
+        } else if let Some(at) = made {
+            kept[at].kind =
+                "declared state directory that is not a directory only its owner can write";
+        }
+    }
+    kept
+}
+
 /// What a case made in one private place: each entry of the overlay's upper directory `upper`
 /// that the host's place (`lower`, a descriptor of the directory under the overlay) does not have,
 /// and each host file it changed there; a directory both have is looked into, not named.
@@ -205,7 +237,8 @@ fn still_here() -> Vec<String> {
     found
 }
 
-/// Runs `body` (one case) with [`PLACES`] private to it, and returns what it left there.
+/// Runs `body` (one case) with [`PLACES`] private to it, and returns what it left there, but
+/// what lies in the backend's declared state directories `state` ([`excuse_state`]).
 ///
 /// Each place is an overlay of the host's own: everything already there is seen (a launcher or a
 /// clone under `/tmp` keeps working), while whatever the case makes or changes goes to an upper
@@ -215,8 +248,12 @@ fn still_here() -> Vec<String> {
 /// other thread of the harness changes it), and is back in the harness's mount namespace when
 /// this returns.
 #[cfg(target_os = "linux")]
-pub fn in_private_places<T>(body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover>), StepError> {
-    let private = with_private_places(Scope::Case, body)?;
+pub fn in_private_places<T>(
+    state: &[PathBuf],
+    body: impl FnOnce() -> T,
+) -> Result<(T, Vec<Leftover>), StepError> {
+    let mut private = with_private_places(Scope::Case, body)?;
+    private.left = excuse_state(private.left, state);
     if !private.stayed.is_empty() {
         // What the case left is named too: a helper that staged and one still running fail the
         // case the same, and the author needs both.
@@ -477,7 +514,10 @@ pub fn with_private_places<T>(
 
 /// Off Linux there is no mount namespace to make: a `leftovers` case cannot run.
 #[cfg(not(target_os = "linux"))]
-pub fn in_private_places<T>(_body: impl FnOnce() -> T) -> Result<(T, Vec<Leftover>), StepError> {
+pub fn in_private_places<T>(
+    _state: &[PathBuf],
+    _body: impl FnOnce() -> T,
+) -> Result<(T, Vec<Leftover>), StepError> {
     Err(StepError::Unavailable {
         step: "leftovers",
         needs: "Linux",

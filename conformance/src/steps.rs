@@ -141,11 +141,13 @@ pub const HARNESS_ERROR: &str = "ERROR (the harness's own, not the backend's)";
 pub fn run_case(backend: &Backend, case: &ExpandedCase) -> Result<(), CaseFailure> {
     let in_case = || crate::survivors::in_case(|| run_steps(backend, case));
     let ((result, left), leftovers) = if case.case.leftovers {
-        crate::leftovers::in_private_places(in_case).map_err(|error| CaseFailure {
-            step: 0,
-            kind: "leftovers",
-            error,
-        })?
+        crate::leftovers::in_private_places(&backend.declared_state(), in_case).map_err(
+            |error| CaseFailure {
+                step: 0,
+                kind: "leftovers",
+                error,
+            },
+        )?
     } else {
         (in_case(), Vec::new())
     };

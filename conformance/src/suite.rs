@@ -160,7 +160,12 @@ pub fn hash_dir(root: &Path) -> std::io::Result<String> {
 
 fn collect(root: &Path, dir: &Path, out: &mut Vec<(String, Vec<u8>)>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
+        let entry = entry?;
+        // Hidden entries are never part of a suite (the build leaves them out too).
+        if entry.file_name().as_encoded_bytes().starts_with(b".") {
+            continue;
+        }
+        let path = entry.path();
         let meta = std::fs::metadata(&path)?;
         if meta.is_dir() {
             collect(root, &path, out)?;

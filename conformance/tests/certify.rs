@@ -1755,6 +1755,103 @@ fn leftovers_not_planned(run: &Run) {
     }
 }
 
+/// A runner that keeps state of its own in a directory of the host's `/tmp`, leaving a file there
+/// every call, declares it (`differences.state`): while only its owner can write it, what is in
+/// it is no leftover, for the cases (HD-031) as for the run; made so that others can write it
+/// (1777: a later payload could plant files there), the declaration excuses nothing and each
+/// case names the directory as such, and so does the run's own check where no case looks. The
+/// declaration is listed in the report and the matrix.
+#[test]
+fn a_declared_state_directory_is_no_leftover_while_only_its_owner_can_write_it() {
+    let root = one_scenario_file("hardening/leftovers.yaml");
+    let plain = one_scenario_file("containment/writable_set.yaml");
+    for mode in ["state", "state-shared"] {
+        let prefix = format!("leaky-{mode}-{}", std::process::id());
+        let dir = format!("/tmp/{prefix}-state");
+        let run = certify_with(
+            &["--scenarios", root.path().to_str().expect("utf8")],
+            &backend("leaky_leftovers_backend.py"),
+            &[
+                ("LEAKY_STAGE_PREFIX", prefix.as_str()),
+                ("LEAKY_MODE", mode),
+            ],
+        );
+        // As a user the calls really kept their state in the host's /tmp.
+        let on_host = std::path::Path::new(&dir).is_dir();
+        let _ = std::fs::remove_dir_all(&dir);
+        let declared = run.report.backends[0]
+            .declared
+            .as_ref()
+            .map(|d| d.state.iter().map(|s| s.path.clone()).collect::<Vec<_>>());
+        assert_eq!(
+            declared,
+            Some(vec![std::path::PathBuf::from(&dir)]),
+            "{}",
+            run.why()
+        );
+        assert!(
+            run.matrix
+                .contains(&format!("its own state in a shared place (what is there is no leftover, while only its owner can write it): {dir}")),
+            "{}",
+            run.matrix
+        );
+        if !is_root() {
+            assert!(on_host, "the fixture kept no state: {}", run.why());
+            leftovers_not_planned(&run);
+            continue;
+        }
+        assert!(
+            !on_host,
+            "the private places kept the host's /tmp as it was"
+        );
+        assert!(run.report.left_in_shared_places.is_empty(), "{}", run.why());
+        // Where no case looks, the run's own check passes over the same directory, or names it.
+        let unlooked = certify_with(
+            &["--scenarios", plain.path().to_str().expect("utf8")],
+            &backend("leaky_leftovers_backend.py"),
+            &[
+                ("LEAKY_STAGE_PREFIX", prefix.as_str()),
+                ("LEAKY_MODE", mode),
+            ],
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+        let expected: Vec<String> = if mode == "state" {
+            Vec::new()
+        } else {
+            vec![format!(
+                "{dir} (a declared state directory that is not a directory only its owner can write, owner uid 0, mode 1777)"
+            )]
+        };
+        assert_eq!(
+            unlooked.report.left_in_shared_places,
+            expected,
+            "{}",
+            unlooked.why()
+        );
+        let looked: Vec<&CaseResult> = run
+            .report
+            .cases
+            .iter()
+            .filter(|c| c.scenario == "HD-031")
+            .collect();
+        assert_eq!(looked.len(), 4, "{}", run.why());
+        for case in looked {
+            if mode == "state" {
+                assert_eq!(case.status, Status::Pass, "{case:?}");
+            } else {
+                assert_eq!(case.status, Status::Fail, "{case:?}");
+                let message = message(case);
+                assert!(
+                    message.contains(&format!(
+                        "{dir} (a declared state directory that is not a directory only its owner can write, owner uid 0, mode 1777)"
+                    )),
+                    "{message}"
+                );
+            }
+        }
+    }
+}
+
 /// A runner that stages in the host's `/tmp` and tidies up only when the call ends is caught by
 /// the leftovers check (HD-031) when a timeout stops the call, and by nothing else: the
 /// directory named on the host with its owner and mode. As a user the check cannot run (its

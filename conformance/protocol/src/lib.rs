@@ -117,6 +117,26 @@ pub struct Differences {
     /// it only as `$TMPDIR` (the host's `/tmp` then read-only). Absent: the seeds' shared `/tmp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temp_area: Option<TempAreaView>,
+    /// Directories of the backend's own state in the host's shared places (`/tmp`, `/dev/shm`):
+    /// a daemon's socket directory, a cache it keeps across calls. What is in one is not a
+    /// leftover (HD-031 and the run's check pass it over), so each must be strictly below a
+    /// shared place, and is verified when it exists at the end of a case or run: a directory
+    /// (not a symlink) of the backend's owner that nobody else can write (a directory others can
+    /// write lets a later payload plant files in it). Listed in the report.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub state: Vec<StateDir>,
+}
+
+/// A directory in a shared place where a backend keeps its own state (see [`Differences::state`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct StateDir {
+    /// The absolute path on the host (`/tmp/codex-daemon-0`).
+    pub path: PathBuf,
+    /// What the backend keeps there.
+    #[serde(default)]
+    pub reason: Option<String>,
 }
 
 /// Where a call sees the private temp area a backend gives it (see [`Differences::temp_area`]).
@@ -137,6 +157,7 @@ impl Differences {
             && self.protected.is_empty()
             && self.private.is_empty()
             && self.temp_area.is_none()
+            && self.state.is_empty()
     }
 }
 

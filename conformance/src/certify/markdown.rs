@@ -159,6 +159,30 @@ fn sections(out: &mut String, report: &Report) {
                         .unwrap_or_default()
                 ));
             }
+            for private in &declared.private {
+                let modes: Vec<&str> = private.modes.iter().map(|m| m.as_str()).collect();
+                out.push_str(&format!(
+                    "  - private to the sandbox under {} (verified by the `declared` scenarios): {}{}\n",
+                    modes.join(", "),
+                    private.path.display(),
+                    private
+                        .reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ));
+            }
+            for state in &declared.state {
+                out.push_str(&format!(
+                    "  - its own state in a shared place (what is there is no leftover, while only its owner can write it): {}{}\n",
+                    state.path.display(),
+                    state
+                        .reason
+                        .as_deref()
+                        .map(|r| format!(" ({r})"))
+                        .unwrap_or_default()
+                ));
+            }
             for protected in &declared.protected {
                 out.push_str(&format!(
                     "  - protected under workspace-write ({}, verified by the `declared` scenarios): {}{}\n",

@@ -12,7 +12,7 @@ pub enum RunPlaces {
     /// The run saw the places privately.
     Checked {
         /// What it left there, each named as the host would name it.
-        left: Vec<String>,
+        left: Vec<crate::leftovers::Leftover>,
         /// Processes still in the run's mount namespace at its end (killed then).
         stayed: Vec<String>,
     },
@@ -59,7 +59,7 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
     });
     let found = match found {
         Ok(Ok(private)) => RunPlaces::Checked {
-            left: private.left.iter().map(ToString::to_string).collect(),
+            left: private.left,
             stayed: private.stayed,
         },
         Ok(Err(e)) => RunPlaces::Failed(e.to_string()),
@@ -78,10 +78,21 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
 impl RunPlaces {
     /// Puts what was found into `report` (entries left and processes still running fail it; a
     /// check that could not be made as root is a problem of the run) and its verdict again.
+    /// What lies in a state directory one of the run's backends declared is not the run's
+    /// leftover ([`crate::leftovers::excuse_state`]).
     pub fn apply(self, report: &mut Report) {
         match self {
             RunPlaces::Checked { left, stayed } => {
-                report.left_in_shared_places = left;
+                let state: Vec<std::path::PathBuf> = report
+                    .backends
+                    .iter()
+                    .filter_map(|b| b.declared.as_ref())
+                    .flat_map(|d| d.state.iter().map(|s| s.path.clone()))
+                    .collect();
+                report.left_in_shared_places = crate::leftovers::excuse_state(left, &state)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect();
                 report.left_behind.splice(0..0, stayed);
             }
             RunPlaces::Failed(why) => report.suite_problems.push(format!(
