@@ -569,7 +569,14 @@ mod tests {
         }
         // The place itself would excuse everything; elsewhere is no shared place; `..` and a
         // relative path name another directory than they seem to.
-        for bad in ["/tmp", "/tmp/", "/etc/tool", "/tmp/../etc", "tmp/tool", "/tmpx/tool"] {
+        for bad in [
+            "/tmp",
+            "/tmp/",
+            "/etc/tool",
+            "/tmp/../etc",
+            "tmp/tool",
+            "/tmpx/tool",
+        ] {
             let Err(Unusable(why)) = check_differences(&with_state(bad)) else {
                 panic!("{bad} was accepted");
             };

@@ -1735,6 +1735,22 @@ fn a_staging_root_aliasing_the_host_root_is_found_by_device_never_pruned_as_a_lo
     assert_eq!(failed.len(), 2, "both modes: {failed:?}");
 }
 
+/// The directory holding the home bound read-write deep below `/usr/share`: as a user the
+/// mount's own root (`/home`) is not writable, the home below it is, and only the kernel's view
+/// finds it, by the filesystem and directory the home is, not by the mount's root.
+#[test]
+fn a_home_writable_below_a_mount_whose_root_is_not_is_found_in_the_kernels_mount_table() {
+    let home = std::fs::canonicalize(std::env::var_os("HOME").expect("HOME")).expect("home");
+    let failed = caught_only_by(
+        "containment",
+        "leaky_kernel_view_backend.py",
+        "home-parent",
+        "CT-010",
+        &format!("is {}/.", home.display()),
+    );
+    assert_eq!(failed.len(), 2, "both modes: {failed:?}");
+}
+
 /// As a user HD-031's four cases are not planned (their private places need a mount namespace
 /// of the harness's): the report lists each with the reason, and none ran.
 fn leftovers_not_planned(run: &Run) {

@@ -54,7 +54,7 @@ pub(super) fn mounts(table: &str) -> Vec<Mount> {
 }
 
 /// The mount `path` lies on: the last-mounted one whose point is the longest prefix of it.
-fn mount_of<'a>(table: &'a [Mount], path: &Path) -> Option<&'a Mount> {
+pub(super) fn mount_of<'a>(table: &'a [Mount], path: &Path) -> Option<&'a Mount> {
     table
         .iter()
         .rev()
