@@ -251,11 +251,11 @@ fn started_since(since: CallStart) -> Vec<Started> {
         let Some(parent) = parent_pid(&stat) else {
             continue;
         };
-        let live = running_task(&pid);
+        let (seen, ended) = view(&path, &pid, &status, &stat);
         found.push(Started {
             tagged: Tagged {
-                cmdline: cmdline(live.as_deref().unwrap_or(&path)),
-                ended: live.is_none(),
+                cmdline: cmdline(&seen),
+                ended,
                 pid,
             },
             parent,
@@ -295,6 +295,20 @@ struct Tagged {
 /// [`sandbox::liveness`]), or `None` once none can.
 fn running_task(pid: &str) -> Option<std::path::PathBuf> {
     pid.parse().ok().and_then(sandbox::liveness::running_task)
+}
+
+/// Where to read the process at `path` (`/proc/<pid>`, or a thread of it that still runs when
+/// its leader ended: such a process shows no environment or command line at `/proc/<pid>`)
+/// and whether it has ended, from its leader's `status` and `stat`. The other threads are read
+/// only when the leader ended, so a scan costs no more for the processes that are all of them.
+fn view(path: &Path, pid: &str, status: &str, stat: &str) -> (std::path::PathBuf, bool) {
+    if !sandbox::liveness::task_ended(status, stat) {
+        return (path.to_path_buf(), false);
+    }
+    match running_task(pid) {
+        Some(task) => (task, false),
+        None => (path.to_path_buf(), true),
+    }
 }
 
 /// True when `/proc/<pid>/status` is that of a thread-group leader (`Tgid` is the pid).
@@ -383,13 +397,11 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
     for pid in candidate_pids(since) {
         let path = Path::new("/proc").join(pid.to_string());
         let pid = pid.to_string();
-        if let Some(since) = since.ticks {
-            let started = std::fs::read_to_string(path.join("stat"))
-                .ok()
-                .and_then(|stat| start_ticks(&stat));
-            if started.is_none_or(|t| t < since) {
-                continue;
-            }
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        if let Some(since) = since.ticks
+            && start_ticks(&stat).is_none_or(|t| t < since)
+        {
+            continue;
         }
         // A thread of a process is readable at /proc/<tid> too (never listed): its process is
         // counted under its leader, and a thread of the harness or of the agent is not a
@@ -400,8 +412,7 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
         }
         // Read through a thread that still runs: a process whose leader thread ended shows no
         // environment at /proc/<pid>, and runs on all the same.
-        let live = running_task(&pid);
-        let seen = live.as_deref().unwrap_or(&path);
+        let (seen, ended) = view(&path, &pid, &status, &stat);
         let Ok(environ) = std::fs::read(seen.join("environ")) else {
             continue;
         };
@@ -411,8 +422,8 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
         {
             found.push(Tagged {
                 pid: pid.to_owned(),
-                cmdline: cmdline(seen),
-                ended: live.is_none(),
+                cmdline: cmdline(&seen),
+                ended,
             });
         }
     }
