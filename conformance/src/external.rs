@@ -259,7 +259,7 @@ fn check_differences(differences: &Differences) -> Result<(), Unusable> {
                 .components()
                 .skip(1)
                 .all(|c| matches!(c, Component::Normal(_)));
-        let below = crate::leftovers::PLACES.iter().any(|place| {
+        let below = crate::leftovers::RUN_PLACES.iter().any(|place| {
             state.path.starts_with(place) && state.path != std::path::Path::new(place)
         });
         if !plain || !below {
@@ -267,7 +267,7 @@ fn check_differences(differences: &Differences) -> Result<(), Unusable> {
                 "declared state directory {:?} is not a plain absolute path strictly below one of \
                  the shared places {}",
                 state.path,
-                crate::leftovers::PLACES.join(", ")
+                crate::leftovers::RUN_PLACES.join(", ")
             )));
         }
     }
@@ -564,7 +564,7 @@ mod tests {
 
     #[test]
     fn a_state_directory_must_lie_strictly_below_a_shared_place() {
-        for good in ["/tmp/tool-daemon-0", "/dev/shm/tool/cache"] {
+        for good in ["/tmp/tool-daemon-0", "/dev/shm/tool/cache", "/var/tmp/tool"] {
             assert!(check_differences(&with_state(good)).is_ok(), "{good}");
         }
         // The place itself would excuse everything; elsewhere is no shared place; `..` and a

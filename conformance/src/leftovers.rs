@@ -14,9 +14,11 @@
 //! it, the backends' adapters included, sees the places through overlays of the run's own.
 //!
 //! `$TMPDIR` is covered by the world diff (a case's `$TMPDIR` area is part of its world), and
-//! `/var/tmp` and `/run` are not made private: external backends' adapters write their per-call
-//! files there (the peers' under `/var/tmp`) from outside the case's namespace while it runs, and
-//! the directory under an overlay must not change while it is mounted.
+//! `/var/tmp` and `/run` are not made private to a case: external backends' adapters write their
+//! per-call files there (the peers' under `/var/tmp`) from outside the case's namespace while it
+//! runs, and the directory under an overlay must not change while it is mounted. The run's own
+//! namespace, which the adapters share, makes `/var/tmp` private too ([`RUN_PLACES`]); `/run` is
+//! not checked.
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +26,14 @@ use crate::steps::StepError;
 
 /// The shared places a `leftovers` case sees privately, each an overlay of the host's own.
 pub const PLACES: [&str; 2] = ["/tmp", "/dev/shm"];
+
+/// The shared places a whole run sees privately as root ([`Scope::Run`]): a case's, and
+/// `/var/tmp`, where external backends' adapters write their per-call files (every process of
+/// the run sees the run's overlays, the adapters included, so nothing there changes under them
+/// from outside). `/var/tmp` is last: the overlays' own directories may lie below it. Not `/run`:
+/// an overlay there breaks firejail (its set-up under `/run/firejail` fails: "cannot save
+/// umask"), and a host daemon's socket there is the host-ipc family's business.
+pub const RUN_PLACES: [&str; 3] = ["/tmp", "/dev/shm", "/var/tmp"];
 
 /// One entry a case left in a shared place: where (as the host names the place), what, and whose.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -329,7 +339,11 @@ pub fn with_private_places<T>(
     })?;
     let mut lowers: Vec<(PathBuf, PathBuf, std::fs::File)> = Vec::new();
     let mut held_uppers: Vec<std::fs::File> = Vec::new();
-    let private = overlay_places(&base, &mut lowers, &mut held_uppers);
+    let places: &[&str] = match scope {
+        Scope::Case => &PLACES,
+        Scope::Run => &RUN_PLACES,
+    };
+    let private = overlay_places(&base, places, &mut lowers, &mut held_uppers);
     let result = private.as_ref().ok().map(|()| {
         if scope == Scope::Case {
             crate::world::removed_at_once(body)
@@ -397,6 +411,7 @@ pub fn with_private_places<T>(
 #[cfg(target_os = "linux")]
 fn overlay_places(
     base: &Path,
+    places: &[&str],
     lowers: &mut Vec<(PathBuf, PathBuf, std::fs::File)>,
     held_uppers: &mut Vec<std::fs::File>,
 ) -> Result<(), StepError> {
@@ -419,7 +434,11 @@ fn overlay_places(
         Some("mode=0700"),
     )
     .map_err(|e| StepError::harness(format!("cannot mount a tmpfs on {}: {e}", base.display())))?;
-    for (i, place) in PLACES.iter().enumerate() {
+    // The tmpfs is detached through a descriptor: an overlay of a place above `base` (a cache
+    // under /var/tmp) hides its path.
+    let base_fd = std::fs::File::open(base)
+        .map_err(|e| StepError::harness(format!("cannot open {}: {e}", base.display())))?;
+    for (i, place) in places.iter().enumerate() {
         let (upper, work) = (
             base.join(format!("{i}/upper")),
             base.join(format!("{i}/work")),
@@ -452,6 +471,10 @@ fn overlay_places(
             )
         })
         .map_err(|e| StepError::harness(format!("cannot shape {}: {e}", upper.display())))?;
+        // Read through a descriptor from now on: the tmpfs is taken out of sight below (and an
+        // overlay of a place above `base` hides the path too).
+        let upper_dir = std::fs::File::open(&upper)
+            .map_err(|e| StepError::harness(format!("cannot open {}: {e}", upper.display())))?;
         let options = format!(
             "lowerdir={place},upperdir={},workdir={}",
             upper.display(),
@@ -476,9 +499,6 @@ fn overlay_places(
             )
             .map_err(|e| StepError::harness(format!("cannot mount {} again: {e}", at.display())))?;
         }
-        // Read through a descriptor from now on: the tmpfs is taken out of sight below.
-        let upper_dir = std::fs::File::open(&upper)
-            .map_err(|e| StepError::harness(format!("cannot open {}: {e}", upper.display())))?;
         held_uppers.push(upper_dir);
         lowers.push((PathBuf::from(place), upper, lower));
     }
@@ -486,7 +506,11 @@ fn overlay_places(
     // is in no mount table the case's (or the run's) sandboxes see (a sandbox that leaves
     // every mount writable would otherwise write there, under a name drawn per run), and
     // the directory it was mounted on is an empty one again, removed with `backing`.
-    nix::mount::umount2(base, nix::mount::MntFlags::MNT_DETACH).map_err(|e| {
+    let base_path = format!(
+        "/proc/self/fd/{}",
+        std::os::fd::AsRawFd::as_raw_fd(&base_fd)
+    );
+    nix::mount::umount2(base_path.as_str(), nix::mount::MntFlags::MNT_DETACH).map_err(|e| {
         StepError::harness(format!(
             "cannot detach the tmpfs on {}: {e}",
             base.display()

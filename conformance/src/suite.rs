@@ -27,16 +27,37 @@ pub enum SuiteError {
     },
 }
 
+/// This user's cache directory: `$XDG_CACHE_HOME`, or `~/.cache`.
+fn cache_home() -> Option<PathBuf> {
+    std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+}
+
+/// Where the harness and the reference backends keep their own state across calls, in this
+/// user's cache: certify's private directories ([`private_dir`]) and `sandbox-local`'s probe
+/// cache, staging and temp areas. The run-level check of the shared places passes over them
+/// when the cache lies in one (CI points `XDG_CACHE_HOME` into `/var/tmp`), as it does over a
+/// backend's declared state directory.
+pub fn own_state() -> Vec<PathBuf> {
+    cache_home()
+        .map(|home| {
+            vec![
+                home.join("sandbox-certify"),
+                home.join("sandbox-conformance"),
+            ]
+        })
+        .unwrap_or_default()
+}
+
 /// A private directory this process owns (mode 0700), removed on drop, outside every temp root
 /// a confined call may write (`/tmp`, `/dev/shm`, `$TMPDIR`) and private to this user
 /// ([`sandbox::check_state_dir`]): under
 /// `$XDG_CACHE_HOME` or `~/.cache`. What certify puts there (the suite, the launcher it runs) is
 /// therefore out of reach of a payload given `workspace-write`.
 pub fn private_dir(tag: &str) -> Result<tempfile::TempDir, SuiteError> {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+    let base = cache_home()
         .ok_or_else(|| SuiteError::PrivateDir("neither XDG_CACHE_HOME nor HOME is set".into()))?;
     let base = base.join("sandbox-certify");
     std::fs::create_dir_all(&base)

@@ -9,7 +9,7 @@ use conformance::certify::merge::Merged;
 use conformance::certify::{BackendReport, CaseResult, Report, Status, Verdict};
 use conformance::scenario::Level;
 use sandbox::{ClassEnforcement, EnforcementClass, SandboxEnforcement};
-use sandbox_test_support::{is_root, scratch_dir};
+use sandbox_test_support::is_root;
 
 const CERTIFY: &str = env!("CARGO_BIN_EXE_certify");
 const ADAPTER: &str = env!("CARGO_BIN_EXE_reference-backend");
@@ -852,8 +852,10 @@ fn an_expectation_can_name_the_cases_it_covers_by_prefix() {
 #[test]
 fn ctrl_c_stops_the_run_and_removes_every_world_it_made() {
     // A home of its own (the worlds drawn under the home directory land there, and nothing
-    // else does), so what is left afterwards is this run's alone.
-    let home = scratch_dir("home.");
+    // else does), so what is left afterwards is this run's alone. Not under /var/tmp: as root
+    // the run sees /var/tmp through an overlay of its own, and nothing it made there would ever
+    // reach the host for this test to find.
+    let home = private_base("home.");
     // Not under /tmp: certify refuses a cache where a confined call may write.
     let cache = private_base("ctrl-c-cache-");
     let out = tempfile::tempdir().expect("out");
@@ -1274,12 +1276,11 @@ fn a_gap_entry_on_a_scenario_that_does_not_rest_on_the_class_is_an_error() {
 
 #[test]
 fn what_certify_starts_has_no_signal_blocked() {
-    // certify blocks SIGINT, SIGTERM and SIGHUP in every thread to wait for them: a runner or
-    // payload that inherited the mask could not be stopped by them. The standard library empties
-    // the mask in each child it spawns; this holds it to that. Outside /tmp: as root the whole
-    // run sees the host's /tmp through an overlay of its own, and what the fixture writes there
-    // never reaches the host.
-    let dir = scratch_dir("masks.");
+    // A process certify starts with SIGINT, SIGTERM or SIGHUP blocked could not be stopped by
+    // them: the adapter and every runner record the mask they started with. Outside /tmp and
+    // /var/tmp: as root the whole run sees them through overlays of its own, and what the
+    // fixture writes there never reaches the host.
+    let dir = private_base("masks.");
     let seen = dir.path().join("masks");
     let mut command = backend("signal_probe_backend.py");
     command.push(seen.display().to_string());
@@ -2049,78 +2050,86 @@ fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
     );
 }
 
-/// A runner that stages in the host's `/tmp` and tidies up only when the call ends, run through
-/// the survivors' cases (their timeouts stop calls) and no leftovers case: no case looks at the
-/// host's shared places, so the run-level check does (as root the whole run sees them through
-/// overlays of its own), names each staging directory a stopped call left, and fails the run
-/// with every case passed. As a user it cannot look: the report says so under `not_planned`.
+/// A runner that stages in the host's `/tmp` (or `/var/tmp`) and tidies up only when the call
+/// ends, run through the survivors' cases (their timeouts stop calls) and no leftovers
+/// case: no case looks at the host's shared places, so the run-level check does (as root the
+/// whole run sees them through overlays of its own), names each staging directory a stopped call
+/// left, and fails the run with every case passed. As a user it cannot look: the report says so
+/// under `not_planned`.
 #[test]
 fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked() {
     let root = one_scenario_file("hardening/survivors.yaml");
-    let prefix = format!("leaky-run-{}", std::process::id());
-    let run = certify_with(
-        &["--scenarios", root.path().to_str().expect("utf8")],
-        &backend("leaky_leftovers_backend.py"),
-        &[("LEAKY_STAGE_PREFIX", prefix.as_str())],
-    );
-    // As a user the stopped calls' directories are really in the host's /tmp.
-    let mut on_host = 0;
-    for entry in std::fs::read_dir("/tmp").expect("/tmp").flatten() {
-        if entry
-            .file_name()
-            .to_string_lossy()
-            .starts_with(&format!("{prefix}."))
-        {
-            on_host += 1;
-            let _ = std::fs::remove_dir(entry.path());
+    for place in ["/tmp", "/var/tmp"] {
+        let prefix = format!("leaky-run-{}", std::process::id());
+        let run = certify_with(
+            &["--scenarios", root.path().to_str().expect("utf8")],
+            &backend("leaky_leftovers_backend.py"),
+            &[
+                ("LEAKY_STAGE_PREFIX", prefix.as_str()),
+                ("LEAKY_STAGE_PLACE", place),
+            ],
+        );
+        // As a user the stopped calls' directories are really in the host's place.
+        let mut on_host = 0;
+        for entry in std::fs::read_dir(place).expect("the place").flatten() {
+            if entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(&format!("{prefix}."))
+            {
+                on_host += 1;
+                let _ = std::fs::remove_dir(entry.path());
+            }
         }
-    }
-    assert!(
-        run.report.cases.iter().all(|c| !c.status.is_bad()),
-        "no case looks: {}",
-        run.why()
-    );
-    if !is_root() {
-        assert!(on_host > 0, "the fixture staged nothing: {}", run.why());
-        assert!(run.report.left_in_shared_places.is_empty());
         assert!(
-            run.report
-                .not_planned
-                .iter()
-                .any(|(what, why)| what == "run: the host's shared places" && why.contains("root")),
-            "{:?}",
-            run.report.not_planned
+            run.report.cases.iter().all(|c| !c.status.is_bad()),
+            "no case looks: {}",
+            run.why()
         );
-        return;
-    }
-    assert_eq!(
-        on_host, 0,
-        "the run's overlays kept the host's /tmp as it was"
-    );
-    assert_eq!(run.code, Some(1), "{}", run.why());
-    assert_eq!(run.report.verdict, Verdict::NotCertified);
-    let left = &run.report.left_in_shared_places;
-    assert!(!left.is_empty(), "{}", run.matrix);
-    for entry in left {
+        if !is_root() {
+            assert!(on_host > 0, "the fixture staged nothing: {}", run.why());
+            assert!(run.report.left_in_shared_places.is_empty());
+            assert!(
+                run.report
+                    .not_planned
+                    .iter()
+                    .any(|(what, why)| what == "run: the host's shared places"
+                        && why.contains("root")),
+                "{:?}",
+                run.report.not_planned
+            );
+            continue;
+        }
+        assert_eq!(
+            on_host, 0,
+            "the run's overlays kept the host's {place} as it was"
+        );
+        assert_eq!(run.code, Some(1), "{}", run.why());
+        assert_eq!(run.report.verdict, Verdict::NotCertified);
+        let left = &run.report.left_in_shared_places;
+        assert!(!left.is_empty(), "{}", run.matrix);
+        for entry in left {
+            assert!(
+                entry.starts_with(&format!("{place}/{prefix}."))
+                    && entry.ends_with("(a directory, owner uid 0, mode 0700)"),
+                "{entry}"
+            );
+        }
         assert!(
-            entry.starts_with(&format!("/tmp/{prefix}."))
-                && entry.ends_with("(a directory, owner uid 0, mode 0700)"),
-            "{entry}"
+            run.matrix.contains(&format!(
+                "- run: left in the host's shared places: {place}/"
+            )),
+            "{}",
+            run.matrix
+        );
+        assert!(
+            run.junit
+                .contains(r#"<testcase name="left_in_shared_places" classname="run">"#)
+                && run.junit.contains(&format!("{place}/{prefix}.")),
+            "{}",
+            run.junit
         );
     }
-    assert!(
-        run.matrix
-            .contains("- run: left in the host's shared places: /tmp/"),
-        "{}",
-        run.matrix
-    );
-    assert!(
-        run.junit
-            .contains(r#"<testcase name="left_in_shared_places" classname="run">"#)
-            && run.junit.contains(&format!("/tmp/{prefix}.")),
-        "{}",
-        run.junit
-    );
 }
 
 #[test]

@@ -117,7 +117,8 @@ pub struct Differences {
     /// it only as `$TMPDIR` (the host's `/tmp` then read-only). Absent: the seeds' shared `/tmp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temp_area: Option<TempAreaView>,
-    /// Directories of the backend's own state in the host's shared places (`/tmp`, `/dev/shm`):
+    /// Directories of the backend's own state in the host's shared places (`/tmp`, `/dev/shm`,
+    /// `/var/tmp`, `/run`):
     /// a daemon's socket directory, a cache it keeps across calls. What is in one is not a
     /// leftover (HD-031 and the run's check pass it over), so each must be strictly below a
     /// shared place, and is verified when it exists at the end of a case or run: a directory

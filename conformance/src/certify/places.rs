@@ -1,6 +1,7 @@
 //! The run-level check of the host's shared places: as root on Linux, the whole run (every
 //! backend's adapter, runner and payload, and the harness's own processes) sees the host's
-//! `/tmp` and `/dev/shm` through overlays of its own ([`crate::leftovers`]), so whatever is in
+//! `/tmp`, `/dev/shm` and `/var/tmp` through overlays of its own
+//! ([`crate::leftovers::RUN_PLACES`]), so whatever is in
 //! them once every case is over is what the run made and left, whatever else ran on the host
 //! meanwhile: a staging directory a call no case looked at left behind. Each entry fails the
 //! run. As a user (no mount namespace) the run cannot look and says so.
@@ -34,7 +35,7 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
             RunPlaces::NotPlanned(format!(
                 "what the whole run left in {} is checked as root on Linux only (it needs a \
                  mount namespace of the run's own)",
-                crate::leftovers::PLACES.join(" and ")
+                crate::leftovers::RUN_PLACES.join(", ")
             )),
         );
     }
@@ -78,8 +79,9 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
 impl RunPlaces {
     /// Puts what was found into `report` (entries left and processes still running fail it; a
     /// check that could not be made as root is a problem of the run) and its verdict again.
-    /// What lies in a state directory one of the run's backends declared is not the run's
-    /// leftover ([`crate::leftovers::excuse_state`]).
+    /// What lies in a state directory one of the run's backends declared, or in the harness's
+    /// and the reference backends' own ([`crate::suite::own_state`]), is not the run's leftover
+    /// ([`crate::leftovers::excuse_state`]).
     pub fn apply(self, report: &mut Report) {
         match self {
             RunPlaces::Checked { left, stayed } => {
@@ -88,6 +90,7 @@ impl RunPlaces {
                     .iter()
                     .filter_map(|b| b.declared.as_ref())
                     .flat_map(|d| d.state.iter().map(|s| s.path.clone()))
+                    .chain(crate::suite::own_state())
                     .collect();
                 report.left_in_shared_places = crate::leftovers::excuse_state(left, &state)
                     .iter()
