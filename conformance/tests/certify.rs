@@ -1752,6 +1752,18 @@ fn a_home_writable_below_a_mount_whose_root_is_not_is_found_in_the_kernels_mount
     assert_eq!(failed.len(), 2, "both modes: {failed:?}");
 }
 
+/// HD-031's four cases, as root (where they run).
+fn leftovers_cases(run: &Run) -> Vec<&CaseResult> {
+    let looked: Vec<&CaseResult> = run
+        .report
+        .cases
+        .iter()
+        .filter(|c| c.scenario == "HD-031")
+        .collect();
+    assert_eq!(looked.len(), 4, "{}", run.why());
+    looked
+}
+
 /// As a user HD-031's four cases are not planned (their private places need a mount namespace
 /// of the harness's): the report lists each with the reason, and none ran.
 fn leftovers_not_planned(run: &Run) {
@@ -1845,13 +1857,7 @@ fn a_declared_state_directory_is_no_leftover_while_only_its_owner_can_write_it()
             "{}",
             unlooked.why()
         );
-        let looked: Vec<&CaseResult> = run
-            .report
-            .cases
-            .iter()
-            .filter(|c| c.scenario == "HD-031")
-            .collect();
-        assert_eq!(looked.len(), 4, "{}", run.why());
+        let looked = leftovers_cases(&run);
         for case in looked {
             if mode == "state" {
                 assert_eq!(case.status, Status::Pass, "{case:?}");
@@ -1951,13 +1957,7 @@ fn a_helper_the_runner_detaches_is_found_in_the_cases_namespace() {
         leftovers_not_planned(&run);
         return;
     }
-    let looked: Vec<&CaseResult> = run
-        .report
-        .cases
-        .iter()
-        .filter(|c| c.scenario == "HD-031")
-        .collect();
-    assert_eq!(looked.len(), 4, "{}", run.why());
+    let looked = leftovers_cases(&run);
     for case in looked {
         assert_eq!(case.status, Status::Fail, "{case:?}");
         let message = message(case);

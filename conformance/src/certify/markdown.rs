@@ -152,11 +152,7 @@ fn sections(out: &mut String, report: &Report) {
                     "  - **widening**: {} is writable under {}{}\n",
                     extra.path.display(),
                     modes.join(", "),
-                    extra
-                        .reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
+                    because(&extra.reason)
                 ));
             }
             for private in &declared.private {
@@ -165,22 +161,14 @@ fn sections(out: &mut String, report: &Report) {
                     "  - private to the sandbox under {} (verified by the `declared` scenarios): {}{}\n",
                     modes.join(", "),
                     private.path.display(),
-                    private
-                        .reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
+                    because(&private.reason)
                 ));
             }
             for state in &declared.state {
                 out.push_str(&format!(
                     "  - its own state in a shared place (what is there is no leftover, while only its owner can write it): {}{}\n",
                     state.path.display(),
-                    state
-                        .reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
+                    because(&state.reason)
                 ));
             }
             for protected in &declared.protected {
@@ -191,16 +179,20 @@ fn sections(out: &mut String, report: &Report) {
                         crate::protocol::ProtectedKind::Directory => "directory",
                     },
                     protected.path.display(),
-                    protected
-                        .reason
-                        .as_deref()
-                        .map(|r| format!(" ({r})"))
-                        .unwrap_or_default()
+                    because(&protected.reason)
                 ));
             }
         }
         out.push('\n');
     }
+}
+
+/// ` (why)` after a declared difference, when the backend said why.
+fn because(reason: &Option<String>) -> String {
+    reason
+        .as_deref()
+        .map(|r| format!(" ({r})"))
+        .unwrap_or_default()
 }
 
 /// Whether a forged signature fools a backend, the problems, the failed cases, the expected
