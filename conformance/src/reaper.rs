@@ -33,13 +33,35 @@ const SUPERVISED: &str = "CONFORMANCE_CERTIFY_SUPERVISED";
 const KILL_BOUND: Duration = Duration::from_secs(10);
 
 /// The process every process of this run descends from: the supervisor when certify runs below
-/// one, else this process. The run-end scan (`survivors::left_by_run`) looks below it.
+/// one (its pid as it named itself in [`SUPERVISED`], never whatever is this process's parent
+/// now), else this process. The run-end scan (`survivors::left_by_run`) looks below it.
 pub fn run_root() -> u32 {
     #[cfg(target_os = "linux")]
-    if std::env::var_os(SUPERVISED).is_some() {
-        return std::os::unix::process::parent_id();
+    if let Some(supervisor) = supervisor() {
+        return supervisor;
     }
     std::process::id()
+}
+
+/// The supervisor's pid, when certify runs below one.
+#[cfg(target_os = "linux")]
+fn supervisor() -> Option<u32> {
+    let named = std::env::var(SUPERVISED).ok()?;
+    Some(
+        named
+            .parse()
+            .unwrap_or_else(|_| std::os::unix::process::parent_id()),
+    )
+}
+
+/// The supervisor's pid when it is gone (killed during the run: this process was reparented),
+/// so its descendants can no longer be told from the host's processes.
+pub fn supervisor_gone() -> Option<u32> {
+    #[cfg(target_os = "linux")]
+    if let Some(supervisor) = supervisor() {
+        return (std::os::unix::process::parent_id() != supervisor).then_some(supervisor);
+    }
+    None
 }
 
 /// Makes this process certify's supervisor: `None` in the supervised certify itself (go on and
@@ -91,7 +113,7 @@ pub fn supervise(name: &str) -> Option<ExitCode> {
     }
     let child = match std::process::Command::new(exe)
         .args(std::env::args_os().skip(1))
-        .env(SUPERVISED, "1")
+        .env(SUPERVISED, std::process::id().to_string())
         .spawn()
     {
         Ok(child) => child,
@@ -191,9 +213,38 @@ fn kill_descendants() -> usize {
     }
 }
 
-/// The live (not yet reaped) children of `parent`, from `/proc/<pid>/stat`.
+/// The live (not yet reaped) children of `parent` (this process): from the kernel's own lists
+/// (`/proc/self/task/*/children`), which a mount over `/proc/<pid>` cannot hide, else (a kernel
+/// without `CONFIG_PROC_CHILDREN`) from the parent field of every process. A zombie whose every
+/// thread has exited is left out; one whose leader ended while a thread runs on is kept.
 #[cfg(target_os = "linux")]
 fn children_of(parent: i32) -> Vec<i32> {
+    let alive = |pid: &i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
+            let state = stat
+                .rfind(')')
+                .and_then(|end| stat[end + 1..].split_ascii_whitespace().next());
+            !matches!(state, Some("Z" | "X")) || sandbox::liveness::can_run(pid.unsigned_abs())
+        })
+    };
+    if let Ok(tasks) = std::fs::read_dir("/proc/self/task") {
+        let mut listed = false;
+        let mut found = Vec::new();
+        for task in tasks.filter_map(Result::ok) {
+            if let Ok(text) = std::fs::read_to_string(task.path().join("children")) {
+                listed = true;
+                found.extend(
+                    text.split_ascii_whitespace()
+                        .filter_map(|p| p.parse::<i32>().ok()),
+                );
+            }
+        }
+        if listed {
+            found.sort_unstable();
+            found.dedup();
+            return found.into_iter().filter(|p| alive(p)).collect();
+        }
+    }
     let Ok(dir) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
@@ -204,17 +255,11 @@ fn children_of(parent: i32) -> Vec<i32> {
                 .ok()
                 .and_then(|stat| {
                     let rest = &stat[stat.rfind(')')? + 1..];
-                    let mut fields = rest.split_ascii_whitespace();
-                    let state = fields.next()?;
-                    let ppid: i32 = fields.next()?.parse().ok()?;
-                    // A zombie leader may have threads that run on: judged by every thread.
-                    Some(
-                        ppid == parent
-                            && ((state != "Z" && state != "X")
-                                || sandbox::liveness::can_run(pid.unsigned_abs())),
-                    )
+                    let ppid: i32 = rest.split_ascii_whitespace().nth(1)?.parse().ok()?;
+                    Some(ppid == parent)
                 })
                 .unwrap_or(false)
         })
+        .filter(|p| alive(p))
         .collect()
 }

@@ -175,8 +175,23 @@ fn kill_rounds(live: impl Fn() -> Vec<Pid>) {
 /// or a helper a runner started outside any call. Every one found is killed before this returns
 /// (with what it forked meanwhile) and described.
 pub(crate) fn left_by_run(since: CallStart, grace: Duration) -> Vec<String> {
+    // With the supervisor gone (a backend killed it), this process's parent is some host
+    // process (init): what is below it is not the run's, and nothing is killed.
+    if let Some(supervisor) = crate::reaper::supervisor_gone() {
+        return vec![format!(
+            "certify's supervisor (pid {supervisor}) was killed during the run: the processes \
+             the run left can no longer be told from the host's, so none was looked for"
+        )];
+    }
     let root = crate::reaper::run_root().to_string();
     let me = std::process::id().to_string();
+    // Every pid, not only those handed out since the run began: a backend that sets
+    // `ns_last_pid` (root) gives its daemon a pid below that window. The start time, the
+    // kernel's, still tells the run's processes from older ones.
+    let since = CallStart {
+        last_pid: None,
+        ..since
+    };
     let below = || -> Vec<Tagged> {
         let all = started_since(since);
         let parents: std::collections::HashMap<&str, &str> = all

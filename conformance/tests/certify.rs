@@ -1988,10 +1988,16 @@ fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
     let root = one_scenario_file("containment/writable_set.yaml");
     // A duration of this test's own, so the host's processes are told from the helpers.
     let seconds = (80_000 + std::process::id() % 6_000).to_string();
+    // As root the sleeps also get pids below the run's window (ns_last_pid set back).
+    let low = if is_root() { "1" } else { "" };
     let run = certify_with(
         &["--scenarios", root.path().to_str().expect("utf8")],
         &backend("leaky_leftovers_backend.py"),
-        &[("LEAKY_MODE", "linger"), ("LEAKY_LINGER_SECONDS", &seconds)],
+        &[
+            ("LEAKY_MODE", "linger"),
+            ("LEAKY_LINGER_SECONDS", &seconds),
+            ("LEAKY_LOW_PID", low),
+        ],
     );
     let helper = format!("sleep {seconds}");
     let zombie_leader =
@@ -2031,6 +2037,10 @@ fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
             left.starts_with("pid ") && (left.ends_with(&helper) || zombie_leader(left)),
             "{left}"
         );
+        if is_root() && left.ends_with(&helper) {
+            let pid: u64 = left[4..left.find(':').expect(":")].parse().expect("a pid");
+            assert!(pid < 10_000, "the fixture's sleep got no low pid: {left}");
+        }
     }
     assert_eq!(
         run.report
@@ -2047,6 +2057,74 @@ fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
             .contains("- run: a process still alive after the last case (killed): pid "),
         "{}",
         run.matrix
+    );
+}
+
+/// A backend that kills certify's supervisor: certify runs on, but what is now its parent is
+/// some host process, so the run-end scan must not take that process's other children for the
+/// run's. It kills none of them (a bystander started meanwhile lives on), and the run is NOT
+/// CERTIFIED, saying why.
+#[test]
+fn a_killed_supervisor_fails_the_run_and_no_host_process_is_taken_for_the_runs() {
+    let root = one_scenario_file("containment/writable_set.yaml");
+    let scratch = private_base("supervisor.");
+    let out = scratch.path().join("out");
+    let mark = scratch.path().join("killed");
+    let mut command = Command::new(CERTIFY);
+    command
+        .args(["--scenarios", root.path().to_str().expect("utf8"), "--out"])
+        .arg(&out)
+        .arg("--")
+        .args(backend("leaky_leftovers_backend.py"))
+        .env("LEAKY_MODE", "kill-supervisor")
+        .env("LEAKY_MARK", &mark)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null());
+    let mut supervisor = command.spawn().expect("certify");
+    // A process of the host's, started while the run goes on, whose parent is not the run's.
+    let bystander = Command::new("sh")
+        .args([
+            "-c",
+            "setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!",
+        ])
+        .output()
+        .expect("bystander");
+    let bystander: i32 = String::from_utf8_lossy(&bystander.stdout)
+        .trim()
+        .parse()
+        .expect("its pid");
+    let status = supervisor.wait().expect("wait");
+    assert_eq!(status.code(), None, "the supervisor was killed: {status:?}");
+    // certify itself runs on and writes its report.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let report = loop {
+        if let Ok(text) = std::fs::read_to_string(out.join("report.json"))
+            && let Ok(report) = serde_json::from_str::<Report>(&text)
+        {
+            break report;
+        }
+        assert!(std::time::Instant::now() < deadline, "no report");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let alive = std::path::Path::new(&format!("/proc/{bystander}")).exists();
+    let _ = nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(bystander),
+        nix::sys::signal::Signal::SIGKILL,
+    );
+    assert!(mark.exists(), "the fixture never killed the supervisor");
+    assert!(
+        alive,
+        "the run-end scan killed a host process: {:?}",
+        report.left_behind
+    );
+    assert_eq!(report.verdict, Verdict::NotCertified);
+    assert!(
+        report
+            .left_behind
+            .iter()
+            .any(|l| l.contains("supervisor") && l.contains("was killed during the run")),
+        "{:?}",
+        report.left_behind
     );
 }
 
