@@ -49,6 +49,9 @@ pub struct Leftover {
     pub mode: u32,
     /// What the host has there, when the case changed it: owner and permission bits.
     pub was: Option<(u32, u32)>,
+    /// For a directory it made, the first thing in it others could use: a directory group or
+    /// others can write, a set-id file, a device node.
+    pub hazard: Option<String>,
 }
 
 impl std::fmt::Display for Leftover {
@@ -64,16 +67,22 @@ impl std::fmt::Display for Leftover {
         if let Some((uid, mode)) = self.was {
             write!(f, "; the host's: owner uid {uid}, mode {mode:04o}")?;
         }
+        if let Some(hazard) = &self.hazard {
+            write!(f, "; it holds {hazard}")?;
+        }
         write!(f, ")")
     }
 }
 
 /// What of `left` is a leftover once the backend's declared state directories (`state`, its
-/// handshake's `differences.state`) are passed over: each entry at or below a sound one is
-/// excused. A declared directory is sound when it is a directory of this process's owner (the
-/// backend's adapter runs as the harness does) that nobody else can write, judged by what the
-/// case made of it, or by the host's when the case only used it; an unsound one excuses nothing,
-/// and is named as such (a directory others can write lets a later payload plant files in it).
+/// handshake's `differences.state`) are passed over. A declared directory is sound when it is a
+/// directory of this process's owner (the backend's adapter runs as the harness does) that
+/// nobody else can write, holding nothing others could use (see [`Leftover::hazard`]), below
+/// no directory others can write without the sticky bit: as the case made it, or as the host
+/// has it when the case only used it. Below a sound one, each entry the case made is excused
+/// unless it is itself a directory others can write or a set-id file; a host entry it changed or
+/// removed never is. An unsound one excuses nothing, and is named as such (a later payload could
+/// plant files there).
 pub fn excuse_state(left: Vec<Leftover>, state: &[PathBuf]) -> Vec<Leftover> {
     use std::os::unix::fs::MetadataExt;
     let owner = nix::unistd::geteuid().as_raw();
@@ -81,23 +90,84 @@ pub fn excuse_state(left: Vec<Leftover>, state: &[PathBuf]) -> Vec<Leftover> {
     let mut kept: Vec<Leftover> = left;
     for dir in state {
         let made = kept.iter().position(|e| e.path == *dir);
-        let sound = match made {
+        let own = match made {
             Some(at) => {
                 let entry = &kept[at];
-                matches!(entry.kind, "directory" | "host directory it changed")
+                entry.kind == "directory"
                     && sound_mode(entry.uid, entry.mode)
+                    && entry.hazard.is_none()
             }
             None => std::fs::symlink_metadata(dir)
                 .is_ok_and(|m| m.is_dir() && sound_mode(m.uid(), m.mode() & 0o7777)),
         };
-        if sound {
-            kept.retain(|e| !e.path.starts_with(dir));
+        // Nobody else may rename it away or put another in its place.
+        let sheltered = dir.ancestors().skip(1).all(|up| {
+            kept.iter().find(|e| e.path == up).map_or_else(
+                || {
+                    std::fs::symlink_metadata(up).map_or(true, |m| {
+                        m.is_dir() && (m.mode() & 0o022 == 0 || m.mode() & 0o1000 != 0)
+                    })
+                },
+                |e| e.mode & 0o022 == 0 || e.mode & 0o1000 != 0,
+            )
+        });
+        if own && sheltered {
+            kept.retain(|e| {
+                let excused = e.path.starts_with(dir)
+                    && matches!(e.kind, "directory" | "file" | "symlink" | "socket" | "fifo")
+                    && e.hazard.is_none()
+                    && !(e.kind == "directory" && e.mode & 0o022 != 0)
+                    && !(e.kind == "file" && e.mode & 0o6000 != 0);
+                !excused
+            });
         } else if let Some(at) = made {
             kept[at].kind =
                 "declared state directory that is not a directory only its owner can write";
         }
     }
     kept
+}
+
+/// The first thing below the directory `dir` (one the case made) that others could use: a
+/// directory group or others can write, a set-id file or a device node, described by its path
+/// relative to `dir` and its mode. Looks at most at a few thousand entries.
+#[cfg(target_os = "linux")]
+fn hazard_below(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let mut queue = vec![PathBuf::new()];
+    let mut seen = 0;
+    while let Some(relative) = queue.pop() {
+        let Ok(listing) = std::fs::read_dir(dir.join(&relative)) else {
+            continue;
+        };
+        for entry in listing.flatten() {
+            seen += 1;
+            if seen > 4096 {
+                return None;
+            }
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            let path = relative.join(entry.file_name());
+            let (kind, mode) = (meta.file_type(), meta.mode() & 0o7777);
+            let what = if kind.is_dir() && mode & 0o022 != 0 {
+                Some("a directory others can write")
+            } else if kind.is_file() && mode & 0o6000 != 0 {
+                Some("a set-id file")
+            } else if kind.is_block_device() || kind.is_char_device() {
+                Some("a device node")
+            } else {
+                None
+            };
+            if let Some(what) = what {
+                return Some(format!("{} ({what}, mode {mode:04o})", path.display()));
+            }
+            if kind.is_dir() {
+                queue.push(path);
+            }
+        }
+    }
+    None
 }
 
 /// What a case made in one private place: each entry of the overlay's upper directory `upper`
@@ -135,6 +205,7 @@ fn entries(
                     uid,
                     mode,
                     was: None,
+                    hazard: None,
                 });
             }
             continue;
@@ -149,6 +220,7 @@ fn entries(
                     uid: meta.uid(),
                     mode: meta.mode() & 0o7777,
                     was: Some(changed),
+                    hazard: None,
                 });
             }
             entries(place, upper, lower, &relative, found)?;
@@ -168,6 +240,7 @@ fn entries(
             uid: meta.uid(),
             mode: meta.mode() & 0o7777,
             was: None,
+            hazard: kind.is_dir().then(|| hazard_below(&entry.path())).flatten(),
         });
     }
     Ok(())
@@ -371,6 +444,7 @@ pub fn with_private_places<T>(
                     uid: root.uid(),
                     mode: root.mode() & 0o7777,
                     was: Some(was),
+                    hazard: None,
                 });
             }
             entries(place, upper, lower, Path::new(""), &mut left)

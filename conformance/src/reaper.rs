@@ -33,8 +33,9 @@ const SUPERVISED: &str = "CONFORMANCE_CERTIFY_SUPERVISED";
 const KILL_BOUND: Duration = Duration::from_secs(10);
 
 /// The process every process of this run descends from: the supervisor when certify runs below
-/// one (its pid as it named itself in [`SUPERVISED`], never whatever is this process's parent
-/// now), else this process. The run-end scan (`survivors::left_by_run`) looks below it.
+/// one (its pid as it named itself in `CONFORMANCE_CERTIFY_SUPERVISED`, never whatever is this
+/// process's parent now), else this process. The run-end scan (`survivors::left_by_run`) looks
+/// below it.
 pub fn run_root() -> u32 {
     #[cfg(target_os = "linux")]
     if let Some(supervisor) = supervisor() {

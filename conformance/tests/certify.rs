@@ -2060,6 +2060,72 @@ fn a_process_the_runner_detaches_without_the_tag_fails_the_run_and_is_killed() {
     );
 }
 
+/// A declared state directory excuses nothing others could use or the host had: one holding a
+/// directory everyone can write is named with it, and one the host already had (another user's,
+/// which the runner made its own and emptied) is named, with the file it removed. As root (the
+/// cases run in private places); the host's directory is as it was.
+#[test]
+fn a_declared_state_directory_excuses_nothing_others_could_use_or_the_host_had() {
+    let root = one_scenario_file("hardening/leftovers.yaml");
+    for mode in ["state-hazard", "state-takeover"] {
+        let prefix = format!("leaky-{mode}-{}", std::process::id());
+        let dir = format!("/tmp/{prefix}-state");
+        if mode == "state-takeover" && is_root() {
+            // Another user's directory, already there.
+            std::fs::create_dir(&dir).expect("the host's directory");
+            std::fs::write(format!("{dir}/precious"), "mine").expect("precious");
+            std::os::unix::fs::chown(&dir, Some(1001), Some(1001)).expect("chown");
+        }
+        let run = certify_with(
+            &["--scenarios", root.path().to_str().expect("utf8")],
+            &backend("leaky_leftovers_backend.py"),
+            &[
+                ("LEAKY_STAGE_PREFIX", prefix.as_str()),
+                ("LEAKY_MODE", mode),
+            ],
+        );
+        let host_kept = std::fs::read_to_string(format!("{dir}/precious")).ok();
+        let owner = std::fs::metadata(&dir).ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            m.uid()
+        });
+        let _ = std::fs::remove_dir_all(&dir);
+        if !is_root() {
+            leftovers_not_planned(&run);
+            continue;
+        }
+        for case in leftovers_cases(&run) {
+            assert_eq!(case.status, Status::Fail, "{case:?}");
+            let message = message(case);
+            assert!(
+                message.contains(&format!(
+                    "{dir} (a declared state directory that is not a directory only its owner can write"
+                )),
+                "{message}"
+            );
+            if mode == "state-hazard" {
+                assert!(
+                    message.contains("it holds drop (a directory others can write, mode 0777)"),
+                    "{message}"
+                );
+            } else {
+                assert!(
+                    message.contains(&format!("{dir}/precious (a host entry it removed")),
+                    "{message}"
+                );
+            }
+        }
+        if mode == "state-takeover" {
+            assert_eq!(
+                host_kept.as_deref(),
+                Some("mine"),
+                "the host's file is gone"
+            );
+            assert_eq!(owner, Some(1001), "the host's directory changed hands");
+        }
+    }
+}
+
 /// A backend that kills certify's supervisor: certify runs on, but what is now its parent is
 /// some host process, so the run-end scan must not take that process's other children for the
 /// run's. It kills none of them (a bystander started meanwhile lives on), and the run is NOT
