@@ -508,10 +508,15 @@ fn overlay_places(
         Some("mode=0700"),
     )
     .map_err(|e| StepError::harness(format!("cannot mount a tmpfs on {}: {e}", base.display())))?;
-    // The tmpfs is detached through a descriptor: an overlay of a place above `base` (a cache
-    // under /var/tmp) hides its path.
+    // The tmpfs is detached through a descriptor, and the directory it was mounted on removed
+    // through one of its parent: an overlay of a place above `base` (a cache under /var/tmp)
+    // hides its path, and a removal through the overlay would never reach the host.
     let base_fd = std::fs::File::open(base)
         .map_err(|e| StepError::harness(format!("cannot open {}: {e}", base.display())))?;
+    let base_parent = base
+        .parent()
+        .and_then(|p| std::fs::File::open(p).ok())
+        .zip(base.file_name());
     for (i, place) in places.iter().enumerate() {
         let (upper, work) = (
             base.join(format!("{i}/upper")),
@@ -590,6 +595,9 @@ fn overlay_places(
             base.display()
         ))
     })?;
+    if let Some((parent, name)) = &base_parent {
+        let _ = nix::unistd::unlinkat(parent, *name, nix::unistd::UnlinkatFlags::RemoveDir);
+    }
     for ((_, upper, _), held) in lowers.iter_mut().zip(held_uppers.iter()) {
         *upper = PathBuf::from(format!(
             "/proc/self/fd/{}",
