@@ -517,6 +517,7 @@ fn overlay_places(
         .parent()
         .and_then(|p| std::fs::File::open(p).ok())
         .zip(base.file_name());
+    let mut pass_through: Vec<(PathBuf, std::os::fd::OwnedFd)> = Vec::new();
     for (i, place) in places.iter().enumerate() {
         let (upper, work) = (
             base.join(format!("{i}/upper")),
@@ -532,6 +533,23 @@ fn overlay_places(
         let lower = std::fs::File::open(place)
             .map_err(|e| StepError::harness(format!("cannot open {place}: {e}")))?;
         let below = submounts(Path::new(place))?;
+        // The harness's own cache, when it lies below the place (CI points `XDG_CACHE_HOME`
+        // into /var/tmp), stays the host's: the calls' temp areas live there, and an overlay's
+        // upper directory cannot lie on another overlay. Mounted again once the tmpfs below
+        // it is detached, so no copy of that tmpfs comes along.
+        if let Some(cache) = crate::suite::cache_home()
+            .and_then(|c| std::fs::canonicalize(c).ok())
+            .filter(|c| c.starts_with(place) && c.as_path() != Path::new(place))
+            .filter(|c| !below.iter().any(|(at, _)| c.starts_with(at)))
+        {
+            let held = nix::fcntl::open(
+                &cache,
+                nix::fcntl::OFlag::O_PATH | nix::fcntl::OFlag::O_CLOEXEC,
+                nix::sys::stat::Mode::empty(),
+            )
+            .map_err(|e| StepError::harness(format!("cannot hold {}: {e}", cache.display())))?;
+            pass_through.push((cache, held));
+        }
         // The overlay's root takes the upper directory's mode and owner: the host's (1777 on
         // /tmp), so the case sees its place as it is, and a change to it shows.
         let host = nix::sys::stat::fstat(&lower)
@@ -597,6 +615,17 @@ fn overlay_places(
     })?;
     if let Some((parent, name)) = &base_parent {
         let _ = nix::unistd::unlinkat(parent, *name, nix::unistd::UnlinkatFlags::RemoveDir);
+    }
+    for (at, held) in &pass_through {
+        let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(held));
+        mount(
+            Some(source.as_str()),
+            at,
+            None::<&str>,
+            MsFlags::MS_BIND | MsFlags::MS_REC,
+            None::<&str>,
+        )
+        .map_err(|e| StepError::harness(format!("cannot mount {} again: {e}", at.display())))?;
     }
     for ((_, upper, _), held) in lowers.iter_mut().zip(held_uppers.iter()) {
         *upper = PathBuf::from(format!(

@@ -28,7 +28,7 @@ pub enum SuiteError {
 }
 
 /// This user's cache directory: `$XDG_CACHE_HOME`, or `~/.cache`.
-fn cache_home() -> Option<PathBuf> {
+pub(crate) fn cache_home() -> Option<PathBuf> {
     std::env::var_os("XDG_CACHE_HOME")
         .filter(|v| !v.is_empty())
         .map(PathBuf::from)
@@ -37,9 +37,9 @@ fn cache_home() -> Option<PathBuf> {
 
 /// Where the harness and the reference backends keep their own state across calls, in this
 /// user's cache: certify's private directories ([`private_dir`]) and `sandbox-local`'s probe
-/// cache, staging and temp areas. The run-level check of the shared places passes over them
-/// when the cache lies in one (CI points `XDG_CACHE_HOME` into `/var/tmp`), as it does over a
-/// backend's declared state directory.
+/// cache, staging and temp areas. The run-level check of the shared places passes over
+/// everything in them when the cache lies in one (CI points `XDG_CACHE_HOME` into `/var/tmp`),
+/// what a run tidied of another's included.
 pub fn own_state() -> Vec<PathBuf> {
     cache_home()
         .map(|home| {

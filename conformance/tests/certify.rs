@@ -1969,10 +1969,13 @@ fn a_helper_the_runner_detaches_is_found_in_the_cases_namespace() {
                 || message.contains(&format!("/tmp/{prefix}.")),
             "{message}"
         );
-        // The same of the helper whose leader thread ended while its other thread runs on.
+        // The same of the helper whose leader thread ended while its other thread runs on, where
+        // the call ended by itself (a timeout of 0.5 s may stop a runner on a loaded host before
+        // it started its second helper).
         assert!(
-            (message.contains("still running in its mount namespace")
-                && message.contains("leaky zombie leader"))
+            !case.trial.contains("a_call_that_ends")
+                || (message.contains("still running in its mount namespace")
+                    && message.contains("leaky zombie leader"))
                 || message.contains(&format!("/tmp/{prefix}-z.")),
             "{message}"
         );
@@ -2124,6 +2127,39 @@ fn a_declared_state_directory_excuses_nothing_others_could_use_or_the_host_had()
             assert_eq!(owner, Some(1001), "the host's directory changed hands");
         }
     }
+}
+
+/// A cache below /var/tmp (CI points `XDG_CACHE_HOME` there) stays the host's inside the run's
+/// overlays: the calls' private temp areas live in it (an overlay's upper directory cannot lie
+/// on another overlay, so they broke: a call's /tmp lost the host's files), and what the run
+/// tidies there of another's (a dead run's temp area) is not blamed on it.
+#[test]
+fn a_cache_below_var_tmp_keeps_the_temp_areas_working_and_its_tidying_is_no_leftover() {
+    let cache = sandbox_test_support::scratch_dir("cache.");
+    // A temp area of a process that is gone (above the largest pid_max), which the run removes.
+    let dead = cache.path().join("sandbox-conformance/tmp-areas/4999999");
+    std::fs::create_dir_all(&dead).expect("a dead run's area");
+    let out = tempfile::tempdir().expect("out");
+    let done = Command::new(CERTIFY)
+        .args(["--backend", "bwrap", "--family", "parity", "--out"])
+        .arg(out.path())
+        .env("XDG_CACHE_HOME", cache.path())
+        .output()
+        .expect("certify");
+    let report: Report = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("report.json")).expect("report.json"),
+    )
+    .expect("a report");
+    let failed: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status.is_bad()).collect();
+    assert!(failed.is_empty(), "{failed:#?}");
+    assert!(
+        report.left_in_shared_places.is_empty(),
+        "{:?}",
+        report.left_in_shared_places
+    );
+    assert_eq!(done.status.code(), Some(3), "PARTIAL: {report:?}");
+    // The tidying reached the host's cache.
+    assert!(!dead.exists(), "the dead run's area is still there");
 }
 
 /// A backend that kills certify's supervisor: certify runs on, but what is now its parent is

@@ -79,9 +79,9 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
 impl RunPlaces {
     /// Puts what was found into `report` (entries left and processes still running fail it; a
     /// check that could not be made as root is a problem of the run) and its verdict again.
-    /// What lies in a state directory one of the run's backends declared, or in the harness's
-    /// and the reference backends' own ([`crate::suite::own_state`]), is not the run's leftover
-    /// ([`crate::leftovers::excuse_state`]).
+    /// What lies in a state directory one of the run's backends declared is not the run's
+    /// leftover ([`crate::leftovers::excuse_state`]), nor is anything in the harness's and the
+    /// reference backends' own cache ([`crate::suite::own_state`]).
     pub fn apply(self, report: &mut Report) {
         match self {
             RunPlaces::Checked { left, stayed } => {
@@ -90,7 +90,14 @@ impl RunPlaces {
                     .iter()
                     .filter_map(|b| b.declared.as_ref())
                     .flat_map(|d| d.state.iter().map(|s| s.path.clone()))
-                    .chain(crate::suite::own_state())
+                    .collect();
+                // The harness's own cache is its business: it also tidies what concurrent runs
+                // of this user left there (a dead run's temp areas), which the overlay shows as
+                // host entries removed.
+                let own = crate::suite::own_state();
+                let left: Vec<crate::leftovers::Leftover> = left
+                    .into_iter()
+                    .filter(|e| !own.iter().any(|dir| e.path.starts_with(dir)))
                     .collect();
                 report.left_in_shared_places = crate::leftovers::excuse_state(left, &state)
                     .iter()
