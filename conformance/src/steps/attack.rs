@@ -88,9 +88,10 @@ impl Stage {
             .join(crate::world::draw_one(&[".state", "last-run", ".done"]));
         let tag = crate::world::draw_hex(32);
         if step.repo {
-            world.init_repo(&world.ws).map_err(StepError::harness)?;
             if step.linked {
-                world.link_repo(&world.ws).map_err(StepError::harness)?;
+                world.linked_repo().map_err(StepError::harness)?;
+            } else {
+                world.init_repo(&world.ws).map_err(StepError::harness)?;
             }
             if let Some(setup) = &step.setup {
                 world

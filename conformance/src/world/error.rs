@@ -33,6 +33,14 @@ pub enum HostError {
     /// `bash` could not be started.
     #[error("cannot run bash on the host: {0}")]
     NoBash(#[source] std::io::Error),
+    /// The run's linked repository could not be made or copied into a world.
+    #[error("cannot copy the run's linked repository into {dir:?}: {source}")]
+    Template {
+        /// Where it was to go.
+        dir: PathBuf,
+        /// Why not.
+        source: std::io::Error,
+    },
     /// A set-up script exited non-zero.
     #[error("{script:?} in {dir:?} failed ({status}): {stderr}")]
     Script {

@@ -59,6 +59,11 @@ pub fn defer_removal() {
     }
 }
 
+/// Whether worlds dropped now are kept for a sweep (a certify run is under way).
+pub(super) fn deferring() -> bool {
+    DEFERRED.lock().is_ok_and(|d| d.is_some())
+}
+
 thread_local! {
     /// Set while a case with private shared places runs on this thread
     /// ([`crate::leftovers`]): its worlds are removed as they drop, never renamed aside there
@@ -91,6 +96,7 @@ pub fn sweep(threads: usize) {
             let _ = std::fs::remove_dir_all(root);
         }
     }
+    super::host::drop_template();
 }
 
 /// Removes the worlds dropped so far, one at a time, and goes on deferring: for each worker with
