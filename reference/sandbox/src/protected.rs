@@ -8,6 +8,7 @@
 //! mount-based backends (bwrap, the Landlock launcher) the existing directories to pin as mount
 //! points (so they cannot be renamed or removed) and the existing paths to bind read-only.
 
+use std::collections::HashSet;
 use std::path::{Component, Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -351,56 +352,78 @@ pub fn protected_plan(
             anchors.push(canonical);
         }
     }
-    let push = |list: &mut Vec<PathBuf>, p: PathBuf| {
-        if !list.contains(&p) {
+    // Each list keeps its first-seen order; membership is looked up in a set (a plan has a
+    // hundred paths or more, and one is made for every call and every write the tools fence).
+    let mut seen: [HashSet<PathBuf>; 5] = Default::default();
+    let push = |list: &mut Vec<PathBuf>, seen: &mut HashSet<PathBuf>, p: PathBuf| {
+        if seen.insert(p.clone()) {
             list.push(p);
         }
     };
+    let [
+        paths_seen,
+        ancestors_seen,
+        pinned_seen,
+        read_only_seen,
+        uncovered_seen,
+    ] = &mut seen;
     for anchor in &anchors {
         for pattern in &policy.roots.protected_paths {
             let lexical = anchor.join(pattern.as_path());
-            push(&mut plan.paths, lexical.clone());
-            let canonical = canonical_path(&lexical)?;
-            if canonical != lexical && roots.iter().any(|r| is_within(&canonical, r)) {
-                push(&mut plan.paths, canonical);
-            }
+            push(&mut plan.paths, paths_seen, lexical.clone());
             let parts: Vec<_> = pattern.as_path().components().collect();
             let mut ancestor = anchor.clone();
             for part in &parts[..parts.len().saturating_sub(1)] {
                 ancestor.push(part);
-                push(&mut plan.ancestors, ancestor.clone());
+                push(&mut plan.ancestors, ancestors_seen, ancestor.clone());
             }
+            // The pattern's components, from the (canonical) anchor down. Only a symlink met on
+            // the way, or an error other than "not there", can make the canonical spelling
+            // differ from the lexical one: everything below a missing entry or a file is
+            // missing too, and a pattern holds no `..`.
             let mut at = anchor.clone();
             let mut covered = true;
+            let mut resolve = false;
             for (i, part) in parts.iter().enumerate() {
                 at.push(part);
                 let last = i + 1 == parts.len();
                 match std::fs::symlink_metadata(&at) {
                     Ok(meta) if meta.file_type().is_symlink() => {
                         covered = false;
+                        resolve = true;
                         break;
                     }
-                    Ok(_) if last => push(&mut plan.read_only, at.clone()),
-                    Ok(meta) if meta.is_dir() => push(&mut plan.pinned, at.clone()),
+                    Ok(_) if last => push(&mut plan.read_only, read_only_seen, at.clone()),
+                    Ok(meta) if meta.is_dir() => push(&mut plan.pinned, pinned_seen, at.clone()),
                     Ok(_) => {
                         // A file where a directory should be (a `.git` file naming the git
                         // directory): nothing lies beneath it here; keep the pointer itself.
-                        push(&mut plan.read_only, at.clone());
+                        push(&mut plan.read_only, read_only_seen, at.clone());
                         break;
                     }
-                    Err(_) => {
+                    Err(e) => {
                         covered = false;
+                        resolve = !matches!(
+                            e.kind(),
+                            std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory
+                        );
                         break;
                     }
                 }
             }
+            if resolve {
+                let canonical = canonical_path(&lexical)?;
+                if canonical != lexical && roots.iter().any(|r| is_within(&canonical, r)) {
+                    push(&mut plan.paths, paths_seen, canonical);
+                }
+            }
             if !covered {
-                push(&mut plan.uncovered, lexical);
+                push(&mut plan.uncovered, uncovered_seen, lexical);
             }
         }
     }
     plan.pinned.sort_by_key(|p| p.components().count());
-    plan.pinned.retain(|p| !plan.read_only.contains(p));
+    plan.pinned.retain(|p| !read_only_seen.contains(p));
     Ok(plan)
 }
 
