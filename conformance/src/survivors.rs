@@ -326,6 +326,14 @@ fn view(path: &Path, pid: &str, status: &str, stat: &str) -> (std::path::PathBuf
     }
 }
 
+/// True when the environment block `environ` (`/proc/<pid>/environ`) holds `needle`
+/// (`NAME=value`) as one whole entry.
+fn holds(environ: &[u8], needle: &str) -> bool {
+    environ
+        .split(|b| *b == 0)
+        .any(|var| var == needle.as_bytes())
+}
+
 /// True when `/proc/<pid>/status` is that of a thread-group leader (`Tgid` is the pid).
 fn is_leader(status: &str, pid: &str) -> bool {
     status
@@ -418,6 +426,14 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
         {
             continue;
         }
+        // Most candidates are other calls' processes: an environment that reads and lacks the
+        // tag settles it (every thread of a process shares the one environment, so reading it
+        // through another thread, below, could not find the tag either).
+        if std::fs::read(path.join("environ"))
+            .is_ok_and(|env| !env.is_empty() && !holds(&env, needle))
+        {
+            continue;
+        }
         // A thread of a process is readable at /proc/<tid> too (never listed): its process is
         // counted under its leader, and a thread of the harness or of the agent is not a
         // process of the call.
@@ -431,10 +447,7 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
         let Ok(environ) = std::fs::read(seen.join("environ")) else {
             continue;
         };
-        if environ
-            .split(|b| *b == 0)
-            .any(|var| var == needle.as_bytes())
-        {
+        if holds(&environ, needle) {
             found.push(Tagged {
                 pid: pid.to_owned(),
                 cmdline: cmdline(&seen),
