@@ -586,15 +586,7 @@ fn overlay_places(
         )
         .map_err(|e| StepError::harness(format!("cannot overlay {place}: {e}")))?;
         for (at, held) in &below {
-            let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(held));
-            mount(
-                Some(source.as_str()),
-                at,
-                None::<&str>,
-                MsFlags::MS_BIND | MsFlags::MS_REC,
-                None::<&str>,
-            )
-            .map_err(|e| StepError::harness(format!("cannot mount {} again: {e}", at.display())))?;
+            mount_again(at, held)?;
         }
         held_uppers.push(upper_dir);
         lowers.push((PathBuf::from(place), upper, lower));
@@ -602,7 +594,7 @@ fn overlay_places(
     // The overlays hold the tmpfs; nothing else needs it where it was mounted. Detached, it
     // is in no mount table the case's (or the run's) sandboxes see (a sandbox that leaves
     // every mount writable would otherwise write there, under a name drawn per run), and
-    // the directory it was mounted on is an empty one again, removed with `backing`.
+    // the directory it was mounted on is an empty one again, removed through its parent.
     let base_path = format!(
         "/proc/self/fd/{}",
         std::os::fd::AsRawFd::as_raw_fd(&base_fd)
@@ -617,15 +609,7 @@ fn overlay_places(
         let _ = nix::unistd::unlinkat(parent, *name, nix::unistd::UnlinkatFlags::RemoveDir);
     }
     for (at, held) in &pass_through {
-        let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(held));
-        mount(
-            Some(source.as_str()),
-            at,
-            None::<&str>,
-            MsFlags::MS_BIND | MsFlags::MS_REC,
-            None::<&str>,
-        )
-        .map_err(|e| StepError::harness(format!("cannot mount {} again: {e}", at.display())))?;
+        mount_again(at, held)?;
     }
     for ((_, upper, _), held) in lowers.iter_mut().zip(held_uppers.iter()) {
         *upper = PathBuf::from(format!(
@@ -634,6 +618,22 @@ fn overlay_places(
         ));
     }
     Ok(())
+}
+
+/// Binds what `held` (a descriptor taken before an overlay hid it) names onto `at` again, with
+/// what is mounted below it.
+#[cfg(target_os = "linux")]
+fn mount_again(at: &Path, held: &impl std::os::fd::AsRawFd) -> Result<(), StepError> {
+    use nix::mount::{MsFlags, mount};
+    let source = format!("/proc/self/fd/{}", held.as_raw_fd());
+    mount(
+        Some(source.as_str()),
+        at,
+        None::<&str>,
+        MsFlags::MS_BIND | MsFlags::MS_REC,
+        None::<&str>,
+    )
+    .map_err(|e| StepError::harness(format!("cannot mount {} again: {e}", at.display())))
 }
 
 /// Off Linux there is no mount namespace to make: nothing runs with private places.
