@@ -222,9 +222,7 @@ fn kill_descendants() -> usize {
 fn children_of(parent: i32) -> Vec<i32> {
     let alive = |pid: &i32| {
         std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |stat| {
-            let state = stat
-                .rfind(')')
-                .and_then(|end| stat[end + 1..].split_ascii_whitespace().next());
+            let state = sandbox::liveness::stat_field(&stat, 0);
             !matches!(state, Some("Z" | "X")) || sandbox::liveness::can_run(pid.unsigned_abs())
         })
     };
@@ -255,8 +253,7 @@ fn children_of(parent: i32) -> Vec<i32> {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
                 .and_then(|stat| {
-                    let rest = &stat[stat.rfind(')')? + 1..];
-                    let ppid: i32 = rest.split_ascii_whitespace().nth(1)?.parse().ok()?;
+                    let ppid: i32 = sandbox::liveness::stat_field(&stat, 1)?.parse().ok()?;
                     Some(ppid == parent)
                 })
                 .unwrap_or(false)

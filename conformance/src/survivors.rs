@@ -281,8 +281,7 @@ fn started_since(since: CallStart) -> Vec<Started> {
 
 /// The parent's pid in `/proc/<pid>/stat` (field 4, counted from the command name's last `)`).
 fn parent_pid(stat: &str) -> Option<String> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(1).map(str::to_owned)
+    sandbox::liveness::stat_field(stat, 1).map(str::to_owned)
 }
 
 /// A process's command line, its arguments joined by spaces (lossy for non-UTF-8 bytes).
@@ -383,8 +382,7 @@ fn ticks_since_boot() -> Option<u64> {
 /// When a process started, in clock ticks since boot (`/proc/<pid>/stat`, field 22; the command
 /// name in field 2 may hold spaces and parentheses, so fields are counted from its last `)`).
 fn start_ticks(stat: &str) -> Option<u64> {
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
+    sandbox::liveness::stat_field(stat, 19)?.parse().ok()
 }
 
 /// The pids a process of the call can have: those handed out since it began (`ns_last_pid` then

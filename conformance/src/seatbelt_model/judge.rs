@@ -286,14 +286,7 @@ pub fn descends(pid: u32, root: u32) -> bool {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{at}/stat")) else {
             return false;
         };
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            return false;
-        };
-        match rest
-            .split_ascii_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-        {
+        match sandbox::liveness::stat_field(&stat, 1).and_then(|p| p.parse().ok()) {
             Some(parent) if parent > 1 => at = parent,
             _ => return false,
         }

@@ -447,9 +447,7 @@ fn children_of(pid: i32) -> Vec<i32> {
 /// The parent (its thread group) of `pid`, from `/proc/<pid>/stat`.
 fn parent_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) state ppid ...": comm may hold anything but the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+    sandbox::liveness::stat_field(&stat, 1)?.parse().ok()
 }
 
 /// `pidfd_send_signal(2)` with no siginfo; nix and std (stable) have no wrapper.
@@ -522,11 +520,7 @@ fn children_by_parent(me: u32) -> Vec<i32> {
         .filter(|pid| {
             std::fs::read_to_string(format!("/proc/{pid}/stat"))
                 .ok()
-                .and_then(|stat| {
-                    // "pid (comm) state ppid ...": comm may hold anything but the last ')'.
-                    let rest = &stat[stat.rfind(')')? + 1..];
-                    rest.split_ascii_whitespace().nth(1)?.parse::<u32>().ok()
-                })
+                .and_then(|stat| sandbox::liveness::stat_field(&stat, 1)?.parse::<u32>().ok())
                 == Some(me)
         })
         .collect()

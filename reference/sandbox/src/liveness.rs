@@ -16,6 +16,22 @@
 
 use std::path::PathBuf;
 
+/// Field `n` of a `/proc/<pid>/stat` line counted after the command name (0: the state letter,
+/// 1: the parent's pid, 6: the flags, 19: the start time in clock ticks): the name is in
+/// parentheses and may hold anything, spaces and `)` included, so fields are counted from its
+/// last `)`.
+///
+/// ```
+/// use sandbox::liveness::stat_field;
+/// let stat = "7 (a ) b) S 1 7 7 0 -1 4194560";
+/// assert_eq!(stat_field(stat, 0), Some("S"));
+/// assert_eq!(stat_field(stat, 1), Some("1"));
+/// ```
+pub fn stat_field(stat: &str, n: usize) -> Option<&str> {
+    let end = stat.rfind(')')?;
+    stat[end + 1..].split_ascii_whitespace().nth(n)
+}
+
 /// True when one thread (its `/proc/.../status` and `/proc/.../stat`) runs none of its code
 /// again: it is a zombie or dead, it is exiting (`PF_EXITING` in its flags), or a `SIGKILL` is
 /// pending for it or for its whole process.
@@ -35,9 +51,7 @@ pub fn task_ended(status: &str, stat: &str) -> bool {
     });
     // "pid (comm) state ppid pgrp session tty tpgid flags ...": comm may hold anything but the
     // last ')', and the flags are the seventh field after it.
-    let exiting = stat
-        .rfind(')')
-        .and_then(|end| stat[end + 1..].split_whitespace().nth(6))
+    let exiting = stat_field(stat, 6)
         .and_then(|flags| flags.parse::<u64>().ok())
         .is_some_and(|flags| flags & PF_EXITING != 0);
     by_status || exiting
@@ -79,9 +93,7 @@ pub fn every_thread_exited(pid: u32) -> bool {
     };
     tasks.filter_map(Result::ok).all(|task| {
         std::fs::read_to_string(task.path().join("stat")).map_or(true, |stat| {
-            stat.rfind(')')
-                .and_then(|end| stat[end + 1..].split_whitespace().next())
-                .is_none_or(|state| state == "Z" || state == "X")
+            stat_field(&stat, 0).is_none_or(|state| state == "Z" || state == "X")
         })
     })
 }

@@ -10,10 +10,7 @@ use sandbox::liveness::{can_run, every_thread_exited, running_task};
 /// The state letter of one task, from its `stat`.
 fn state(task: &str) -> Option<String> {
     let stat = std::fs::read_to_string(format!("{task}/stat")).ok()?;
-    stat[stat.rfind(')')? + 1..]
-        .split_whitespace()
-        .next()
-        .map(str::to_owned)
+    sandbox::liveness::stat_field(&stat, 0).map(str::to_owned)
 }
 
 /// Waits (bounded by a minute, so a loaded host is never a failure) until `done` holds.

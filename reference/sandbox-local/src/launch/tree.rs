@@ -256,7 +256,5 @@ fn is_namespace_init(pid: i32) -> bool {
 /// The parent of `pid`, from `/proc/<pid>/stat`.
 fn parent_of(pid: i32) -> Option<i32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // "pid (comm) state ppid ...": comm may hold anything but the last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_ascii_whitespace().nth(1)?.parse().ok()
+    sandbox::liveness::stat_field(&stat, 1)?.parse().ok()
 }
