@@ -438,14 +438,8 @@ fn cargo_proxy() -> PathBuf {
 /// every output goes nowhere (a planted daemon holding it open cannot hang the harness). Each
 /// command is bounded by `timeout`.
 fn run_tool(dir: &Path, what: &str, script: &str) -> Result<(), String> {
-    let mut command = std::process::Command::new("bash");
-    command.args([
-        "-c",
-        &format!(
-            "timeout -k 2 {TOOL_TIMEOUT} bash -c {}",
-            shell_quote(std::ffi::OsStr::new(script))
-        ),
-    ]);
+    let mut command = std::process::Command::new("timeout");
+    command.args(["-k", "2", TOOL_TIMEOUT, "bash", "-c", script]);
     command.current_dir(dir).env_clear();
     for (key, value) in std::env::vars_os() {
         let k = key.to_string_lossy();
@@ -477,7 +471,7 @@ fn run_tool(dir: &Path, what: &str, script: &str) -> Result<(), String> {
     match command.status() {
         Ok(status) if status.success() => Ok(()),
         Ok(status) => Err(format!("{what} ended with {status}")),
-        Err(e) => Err(format!("cannot run bash for {what}: {e}")),
+        Err(e) => Err(format!("cannot run timeout and bash for {what}: {e}")),
     }
 }
 
