@@ -459,12 +459,7 @@ fn run_tool(dir: &Path, what: &str, script: &str) -> Result<(), String> {
         }
     }
     command
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "person")
-        .env("GIT_AUTHOR_EMAIL", "person@example.invalid")
-        .env("GIT_COMMITTER_NAME", "person")
-        .env("GIT_COMMITTER_EMAIL", "person@example.invalid")
+        .envs(crate::world::PERSON_GIT)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());

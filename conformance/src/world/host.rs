@@ -6,6 +6,18 @@ use std::sync::Mutex;
 
 use super::{HostError, World};
 
+/// The environment of the person's git on the host, in a world's set-up and while a call runs:
+/// git's global and system config left out and an author set, so the world's repositories
+/// behave the same on every host.
+pub(crate) const PERSON_GIT: [(&str, &str); 6] = [
+    ("GIT_CONFIG_GLOBAL", "/dev/null"),
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+    ("GIT_AUTHOR_NAME", "person"),
+    ("GIT_AUTHOR_EMAIL", "person@example.invalid"),
+    ("GIT_COMMITTER_NAME", "person"),
+    ("GIT_COMMITTER_EMAIL", "person@example.invalid"),
+];
+
 /// Makes `dir` a git repository as `git init` leaves it, with the person's own git config.
 fn init_repo(dir: &Path) -> Result<(), HostError> {
     let out = std::process::Command::new("git")
@@ -60,8 +72,8 @@ impl World {
             (template.join("ws"), self.ws.clone()),
         ];
         let copied = std::fs::create_dir(&upstream)
-            .and_then(|()| copy_rewritten(&template.join("upstream"), &upstream, &rewrite))
-            .and_then(|()| copy_rewritten(&template.join("ws"), &self.ws, &rewrite));
+            .and_then(|()| copy_tree(&template.join("upstream"), &upstream, &rewrite))
+            .and_then(|()| copy_tree(&template.join("ws"), &self.ws, &rewrite));
         copied.map_err(|source| HostError::Template {
             dir: self.ws.clone(),
             source,
@@ -87,12 +99,7 @@ fn run_on_host(
         .current_dir(dir)
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_AUTHOR_NAME", "person")
-        .env("GIT_AUTHOR_EMAIL", "person@example.invalid")
-        .env("GIT_COMMITTER_NAME", "person")
-        .env("GIT_COMMITTER_EMAIL", "person@example.invalid")
+        .envs(PERSON_GIT)
         .output()
         .map_err(|e| {
             if is_git {
@@ -171,7 +178,11 @@ pub(super) fn drop_template() {
 /// `rewrite` pairs' first paths names the second instead (git writes absolute paths into a
 /// worktree's links, a submodule's URL and its logs), in a file named `config` as git writes a
 /// value there ([`config_value`]: the template's paths are plain, a world's may not be).
-fn copy_rewritten(from: &Path, to: &Path, rewrite: &[(PathBuf, PathBuf)]) -> std::io::Result<()> {
+pub(super) fn copy_tree(
+    from: &Path,
+    to: &Path,
+    rewrite: &[(PathBuf, PathBuf)],
+) -> std::io::Result<()> {
     use std::os::unix::ffi::{OsStrExt, OsStringExt};
     let swap = |bytes: Vec<u8>, in_config: bool| -> Vec<u8> {
         rewrite.iter().fold(bytes, |bytes, (old, new)| {
@@ -190,7 +201,7 @@ fn copy_rewritten(from: &Path, to: &Path, rewrite: &[(PathBuf, PathBuf)]) -> std
         let kind = entry.file_type()?;
         if kind.is_dir() {
             std::fs::create_dir(&dst)?;
-            copy_rewritten(&src, &dst, rewrite)?;
+            copy_tree(&src, &dst, rewrite)?;
         } else if kind.is_symlink() {
             let target = std::fs::read_link(&src)?.into_os_string().into_vec();
             std::os::unix::fs::symlink(std::ffi::OsString::from_vec(swap(target, false)), &dst)?;

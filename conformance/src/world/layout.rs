@@ -172,7 +172,7 @@ impl World {
             // so what a payload does in a workspace confined as the decoy lands there, and the
             // world diff names it.
             if let (Some(decoy), false) = (&world.decoy, matches!(layout, Layout::Twin)) {
-                copy_tree(&world.ws, decoy)?;
+                super::host::copy_tree(&world.ws, decoy, &[])?;
             }
             return Ok(world);
         }
@@ -280,25 +280,6 @@ impl World {
         std::fs::write(d.join("afile"), "afile")?;
         Ok(())
     }
-}
-
-/// Copies what is in the directory `from` into the directory `to` (made already): directories,
-/// files with their modes, symlinks as they point.
-fn copy_tree(from: &Path, to: &Path) -> io::Result<()> {
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let ft = entry.file_type()?;
-        if ft.is_dir() {
-            std::fs::create_dir(&dst)?;
-            copy_tree(&src, &dst)?;
-        } else if ft.is_symlink() {
-            symlink(std::fs::read_link(&src)?, &dst)?;
-        } else if ft.is_file() {
-            std::fs::copy(&src, &dst)?;
-        }
-    }
-    Ok(())
 }
 
 /// `existing<suffix>` (content `old`, mode 0644) and an empty `emptydir<suffix>` in `dir`.

@@ -43,6 +43,7 @@ mod snapshot;
 mod tests;
 
 pub use error::{BaseRefused, HostError, SeedError};
+pub(crate) use host::PERSON_GIT;
 pub use mirror::mirror;
 pub(crate) use mounts::unescape_mount_path;
 pub use names::{file_name, name, with_file_names};
