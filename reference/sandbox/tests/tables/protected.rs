@@ -200,6 +200,29 @@ fn the_plan_pins_git_binds_hooks_and_config_read_only_and_names_what_is_missing(
 }
 
 #[test]
+fn a_protected_path_the_kernel_cannot_look_at_fails_the_plan() {
+    // A workspace whose path leaves no room for `/.git` under PATH_MAX: `lstat` answers
+    // ENAMETOOLONG, not "not there", so the plan is refused (a call confined without knowing
+    // whether the repository is there could leave it writable).
+    let (_d, root) = scratch_root("protected-");
+    let mut ws = root.clone();
+    while ws.as_os_str().len() < 4092 - 201 {
+        ws.push("d".repeat(200));
+    }
+    let room = 4092 - ws.as_os_str().len() - 1;
+    ws.push("w".repeat(room));
+    assert_eq!(ws.as_os_str().len(), 4092);
+    std::fs::create_dir_all(&ws).expect("mkdir");
+    let policy = ww(&ws, &[]);
+    let roots = writable_roots(&policy).expect("roots");
+    let refused = protected_plan(&policy, &roots).expect_err("the plan must be refused");
+    assert!(
+        refused.to_string().contains("too long") || refused.to_string().contains("File name"),
+        "{refused}"
+    );
+}
+
+#[test]
 fn a_git_file_is_kept_read_only_and_a_symlink_on_the_way_is_uncovered_but_denied() {
     let (_d, root) = scratch_root("protected-");
     let (ws, real) = (root.join("ws"), root.join("ws/real.git"));
