@@ -41,6 +41,9 @@ pub enum HostError {
         /// Why not.
         source: std::io::Error,
     },
+    /// The private directory for the run's linked repository could not be made.
+    #[error("cannot make a directory for the run's linked repository: {0}")]
+    NoTemplateDir(#[source] crate::suite::SuiteError),
     /// A set-up script exited non-zero.
     #[error("{script:?} in {dir:?} failed ({status}): {stderr}")]
     Script {

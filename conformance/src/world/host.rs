@@ -150,10 +150,7 @@ fn template() -> Result<PathBuf, HostError> {
     if let Some(dir) = held.as_ref() {
         return Ok(dir.path().to_path_buf());
     }
-    let dir = crate::suite::private_dir("repo").map_err(|e| HostError::Template {
-        dir: PathBuf::from("the cache"),
-        source: std::io::Error::other(e.to_string()),
-    })?;
+    let dir = crate::suite::private_dir("repo").map_err(HostError::NoTemplateDir)?;
     let ws = dir.path().join("ws");
     std::fs::create_dir(&ws).map_err(|source| HostError::Template {
         dir: ws.clone(),
