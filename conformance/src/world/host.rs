@@ -56,11 +56,13 @@ impl World {
     /// beside the workspace, as `upstream`) and a linked worktree `wt`, as
     /// [`World::init_repo`] and git's own commands leave them.
     ///
-    /// In a certify run ([`super::defer_removal`]) the repository is made once, in a private
-    /// directory, and each case gets a copy with the paths git wrote made its own: a submodule
-    /// and a worktree cost about forty git and shell processes to make, and the protected family
-    /// needs one in every other case. The copy's indexes are refreshed by git, so its files
-    /// stat as clean as the ones git made.
+    /// In a certify run ([`super::defer_removal`]) the repository is made once, read into
+    /// memory and its directory removed, and each case gets a copy with the paths git wrote
+    /// made its own: a submodule and a worktree cost about forty git and shell processes to
+    /// make, and the protected family needs one in every other case. Held in certify's memory,
+    /// what a case gets is what git made, whatever a backend or a `danger-full-access` payload
+    /// does to the disk meanwhile. The copy's indexes are refreshed by git, so its files stat
+    /// as clean as the ones git made.
     pub fn linked_repo(&self) -> Result<(), HostError> {
         let upstream = self.dir.join("upstream");
         if !super::removal::deferring() {
@@ -68,12 +70,12 @@ impl World {
         }
         let template = template()?;
         let rewrite = [
-            (template.join("upstream"), upstream.clone()),
-            (template.join("ws"), self.ws.clone()),
+            (template.dir.join("upstream"), upstream.clone()),
+            (template.dir.join("ws"), self.ws.clone()),
         ];
         let copied = std::fs::create_dir(&upstream)
-            .and_then(|()| copy_tree(&template.join("upstream"), &upstream, &rewrite))
-            .and_then(|()| copy_tree(&template.join("ws"), &self.ws, &rewrite));
+            .and_then(|()| template.upstream.write(&upstream, &rewrite))
+            .and_then(|()| template.ws.write(&self.ws, &rewrite));
         copied.map_err(|source| HostError::Template {
             dir: self.ws.clone(),
             source,
@@ -138,31 +140,51 @@ fn make_linked(ws: &Path, upstream: &Path) -> Result<(), HostError> {
     Ok(())
 }
 
-/// The run's linked repository ([`World::linked_repo`]): `ws` and `upstream` in a private
-/// directory, made on first use and removed by [`drop_template`].
-static TEMPLATE: Mutex<Option<tempfile::TempDir>> = Mutex::new(None);
+/// The run's linked repository ([`World::linked_repo`]) as git made it, held in memory.
+struct Template {
+    /// The directory it was made in (removed since): the paths git wrote start with it.
+    dir: PathBuf,
+    /// The workspace: the repository, its submodule's checkout and its linked worktree.
+    ws: Tree,
+    /// The submodule's upstream repository, the workspace's sibling.
+    upstream: Tree,
+}
 
-/// The directory holding the run's linked repository, made now if this is the first.
-fn template() -> Result<PathBuf, HostError> {
+/// The run's linked repository, made on first use and dropped by [`drop_template`].
+static TEMPLATE: Mutex<Option<std::sync::Arc<Template>>> = Mutex::new(None);
+
+/// The run's linked repository, made now (in a private directory, read into memory, the
+/// directory removed) if this is the first.
+fn template() -> Result<std::sync::Arc<Template>, HostError> {
     let mut held = TEMPLATE
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some(dir) = held.as_ref() {
-        return Ok(dir.path().to_path_buf());
+    if let Some(template) = held.as_ref() {
+        return Ok(std::sync::Arc::clone(template));
     }
     let dir = crate::suite::private_dir("repo").map_err(HostError::NoTemplateDir)?;
-    let ws = dir.path().join("ws");
+    let (ws, upstream) = (dir.path().join("ws"), dir.path().join("upstream"));
     std::fs::create_dir(&ws).map_err(|source| HostError::Template {
         dir: ws.clone(),
         source,
     })?;
-    make_linked(&ws, &dir.path().join("upstream"))?;
-    let path = dir.path().to_path_buf();
-    *held = Some(dir);
-    Ok(path)
+    make_linked(&ws, &upstream)?;
+    let read = |from: &Path| {
+        Tree::read(from).map_err(|source| HostError::Template {
+            dir: from.to_path_buf(),
+            source,
+        })
+    };
+    let template = std::sync::Arc::new(Template {
+        dir: dir.path().to_path_buf(),
+        ws: read(&ws)?,
+        upstream: read(&upstream)?,
+    });
+    *held = Some(std::sync::Arc::clone(&template));
+    Ok(template)
 }
 
-/// Removes the run's linked repository (at the end of a certify run).
+/// Forgets the run's linked repository (at the end of a certify run).
 pub(super) fn drop_template() {
     let mut held = TEMPLATE
         .lock()
@@ -170,45 +192,90 @@ pub(super) fn drop_template() {
     held.take();
 }
 
-/// Copies what is in the directory `from` into the directory `to` (made already): directories,
-/// files with their modes, symlinks as they point; every file and symlink that names one of the
-/// `rewrite` pairs' first paths names the second instead (git writes absolute paths into a
-/// worktree's links, a submodule's URL and its logs), in a file named `config` as git writes a
-/// value there ([`config_value`]: the template's paths are plain, a world's may not be).
+/// Copies what is in the directory `from` into the directory `to` (made already), as
+/// [`Tree::write`] does.
 pub(super) fn copy_tree(
     from: &Path,
     to: &Path,
     rewrite: &[(PathBuf, PathBuf)],
 ) -> std::io::Result<()> {
-    use std::os::unix::ffi::{OsStrExt, OsStringExt};
-    let swap = |bytes: Vec<u8>, in_config: bool| -> Vec<u8> {
-        rewrite.iter().fold(bytes, |bytes, (old, new)| {
-            let new = new.as_os_str().as_bytes();
-            let new = if in_config {
-                config_value(new)
-            } else {
-                new.to_vec()
-            };
-            replace(&bytes, old.as_os_str().as_bytes(), &new)
-        })
-    };
-    for entry in std::fs::read_dir(from)? {
-        let entry = entry?;
-        let (src, dst) = (entry.path(), to.join(entry.file_name()));
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            std::fs::create_dir(&dst)?;
-            copy_tree(&src, &dst, rewrite)?;
-        } else if kind.is_symlink() {
-            let target = std::fs::read_link(&src)?.into_os_string().into_vec();
-            std::os::unix::fs::symlink(std::ffi::OsString::from_vec(swap(target, false)), &dst)?;
-        } else if kind.is_file() {
-            let in_config = entry.file_name() == "config";
-            std::fs::write(&dst, swap(std::fs::read(&src)?, in_config))?;
-            std::fs::set_permissions(&dst, entry.metadata()?.permissions())?;
+    Tree::read(from)?.write(to, rewrite)
+}
+
+/// What is in a directory, read into memory: directories, files with their modes, symlinks as
+/// they point (anything else is left out), each by its path relative to the directory, a
+/// directory before what it holds.
+struct Tree(Vec<(PathBuf, Node)>);
+
+/// One entry of a [`Tree`].
+enum Node {
+    /// A directory.
+    Dir,
+    /// A regular file: its bytes and permission bits.
+    File(Vec<u8>, std::fs::Permissions),
+    /// A symbolic link: where it points.
+    Symlink(std::ffi::OsString),
+}
+
+impl Tree {
+    /// Reads the directory `from`.
+    fn read(from: &Path) -> std::io::Result<Self> {
+        let mut nodes = Vec::new();
+        let mut pending = vec![PathBuf::new()];
+        while let Some(relative) = pending.pop() {
+            for entry in std::fs::read_dir(from.join(&relative))? {
+                let entry = entry?;
+                let (path, kind) = (relative.join(entry.file_name()), entry.file_type()?);
+                if kind.is_dir() {
+                    nodes.push((path.clone(), Node::Dir));
+                    pending.push(path);
+                } else if kind.is_symlink() {
+                    let target = std::fs::read_link(entry.path())?;
+                    nodes.push((path, Node::Symlink(target.into_os_string())));
+                } else if kind.is_file() {
+                    let bytes = std::fs::read(entry.path())?;
+                    nodes.push((path, Node::File(bytes, entry.metadata()?.permissions())));
+                }
+            }
         }
+        Ok(Self(nodes))
     }
-    Ok(())
+
+    /// Writes the tree into the directory `to` (made already); every file and symlink that
+    /// names one of the `rewrite` pairs' first paths names the second instead (git writes
+    /// absolute paths into a worktree's links, a submodule's URL and its logs), in a file named
+    /// `config` as git writes a value there ([`config_value`]: the template's paths are plain,
+    /// a world's may not be).
+    fn write(&self, to: &Path, rewrite: &[(PathBuf, PathBuf)]) -> std::io::Result<()> {
+        use std::os::unix::ffi::{OsStrExt, OsStringExt};
+        let swap = |bytes: &[u8], in_config: bool| -> Vec<u8> {
+            rewrite.iter().fold(bytes.to_vec(), |bytes, (old, new)| {
+                let new = new.as_os_str().as_bytes();
+                let new = if in_config {
+                    config_value(new)
+                } else {
+                    new.to_vec()
+                };
+                replace(&bytes, old.as_os_str().as_bytes(), &new)
+            })
+        };
+        for (relative, node) in &self.0 {
+            let dst = to.join(relative);
+            match node {
+                Node::Dir => std::fs::create_dir(&dst)?,
+                Node::Symlink(target) => std::os::unix::fs::symlink(
+                    std::ffi::OsString::from_vec(swap(target.as_bytes(), false)),
+                    &dst,
+                )?,
+                Node::File(bytes, permissions) => {
+                    let in_config = relative.file_name().is_some_and(|name| name == "config");
+                    std::fs::write(&dst, swap(bytes, in_config))?;
+                    std::fs::set_permissions(&dst, permissions.clone())?;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `value` as `git config` writes it into a config file: backslashes, double quotes, tabs and
@@ -293,6 +360,50 @@ mod tests {
                 String::from_utf8_lossy(value)
             );
         }
+    }
+
+    #[test]
+    fn the_runs_repository_is_held_in_memory_and_copied_with_its_paths_made_its_own() {
+        let template = template().expect("the run's linked repository");
+        assert!(
+            !template.dir.exists(),
+            "its directory is removed once read, so nothing on disk can change what cases get"
+        );
+        let to = tempfile::tempdir().expect("tempdir");
+        let (ws, upstream) = (to.path().join("w s;#"), to.path().join("upstream"));
+        let rewrite = [
+            (template.dir.join("upstream"), upstream.clone()),
+            (template.dir.join("ws"), ws.clone()),
+        ];
+        for (tree, dir) in [(&template.ws, &ws), (&template.upstream, &upstream)] {
+            std::fs::create_dir(dir).expect("mkdir");
+            tree.write(dir, &rewrite).expect("copy");
+        }
+        let git = |dir: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(args)
+                .current_dir(dir)
+                .envs(PERSON_GIT)
+                .output()
+                .expect("git");
+            assert!(out.status.success(), "{args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).trim().to_owned()
+        };
+        assert_eq!(
+            git(
+                &ws.join("wt"),
+                &["rev-parse", "--path-format=absolute", "--git-common-dir"]
+            ),
+            ws.join(".git").display().to_string(),
+            "the linked worktree names the copy's repository"
+        );
+        assert_eq!(
+            git(&ws, &["status", "--porcelain"]),
+            "?? wt/",
+            "as git leaves it"
+        );
+        assert_eq!(git(&ws.join("sub"), &["log", "--format=%s"]), "upstream");
+        assert_eq!(std::fs::read(ws.join("a")).expect("a"), b"a\n");
     }
 
     #[test]
