@@ -2235,16 +2235,23 @@ fn a_killed_supervisor_fails_the_run_and_no_host_process_is_taken_for_the_runs()
     );
 }
 
-/// A runner that stages in the host's `/tmp` (or `/var/tmp`) and tidies up only when the call
-/// ends, run through the survivors' cases (their timeouts stop calls) and no leftovers
+/// A runner that stages in the host's `/tmp` (or `/var/tmp`, or `/run`) and tidies up only when
+/// the call ends, run through the survivors' cases (their timeouts stop calls) and no leftovers
 /// case: no case looks at the host's shared places, so the run-level check does (as root the
-/// whole run sees them through overlays of its own), names each staging directory a stopped call
-/// left, and fails the run with every case passed. As a user it cannot look: the report says so
-/// under `not_planned`.
+/// whole run sees `/tmp` and `/var/tmp` through overlays of its own, and watches `/run`), names
+/// each staging directory a stopped call left, and fails the run with every case passed. In
+/// `/run` the runner makes its staging roots writable by every user, what the watch judges there
+/// (and they really are on the host: the test removes them). As a user the run cannot look: the
+/// report says so under `not_planned` (and a user cannot stage in `/run` at all, so that place is
+/// root's only).
 #[test]
 fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked() {
     let root = one_scenario_file("hardening/survivors.yaml");
-    for place in ["/tmp", "/var/tmp"] {
+    for (place, mode) in [("/tmp", ""), ("/var/tmp", ""), ("/run", "0777")] {
+        let watched = place == "/run";
+        if watched && !is_root() {
+            continue;
+        }
         let prefix = format!("leaky-run-{}", std::process::id());
         let run = certify_with(
             &["--scenarios", root.path().to_str().expect("utf8")],
@@ -2252,6 +2259,7 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
             &[
                 ("LEAKY_STAGE_PREFIX", prefix.as_str()),
                 ("LEAKY_STAGE_PLACE", place),
+                ("LEAKY_STAGE_MODE", mode),
             ],
         );
         // As a user the stopped calls' directories are really in the host's place.
@@ -2285,18 +2293,26 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
             );
             continue;
         }
-        assert_eq!(
-            on_host, 0,
-            "the run's overlays kept the host's {place} as it was"
-        );
+        if watched {
+            assert!(on_host > 0, "the fixture staged nothing: {}", run.why());
+        } else {
+            assert_eq!(
+                on_host, 0,
+                "the run's overlays kept the host's {place} as it was"
+            );
+        }
         assert_eq!(run.code, Some(1), "{}", run.why());
         assert_eq!(run.report.verdict, Verdict::NotCertified);
         let left = &run.report.left_in_shared_places;
         assert!(!left.is_empty(), "{}", run.matrix);
+        let what = if watched {
+            "(a directory others can write, owner uid 0, mode 0777)"
+        } else {
+            "(a directory, owner uid 0, mode 0700)"
+        };
         for entry in left {
             assert!(
-                entry.starts_with(&format!("{place}/{prefix}."))
-                    && entry.ends_with("(a directory, owner uid 0, mode 0700)"),
+                entry.starts_with(&format!("{place}/{prefix}.")) && entry.ends_with(what),
                 "{entry}"
             );
         }

@@ -4,7 +4,9 @@
 //! ([`crate::leftovers::RUN_PLACES`]), so whatever is in
 //! them once every case is over is what the run made and left, whatever else ran on the host
 //! meanwhile: a staging directory a call no case looked at left behind. Each entry fails the
-//! run. As a user (no mount namespace) the run cannot look and says so.
+//! run. `/run` it watches instead ([`crate::leftovers::watched`]): what appeared or changed
+//! there during the run that others could use fails it too. As a user (no mount namespace) the
+//! run cannot look and says so.
 
 use super::Report;
 
@@ -33,9 +35,10 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
         return (
             body(),
             RunPlaces::NotPlanned(format!(
-                "what the whole run left in {} is checked as root on Linux only (it needs a \
-                 mount namespace of the run's own)",
-                crate::leftovers::RUN_PLACES.join(", ")
+                "what the whole run left in {} (and what others could use in {}) is checked \
+                 as root on Linux only (it needs a mount namespace of the run's own)",
+                crate::leftovers::RUN_PLACES.join(", "),
+                crate::leftovers::WATCHED.join(", ")
             )),
         );
     }

@@ -17,12 +17,17 @@
 //! `/var/tmp` and `/run` are not made private to a case: external backends' adapters write their
 //! per-call files there (the peers' under `/var/tmp`) from outside the case's namespace while it
 //! runs, and the directory under an overlay must not change while it is mounted. The run's own
-//! namespace, which the adapters share, makes `/var/tmp` private too ([`RUN_PLACES`]); `/run` is
-//! not checked.
+//! namespace, which the adapters share, makes `/var/tmp` private too ([`RUN_PLACES`]). `/run` is
+//! never made private (a host daemon's socket there refuses every connection through an
+//! overlay): the run watches it instead ([`watched`]), and fails on what it left there that
+//! others could use.
 
 use std::path::{Path, PathBuf};
 
 use crate::steps::StepError;
+
+#[cfg(target_os = "linux")]
+pub mod watched;
 
 /// The shared places a `leftovers` case sees privately, each an overlay of the host's own.
 pub const PLACES: [&str; 2] = ["/tmp", "/dev/shm"];
@@ -30,10 +35,13 @@ pub const PLACES: [&str; 2] = ["/tmp", "/dev/shm"];
 /// The shared places a whole run sees privately as root ([`Scope::Run`]): a case's, and
 /// `/var/tmp`, where external backends' adapters write their per-call files (every process of
 /// the run sees the run's overlays, the adapters included, so nothing there changes under them
-/// from outside). `/var/tmp` is last: the overlays' own directories may lie below it. Not `/run`:
-/// an overlay there breaks firejail (its set-up under `/run/firejail` fails: "cannot save
-/// umask"), and a host daemon's socket there is the host-ipc family's business.
+/// from outside). `/var/tmp` is last: the overlays' own directories may lie below it. Not `/run`,
+/// which is watched ([`WATCHED`]): every socket the host's daemons bound there before
+/// an overlay was mounted would refuse connections through it.
 pub const RUN_PLACES: [&str; 3] = ["/tmp", "/dev/shm", "/var/tmp"];
+
+/// The host's shared places a run as root watches rather than makes private ([`watched`]).
+pub const WATCHED: [&str; 1] = ["/run"];
 
 /// One entry a case left in a shared place: where (as the host names the place), what, and whose.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -417,6 +425,8 @@ pub fn with_private_places<T>(
         Scope::Run => &RUN_PLACES,
     };
     let private = overlay_places(&base, places, &mut lowers, &mut held_uppers);
+    // What the run cannot make private it watches: a look now, another once it is over.
+    let watched = (scope == Scope::Run).then(watched::Look::now);
     let result = private.as_ref().ok().map(|()| {
         if scope == Scope::Case {
             crate::world::removed_at_once(body)
@@ -451,6 +461,9 @@ pub fn with_private_places<T>(
         }),
         Err(e) => Err(e),
     };
+    if let Some(before) = watched.filter(|_| result.is_some()) {
+        left.extend(watched::Look::now().left_since(&before));
+    }
     left.sort_by(|a, b| a.path.cmp(&b.path));
     // Back in the harness's namespace (which also sets this thread's directory to its root).
     if scope == Scope::Case {
