@@ -37,6 +37,19 @@ struct Seen {
     mode: u32,
 }
 
+impl Seen {
+    /// What `meta` (an `lstat`) says.
+    fn of(meta: &std::fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            uid: meta.uid(),
+            mode: meta.mode(),
+        }
+    }
+}
+
 /// What the watched places held at one moment.
 #[derive(Debug, Default)]
 pub struct Look(HashMap<PathBuf, Seen>);
@@ -47,10 +60,13 @@ impl Look {
         Self::of(&WATCHED.map(Path::new))
     }
 
-    /// Looks at `places` now.
+    /// Looks at `places` now: each place itself, and what is below it.
     fn of(places: &[&Path]) -> Self {
         let mut seen = HashMap::new();
         for place in places {
+            if let Ok(meta) = std::fs::symlink_metadata(place) {
+                seen.insert(place.to_path_buf(), Seen::of(&meta));
+            }
             walk(place, 0, &mut seen);
         }
         Self(seen)
@@ -75,6 +91,12 @@ impl Look {
                 .get(path)
                 .filter(|was| (was.dev, was.ino) == (now.dev, now.ino));
             let usable = usable_by_others(now.mode);
+            // A new directory only its owner can write is named for what others could use in
+            // it, found as the overlays' check finds it (below the look's depth too).
+            let hazard =
+                (was.is_none() && usable.is_none() && now.mode & libc::S_IFMT == libc::S_IFDIR)
+                    .then(|| super::hazard_below(path))
+                    .flatten();
             let leftover = match (was, usable) {
                 (None, Some(kind)) => Leftover {
                     path: path.clone(),
@@ -83,6 +105,14 @@ impl Look {
                     mode: now.mode & 0o7777,
                     was: None,
                     hazard: None,
+                },
+                (None, None) if hazard.is_some() => Leftover {
+                    path: path.clone(),
+                    kind: "directory",
+                    uid: now.uid,
+                    mode: now.mode & 0o7777,
+                    was: None,
+                    hazard,
                 },
                 (Some(was), usable)
                     if was.uid != now.uid
@@ -112,7 +142,6 @@ impl Look {
 /// Records `dir`'s entries into `seen` and goes down into its directories (never through a
 /// symlink), to [`DEPTH`] levels and [`MOST`] entries.
 fn walk(dir: &Path, depth: usize, seen: &mut HashMap<PathBuf, Seen>) {
-    use std::os::unix::fs::MetadataExt;
     if depth >= DEPTH {
         return;
     }
@@ -127,15 +156,7 @@ fn walk(dir: &Path, depth: usize, seen: &mut HashMap<PathBuf, Seen>) {
             continue;
         };
         let path = entry.path();
-        seen.insert(
-            path.clone(),
-            Seen {
-                dev: meta.dev(),
-                ino: meta.ino(),
-                uid: meta.uid(),
-                mode: meta.mode(),
-            },
-        );
+        seen.insert(path.clone(), Seen::of(&meta));
         if meta.is_dir() {
             walk(&path, depth + 1, seen);
         }
@@ -237,6 +258,50 @@ mod tests {
             })
             .collect();
         names.sort();
-        assert_eq!(names, ["a", "a/b", "a/b/c", "link"]);
+        assert_eq!(names, ["", "a", "a/b", "a/b/c", "link"]);
+    }
+
+    #[test]
+    fn a_new_directory_only_its_owner_can_write_is_named_for_what_others_could_use_deep_in_it() {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        // 0755 whatever the umask (a user's may be 002).
+        let mkdir = |dir: &Path| {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dir)
+                .expect("mkdir");
+        };
+        let place = tempfile::tempdir().expect("tempdir");
+        std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let before = Look::of(&[place.path()]);
+        let quiet = place.path().join("quiet");
+        mkdir(&quiet.join("x/y/z"));
+        let stage = place.path().join("stage");
+        let open = stage.join("a/b/c/open");
+        mkdir(&open);
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
+        std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o775))
+            .expect("chmod");
+        let named: Vec<String> = Look::of(&[place.path()])
+            .left_since(&before)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let uid = nix::unistd::geteuid().as_raw();
+        assert_eq!(
+            named,
+            [
+                format!(
+                    "{} (a host directory it changed, owner uid {uid}, mode 0775; the host's: owner uid {uid}, mode 0755)",
+                    place.path().display()
+                ),
+                format!(
+                    "{} (a directory, owner uid {uid}, mode 0755; it holds a/b/c/open (a directory others can write, mode 0777))",
+                    stage.display()
+                ),
+            ]
+        );
     }
 }
