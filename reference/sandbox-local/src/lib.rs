@@ -7,6 +7,7 @@
 
 pub mod bind;
 pub mod cache;
+mod classes;
 pub mod dialect;
 pub mod gitguard;
 pub mod launch;
@@ -37,7 +38,8 @@ mod provider;
 pub mod seatbelt;
 pub mod temp_area;
 
+pub use classes::{GIT_NAMED_SURFACE_GAP, GIT_SURFACE_GAP};
 pub use provider::{
-    Backend, DEFAULT_MEMORY_LIMIT, DEFAULT_PROBE_TIMEOUT, GIT_NAMED_SURFACE_GAP, GIT_SURFACE_GAP,
-    LocalConfig, LocalProvider, OperatorError, OperatorRunner, Selection, SelectionError,
+    Backend, DEFAULT_MEMORY_LIMIT, DEFAULT_PROBE_TIMEOUT, LocalConfig, LocalProvider,
+    OperatorError, OperatorRunner, Selection, SelectionError,
 };
