@@ -15,16 +15,16 @@
 //! host's own. No confined call may write `/run` (it is in no mode's writable set), so an entry
 //! there that only root can use is no way into another sandbox.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use super::{Leftover, WATCHED};
 
-/// How far below a watched place a look goes: `/run/user/0/<stage>` is three levels down.
-const DEPTH: usize = 3;
+/// How far below a watched place a look goes: `/run/user/0/<tool>/<stage>` is four levels down.
+const DEPTH: usize = 4;
 
-/// The most entries one look reads (a host's `/run` holds a few hundred).
-const MOST: usize = 20_000;
+/// The most entries one look reads (a host's `/run` holds a few hundred to a few thousand).
+const MOST: usize = 50_000;
 
 /// One entry as a look saw it (`lstat`, never followed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,30 +52,78 @@ impl Seen {
 
 /// What the watched places held at one moment.
 #[derive(Debug, Default)]
-pub struct Look(HashMap<PathBuf, Seen>);
+pub struct Look {
+    /// Each entry seen, the places themselves included.
+    seen: HashMap<PathBuf, Seen>,
+    /// The directories whose every entry was seen (not those at the look's depth, nor any
+    /// left unfinished at its bound): only there is an entry the look has not seen a new one.
+    listed: HashSet<PathBuf>,
+}
 
 impl Look {
-    /// Looks at every watched place now, three levels down, at most 20,000 entries.
+    /// Looks at every watched place now, four levels down, at most 50,000 entries.
     pub fn now() -> Self {
         Self::of(&WATCHED.map(Path::new))
     }
 
     /// Looks at `places` now: each place itself, and what is below it.
     fn of(places: &[&Path]) -> Self {
-        let mut seen = HashMap::new();
+        let mut look = Self::default();
         for place in places {
             if let Ok(meta) = std::fs::symlink_metadata(place) {
-                seen.insert(place.to_path_buf(), Seen::of(&meta));
+                look.seen.insert(place.to_path_buf(), Seen::of(&meta));
             }
-            walk(place, 0, &mut seen);
+            look.walk(place, 0);
         }
-        Self(seen)
+        look
+    }
+
+    /// Whether `path`, which this look did not see, was not there: the nearest of its
+    /// ancestors the look saw had every entry seen.
+    fn was_absent(&self, path: &Path) -> bool {
+        path.ancestors()
+            .skip(1)
+            .find(|up| self.seen.contains_key(*up))
+            .is_some_and(|up| self.listed.contains(up))
+    }
+
+    /// Records `dir`'s entries and goes down into its directories (never through a symlink), to
+    /// [`DEPTH`] levels and [`MOST`] entries; `dir` is listed when every entry was recorded.
+    fn walk(&mut self, dir: &Path, depth: usize) {
+        if depth >= DEPTH {
+            return;
+        }
+        let Ok(listing) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut whole = true;
+        for entry in listing {
+            let Ok(entry) = entry else {
+                whole = false;
+                continue;
+            };
+            if self.seen.len() >= MOST {
+                return;
+            }
+            let Ok(meta) = entry.metadata() else {
+                whole = false;
+                continue;
+            };
+            let path = entry.path();
+            self.seen.insert(path.clone(), Seen::of(&meta));
+            if meta.is_dir() {
+                self.walk(&path, depth + 1);
+            }
+        }
+        if whole {
+            self.listed.insert(dir.to_path_buf());
+        }
     }
 
     /// What appeared or changed since `before` that others could use, by path: what lies below
     /// a new entry named is that entry's, and not named again.
     pub fn left_since(&self, before: &Look) -> Vec<Leftover> {
-        let mut paths: Vec<&PathBuf> = self.0.keys().collect();
+        let mut paths: Vec<&PathBuf> = self.seen.keys().collect();
         paths.sort();
         let mut found: Vec<Leftover> = Vec::new();
         for path in paths {
@@ -85,11 +133,15 @@ impl Look {
             {
                 continue;
             }
-            let now = self.0[path];
-            let was = before
-                .0
-                .get(path)
-                .filter(|was| (was.dev, was.ino) == (now.dev, now.ino));
+            let now = self.seen[path];
+            let was = match before.seen.get(path) {
+                Some(was) if (was.dev, was.ino) == (now.dev, now.ino) => Some(was),
+                // Another entry under the same name: a new one.
+                Some(_) => None,
+                None if before.was_absent(path) => None,
+                // Beyond what the first look could see: neither new nor changed.
+                None => continue,
+            };
             let usable = usable_by_others(now.mode);
             // A new directory only its owner can write is named for what others could use in
             // it, found as the overlays' check finds it (below the look's depth too).
@@ -139,30 +191,6 @@ impl Look {
     }
 }
 
-/// Records `dir`'s entries into `seen` and goes down into its directories (never through a
-/// symlink), to [`DEPTH`] levels and [`MOST`] entries.
-fn walk(dir: &Path, depth: usize, seen: &mut HashMap<PathBuf, Seen>) {
-    if depth >= DEPTH {
-        return;
-    }
-    let Ok(listing) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in listing.flatten() {
-        if seen.len() >= MOST {
-            return;
-        }
-        let Ok(meta) = entry.metadata() else {
-            continue;
-        };
-        let path = entry.path();
-        seen.insert(path.clone(), Seen::of(&meta));
-        if meta.is_dir() {
-            walk(&path, depth + 1, seen);
-        }
-    }
-}
-
 /// What an entry of `/run` with this `st_mode` is, when users other than its owner could use
 /// it; `None` when they cannot (a symlink's own bits mean nothing).
 fn usable_by_others(mode: u32) -> Option<&'static str> {
@@ -191,13 +219,22 @@ mod tests {
         }
     }
 
+    /// A look of `/run` holding `entries`, every directory in it listed whole.
     fn look(entries: &[(&str, Seen)]) -> Look {
-        Look(
-            entries
-                .iter()
-                .map(|(path, seen)| (PathBuf::from(path), *seen))
-                .collect(),
-        )
+        let mut seen: HashMap<PathBuf, Seen> = entries
+            .iter()
+            .map(|(path, seen)| (PathBuf::from(path), *seen))
+            .collect();
+        seen.insert(
+            PathBuf::from("/run"),
+            self::seen(0, 0, libc::S_IFDIR | 0o755),
+        );
+        let listed = seen
+            .iter()
+            .filter(|(_, s)| s.mode & libc::S_IFMT == libc::S_IFDIR)
+            .map(|(p, _)| p.clone())
+            .collect();
+        Look { seen, listed }
     }
 
     #[test]
@@ -208,8 +245,14 @@ mod tests {
             ("/run/user", seen(2, 0, dir | 0o755)),
             ("/run/daemon.pid", seen(3, 0, libc::S_IFREG | 0o644)),
             ("/run/user/1000", seen(4, 1000, dir | 0o700)),
+            ("/run/deep", seen(5, 0, dir | 0o755)),
         ]);
+        let mut before = before;
+        // The first look did not finish /run/deep: what the second sees there is not known new.
+        before.listed.remove(Path::new("/run/deep"));
         let after = look(&[
+            ("/run/deep", seen(5, 0, dir | 0o755)),
+            ("/run/deep/open", seen(16, 0, dir | 0o777)),
             ("/run/lock", seen(1, 0, dir | 0o1777)),
             // Made again by the host (another inode), still only root's: not named.
             ("/run/daemon.pid", seen(9, 0, libc::S_IFREG | 0o644)),
@@ -240,15 +283,15 @@ mod tests {
     }
 
     #[test]
-    fn a_look_goes_three_levels_down_and_never_through_a_symlink() {
+    fn a_look_goes_four_levels_down_and_never_through_a_symlink() {
         let place = tempfile::tempdir().expect("tempdir");
-        let deep = place.path().join("a/b/c/d");
+        let deep = place.path().join("a/b/c/d/e");
         std::fs::create_dir_all(&deep).expect("mkdir");
         std::os::unix::fs::symlink(place.path().join("a"), place.path().join("link"))
             .expect("symlink");
         let found = Look::of(&[place.path()]);
         let mut names: Vec<String> = found
-            .0
+            .seen
             .keys()
             .map(|p| {
                 p.strip_prefix(place.path())
@@ -258,7 +301,7 @@ mod tests {
             })
             .collect();
         names.sort();
-        assert_eq!(names, ["", "a", "a/b", "a/b/c", "link"]);
+        assert_eq!(names, ["", "a", "a/b", "a/b/c", "a/b/c/d", "link"]);
     }
 
     #[test]
