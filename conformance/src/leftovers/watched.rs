@@ -144,10 +144,10 @@ impl Look {
             };
             let usable = usable_by_others(now.mode);
             // A new directory only its owner can write is named for what others could use in
-            // it, found as the overlays' check finds it (below the look's depth too).
+            // it (below the look's depth too).
             let hazard =
                 (was.is_none() && usable.is_none() && now.mode & libc::S_IFMT == libc::S_IFDIR)
-                    .then(|| super::hazard_below(path))
+                    .then(|| usable_below(path))
                     .flatten();
             let leftover = match (was, usable) {
                 (None, Some(kind)) => Leftover {
@@ -189,6 +189,41 @@ impl Look {
         }
         found
     }
+}
+
+/// The first thing below the directory `dir` that others could use ([`usable_by_others`]),
+/// described by its path relative to `dir`, what it is and its mode. Looks at most at a few
+/// thousand entries, never through a symlink.
+fn usable_below(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut queue = vec![PathBuf::new()];
+    let mut seen = 0;
+    while let Some(relative) = queue.pop() {
+        let Ok(listing) = std::fs::read_dir(dir.join(&relative)) else {
+            continue;
+        };
+        for entry in listing.flatten() {
+            seen += 1;
+            if seen > 4096 {
+                return None;
+            }
+            let Ok(meta) = entry.metadata() else {
+                continue;
+            };
+            let path = relative.join(entry.file_name());
+            if let Some(what) = usable_by_others(meta.mode()) {
+                return Some(format!(
+                    "{} (a {what}, mode {:04o})",
+                    path.display(),
+                    meta.mode() & 0o7777
+                ));
+            }
+            if meta.is_dir() {
+                queue.push(path);
+            }
+        }
+    }
+    None
 }
 
 /// What an entry of `/run` with this `st_mode` is, when users other than its owner could use
@@ -319,10 +354,14 @@ mod tests {
         std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o755))
             .expect("chmod");
         let before = Look::of(&[place.path()]);
-        let quiet = place.path().join("quiet");
-        mkdir(&quiet.join("x/y/z"));
+        let served = place.path().join("served");
+        mkdir(&served.join("x/y/z"));
+        mkdir(&place.path().join("root-only/x/y/z/w"));
         let stage = place.path().join("stage");
         let open = stage.join("a/b/c/open");
+        let socket = served.join("x/y/z/agent.sock");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).expect("bind");
+        std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
         mkdir(&open);
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
         std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o775))
@@ -339,6 +378,10 @@ mod tests {
                 format!(
                     "{} (a host directory it changed, owner uid {uid}, mode 0775; the host's: owner uid {uid}, mode 0755)",
                     place.path().display()
+                ),
+                format!(
+                    "{} (a directory, owner uid {uid}, mode 0755; it holds x/y/z/agent.sock (a socket others can connect to, mode 0666))",
+                    served.display()
                 ),
                 format!(
                     "{} (a directory, owner uid {uid}, mode 0755; it holds a/b/c/open (a directory others can write, mode 0777))",
