@@ -306,7 +306,7 @@ pub struct Case {
     /// case's own (a mount namespace the harness makes for it, so root only: plan it
     /// `when_host: root`), and fail it when anything is left there once it is over: a staging
     /// directory, a lock or a socket the backend made and did not remove, named with its owner
-    /// and mode (see `conformance/src/leftovers.rs`).
+    /// and mode (see `conformance/src/leftovers/`).
     #[serde(default)]
     pub leftovers: bool,
 }
