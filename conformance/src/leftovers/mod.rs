@@ -137,11 +137,26 @@ pub fn excuse_state(left: Vec<Leftover>, state: &[PathBuf]) -> Vec<Leftover> {
 }
 
 /// The first thing below the directory `dir` (one the case made) that others could use: a
-/// directory group or others can write, a set-id file or a device node, described by its path
-/// relative to `dir` and its mode. Looks at most at a few thousand entries.
+/// directory group or others can write, a set-id file or a device node ([`first_below`]).
 #[cfg(target_os = "linux")]
 fn hazard_below(dir: &Path) -> Option<String> {
-    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    first_below(dir, |mode| {
+        let writable = mode & 0o022 != 0;
+        match mode & libc::S_IFMT {
+            libc::S_IFDIR if writable => Some("directory others can write"),
+            libc::S_IFREG if mode & 0o6000 != 0 => Some("set-id file"),
+            libc::S_IFBLK | libc::S_IFCHR => Some("device node"),
+            _ => None,
+        }
+    })
+}
+
+/// The first entry below the directory `dir` that `what` names (given its `st_mode`: type and
+/// permission bits), described by its path relative to `dir`, what `what` called it and its
+/// mode. Looks at most at a few thousand entries, never through a symlink.
+#[cfg(target_os = "linux")]
+fn first_below(dir: &Path, what: impl Fn(u32) -> Option<&'static str>) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
     let mut queue = vec![PathBuf::new()];
     let mut seen = 0;
     while let Some(relative) = queue.pop() {
@@ -157,20 +172,11 @@ fn hazard_below(dir: &Path) -> Option<String> {
                 continue;
             };
             let path = relative.join(entry.file_name());
-            let (kind, mode) = (meta.file_type(), meta.mode() & 0o7777);
-            let what = if kind.is_dir() && mode & 0o022 != 0 {
-                Some("a directory others can write")
-            } else if kind.is_file() && mode & 0o6000 != 0 {
-                Some("a set-id file")
-            } else if kind.is_block_device() || kind.is_char_device() {
-                Some("a device node")
-            } else {
-                None
-            };
-            if let Some(what) = what {
-                return Some(format!("{} ({what}, mode {mode:04o})", path.display()));
+            if let Some(what) = what(meta.mode()) {
+                let mode = meta.mode() & 0o7777;
+                return Some(format!("{} (a {what}, mode {mode:04o})", path.display()));
             }
-            if kind.is_dir() {
+            if meta.is_dir() {
                 queue.push(path);
             }
         }

@@ -191,39 +191,9 @@ impl Look {
     }
 }
 
-/// The first thing below the directory `dir` that others could use ([`usable_by_others`]),
-/// described by its path relative to `dir`, what it is and its mode. Looks at most at a few
-/// thousand entries, never through a symlink.
+/// The first thing below the directory `dir` that others could use ([`usable_by_others`]).
 fn usable_below(dir: &Path) -> Option<String> {
-    use std::os::unix::fs::MetadataExt;
-    let mut queue = vec![PathBuf::new()];
-    let mut seen = 0;
-    while let Some(relative) = queue.pop() {
-        let Ok(listing) = std::fs::read_dir(dir.join(&relative)) else {
-            continue;
-        };
-        for entry in listing.flatten() {
-            seen += 1;
-            if seen > 4096 {
-                return None;
-            }
-            let Ok(meta) = entry.metadata() else {
-                continue;
-            };
-            let path = relative.join(entry.file_name());
-            if let Some(what) = usable_by_others(meta.mode()) {
-                return Some(format!(
-                    "{} (a {what}, mode {:04o})",
-                    path.display(),
-                    meta.mode() & 0o7777
-                ));
-            }
-            if meta.is_dir() {
-                queue.push(path);
-            }
-        }
-    }
-    None
+    super::first_below(dir, usable_by_others)
 }
 
 /// What an entry of `/run` with this `st_mode` is, when users other than its owner could use
