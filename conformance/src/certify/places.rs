@@ -42,6 +42,9 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
             )),
         );
     }
+    // What the run cannot make private it watches from here, the harness's own namespace (what
+    // the run mounts in its namespace hides nothing from this look): once now, once it is over.
+    let watched = crate::leftovers::watched::Look::now();
     // The body runs once: on a thread of its own inside the private places (the thread stays
     // in the run's namespace, and this one never enters it), or, when they could not be made
     // before it ran, here.
@@ -62,10 +65,15 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
             .join()
     });
     let found = match found {
-        Ok(Ok(private)) => RunPlaces::Checked {
-            left: private.left,
-            stayed: private.stayed,
-        },
+        Ok(Ok(private)) => {
+            let mut left = private.left;
+            left.extend(crate::leftovers::watched::Look::now().left_since(&watched));
+            left.sort_by(|a, b| a.path.cmp(&b.path));
+            RunPlaces::Checked {
+                left,
+                stayed: private.stayed,
+            }
+        }
         Ok(Err(e)) => RunPlaces::Failed(e.to_string()),
         Err(panic) => std::panic::resume_unwind(panic),
     };

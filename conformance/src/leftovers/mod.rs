@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 
 use crate::steps::StepError;
 
-#[cfg(target_os = "linux")]
 pub mod watched;
 
 /// The shared places a `leftovers` case sees privately, each an overlay of the host's own.
@@ -137,10 +136,11 @@ pub fn excuse_state(left: Vec<Leftover>, state: &[PathBuf]) -> Vec<Leftover> {
 }
 
 /// The first thing below the directory `dir` (one the case made) that others could use: a
-/// directory group or others can write, a set-id file or a device node ([`first_below`]).
+/// directory group or others can write, a set-id file or a device node ([`first_below`]; past
+/// its bound, nothing is named).
 #[cfg(target_os = "linux")]
 fn hazard_below(dir: &Path) -> Option<String> {
-    first_below(dir, |mode| {
+    let hazard = |mode: u32| {
         let writable = mode & 0o022 != 0;
         match mode & libc::S_IFMT {
             libc::S_IFDIR if writable => Some("directory others can write"),
@@ -148,14 +148,32 @@ fn hazard_below(dir: &Path) -> Option<String> {
             libc::S_IFBLK | libc::S_IFCHR => Some("device node"),
             _ => None,
         }
-    })
+    };
+    match first_below(dir, hazard, |_| true) {
+        Below::Found(what) => Some(what),
+        Below::Nothing | Below::TooMany => None,
+    }
+}
+
+/// What [`first_below`] found.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Below {
+    /// The first entry named: its path relative to the directory, what it is and its mode.
+    Found(String),
+    /// Nothing named, every entry looked at.
+    Nothing,
+    /// More entries than the bound (4,096): not all were looked at.
+    TooMany,
 }
 
 /// The first entry below the directory `dir` that `what` names (given its `st_mode`: type and
-/// permission bits), described by its path relative to `dir`, what `what` called it and its
-/// mode. Looks at most at a few thousand entries, never through a symlink.
-#[cfg(target_os = "linux")]
-fn first_below(dir: &Path, what: impl Fn(u32) -> Option<&'static str>) -> Option<String> {
+/// permission bits), going into the directories `enter` allows (given theirs), never through a
+/// symlink, looking at most at 4,096 entries.
+pub(crate) fn first_below(
+    dir: &Path,
+    what: impl Fn(u32) -> Option<&'static str>,
+    enter: impl Fn(u32) -> bool,
+) -> Below {
     use std::os::unix::fs::MetadataExt;
     let mut queue = vec![PathBuf::new()];
     let mut seen = 0;
@@ -166,7 +184,7 @@ fn first_below(dir: &Path, what: impl Fn(u32) -> Option<&'static str>) -> Option
         for entry in listing.flatten() {
             seen += 1;
             if seen > 4096 {
-                return None;
+                return Below::TooMany;
             }
             let Ok(meta) = entry.metadata() else {
                 continue;
@@ -174,14 +192,14 @@ fn first_below(dir: &Path, what: impl Fn(u32) -> Option<&'static str>) -> Option
             let path = relative.join(entry.file_name());
             if let Some(what) = what(meta.mode()) {
                 let mode = meta.mode() & 0o7777;
-                return Some(format!("{} (a {what}, mode {mode:04o})", path.display()));
+                return Below::Found(format!("{} (a {what}, mode {mode:04o})", path.display()));
             }
-            if meta.is_dir() {
+            if meta.is_dir() && enter(meta.mode()) {
                 queue.push(path);
             }
         }
     }
-    None
+    Below::Nothing
 }
 
 /// What a case made in one private place: each entry of the overlay's upper directory `upper`
@@ -431,8 +449,6 @@ pub fn with_private_places<T>(
         Scope::Run => &RUN_PLACES,
     };
     let private = overlay_places(&base, places, &mut lowers, &mut held_uppers);
-    // What the run cannot make private it watches: a look now, another once it is over.
-    let watched = (scope == Scope::Run).then(watched::Look::now);
     let result = private.as_ref().ok().map(|()| {
         if scope == Scope::Case {
             crate::world::removed_at_once(body)
@@ -467,9 +483,6 @@ pub fn with_private_places<T>(
         }),
         Err(e) => Err(e),
     };
-    if let Some(before) = watched.filter(|_| result.is_some()) {
-        left.extend(watched::Look::now().left_since(&before));
-    }
     left.sort_by(|a, b| a.path.cmp(&b.path));
     // Back in the harness's namespace (which also sets this thread's directory to its root).
     if scope == Scope::Case {

@@ -3,28 +3,45 @@
 //! overlay's inode is not the one the socket was bound to; measured on this kernel), so a
 //! backend whose adapter talks to a daemon there (a container engine's socket, the system bus)
 //! would fail a whole run honestly configured. So a run as root looks at `/run` when it starts
-//! and when it is over, and what appeared or changed there meanwhile that others could use
-//! fails the run: a directory group or others can write (a staging root another user could
-//! plant files in), a file others can write, a set-id file, a socket or FIFO others can open, a
-//! device node, or a host entry whose owner changed or which others can now use.
+//! and when it is over, from the harness's own mount namespace (what the run mounts over `/run`
+//! in its namespace hides nothing from it), and what appeared or changed there meanwhile that
+//! users other than its owner could use fails the run: a directory they can write (a staging
+//! root another user could plant files in), a file they can write, a set-id file, a socket or
+//! FIFO they can open, a device node, each where they can reach it (every directory on the way
+//! searchable by them); a host entry whose owner changed, which gained a set-id or write bit or
+//! lost its sticky bit, whose group changed while its group may use it, or which a symlink took
+//! the place of.
 //!
 //! What others cannot use (a root-only staging directory, a lock or pid file only its owner may
-//! write) is not judged: `/run` is where the host's own daemons keep their state, and on a host
-//! with systemd they make and remove entries there all the time (a unit's `invocation:`
-//! link, a login's runtime directory), so an entry that only appeared cannot be told from the
-//! host's own. No confined call may write `/run` (it is in no mode's writable set), so an entry
-//! there that only root can use is no way into another sandbox.
+//! write, a user's own runtime directory and its sockets) is not judged: `/run` is where the
+//! host's own daemons keep their state, and on a host with systemd they make and remove entries
+//! there all the time (a unit's `invocation:` link, a login's runtime directory), so an entry
+//! that only appeared cannot be told from the host's own. No confined call may write `/run` (it
+//! is in no mode's writable set), so an entry there that only its owner can use is no way into
+//! another sandbox. Not seen: ACLs (only the mode bits), and what lies deeper than four levels
+//! under a directory the host already had.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-use super::{Leftover, WATCHED};
+use super::{Below, Leftover, WATCHED};
 
 /// How far below a watched place a look goes: `/run/user/0/<tool>/<stage>` is four levels down.
 const DEPTH: usize = 4;
 
 /// The most entries one look reads (a host's `/run` holds a few hundred to a few thousand).
 const MOST: usize = 50_000;
+
+/// The file type bits of `st_mode`, and the types this module tells apart (the same numbers on
+/// every Unix; `libc`'s are another integer type off Linux).
+const S_IFMT: u32 = 0o170_000;
+const S_IFDIR: u32 = 0o040_000;
+const S_IFREG: u32 = 0o100_000;
+const S_IFLNK: u32 = 0o120_000;
+const S_IFSOCK: u32 = 0o140_000;
+const S_IFIFO: u32 = 0o010_000;
+const S_IFBLK: u32 = 0o060_000;
+const S_IFCHR: u32 = 0o020_000;
 
 /// One entry as a look saw it (`lstat`, never followed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -33,6 +50,7 @@ struct Seen {
     dev: u64,
     ino: u64,
     uid: u32,
+    gid: u32,
     /// Its type and permission bits (`st_mode`).
     mode: u32,
 }
@@ -45,8 +63,14 @@ impl Seen {
             dev: meta.dev(),
             ino: meta.ino(),
             uid: meta.uid(),
+            gid: meta.gid(),
             mode: meta.mode(),
         }
+    }
+
+    /// Whether it is a directory users other than its owner may search.
+    fn searchable_by_others(&self) -> bool {
+        self.mode & S_IFMT == S_IFDIR && self.mode & 0o011 != 0
     }
 }
 
@@ -58,6 +82,8 @@ pub struct Look {
     /// The directories whose every entry was seen (not those at the look's depth, nor any
     /// left unfinished at its bound): only there is an entry the look has not seen a new one.
     listed: HashSet<PathBuf>,
+    /// The places the look stopped in at its bound.
+    unfinished: Vec<PathBuf>,
 }
 
 impl Look {
@@ -66,16 +92,49 @@ impl Look {
         Self::of(&WATCHED.map(Path::new))
     }
 
-    /// Looks at `places` now: each place itself, and what is below it.
+    /// Looks at `places` now: each place itself, and what is below it, level by level.
     fn of(places: &[&Path]) -> Self {
         let mut look = Self::default();
         for place in places {
             if let Ok(meta) = std::fs::symlink_metadata(place) {
                 look.seen.insert(place.to_path_buf(), Seen::of(&meta));
             }
-            look.walk(place, 0);
+            if !look.walk(place) {
+                look.unfinished.push(place.to_path_buf());
+            }
         }
         look
+    }
+
+    /// Records what is below `place`, breadth first (never through a symlink), to [`DEPTH`]
+    /// levels; a directory is listed when every entry of it was recorded. False when it stopped
+    /// at [`MOST`] entries.
+    fn walk(&mut self, place: &Path) -> bool {
+        let mut queue = VecDeque::from([(place.to_path_buf(), 0)]);
+        while let Some((dir, depth)) = queue.pop_front() {
+            let Ok(listing) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut whole = true;
+            for entry in listing {
+                if self.seen.len() >= MOST {
+                    return false;
+                }
+                let Ok(meta) = entry.and_then(|e| e.metadata().map(|m| (e.path(), m))) else {
+                    whole = false;
+                    continue;
+                };
+                let (path, meta) = meta;
+                if meta.is_dir() && depth + 1 < DEPTH {
+                    queue.push_back((path.clone(), depth + 1));
+                }
+                self.seen.insert(path, Seen::of(&meta));
+            }
+            if whole {
+                self.listed.insert(dir);
+            }
+        }
+        true
     }
 
     /// Whether `path`, which this look did not see, was not there: the nearest of its
@@ -87,126 +146,131 @@ impl Look {
             .is_some_and(|up| self.listed.contains(up))
     }
 
-    /// Records `dir`'s entries and goes down into its directories (never through a symlink), to
-    /// [`DEPTH`] levels and [`MOST`] entries; `dir` is listed when every entry was recorded.
-    fn walk(&mut self, dir: &Path, depth: usize) {
-        if depth >= DEPTH {
-            return;
-        }
-        let Ok(listing) = std::fs::read_dir(dir) else {
-            return;
-        };
-        let mut whole = true;
-        for entry in listing {
-            let Ok(entry) = entry else {
-                whole = false;
-                continue;
-            };
-            if self.seen.len() >= MOST {
-                return;
-            }
-            let Ok(meta) = entry.metadata() else {
-                whole = false;
-                continue;
-            };
-            let path = entry.path();
-            self.seen.insert(path.clone(), Seen::of(&meta));
-            if meta.is_dir() {
-                self.walk(&path, depth + 1);
-            }
-        }
-        if whole {
-            self.listed.insert(dir.to_path_buf());
-        }
+    /// Whether users other than its owner can reach `path`: every directory above it this look
+    /// saw may be searched by them.
+    fn reachable(&self, path: &Path) -> bool {
+        path.ancestors()
+            .skip(1)
+            .map_while(|up| self.seen.get(up))
+            .all(Seen::searchable_by_others)
     }
 
     /// What appeared or changed since `before` that others could use, by path: what lies below
-    /// a new entry named is that entry's, and not named again.
+    /// a new entry named is that entry's, and not named again. A place this look could not
+    /// finish is named too (what it did not read cannot pass).
     pub fn left_since(&self, before: &Look) -> Vec<Leftover> {
         let mut paths: Vec<&PathBuf> = self.seen.keys().collect();
         paths.sort();
-        let mut found: Vec<Leftover> = Vec::new();
+        let mut found: Vec<Leftover> = self
+            .unfinished
+            .iter()
+            .map(|place| Leftover {
+                path: place.clone(),
+                kind: "place holding more entries than the watch reads (50,000), not all looked at",
+                uid: self.seen.get(place).map_or(0, |s| s.uid),
+                mode: self.seen.get(place).map_or(0, |s| s.mode & 0o7777),
+                was: None,
+                hazard: None,
+            })
+            .collect();
         for path in paths {
             if found
                 .iter()
                 .any(|named| named.was.is_none() && path.starts_with(&named.path))
+                || !self.reachable(path)
             {
                 continue;
             }
             let now = self.seen[path];
-            let was = match before.seen.get(path) {
-                Some(was) if (was.dev, was.ino) == (now.dev, now.ino) => Some(was),
-                // Another entry under the same name: a new one.
-                Some(_) => None,
-                None if before.was_absent(path) => None,
+            let leftover = match before.seen.get(path) {
+                Some(was) if (was.dev, was.ino) == (now.dev, now.ino) => changed(path, was, &now),
+                // Another entry under the same name, or one the first look saw was not there.
+                Some(was) => made(path, &now).or_else(|| replaced(path, was, &now)),
+                None if before.was_absent(path) => made(path, &now),
                 // Beyond what the first look could see: neither new nor changed.
-                None => continue,
+                None => None,
             };
-            let usable = usable_by_others(now.mode);
-            // A new directory only its owner can write is named for what others could use in
-            // it (below the look's depth too).
-            let hazard =
-                (was.is_none() && usable.is_none() && now.mode & libc::S_IFMT == libc::S_IFDIR)
-                    .then(|| usable_below(path))
-                    .flatten();
-            let leftover = match (was, usable) {
-                (None, Some(kind)) => Leftover {
-                    path: path.clone(),
-                    kind,
-                    uid: now.uid,
-                    mode: now.mode & 0o7777,
-                    was: None,
-                    hazard: None,
-                },
-                (None, None) if hazard.is_some() => Leftover {
-                    path: path.clone(),
-                    kind: "directory",
-                    uid: now.uid,
-                    mode: now.mode & 0o7777,
-                    was: None,
-                    hazard,
-                },
-                (Some(was), usable)
-                    if was.uid != now.uid
-                        || (usable.is_some() && usable_by_others(was.mode).is_none()) =>
-                {
-                    Leftover {
-                        path: path.clone(),
-                        kind: if now.mode & libc::S_IFMT == libc::S_IFDIR {
-                            "host directory it changed"
-                        } else {
-                            "host file it changed"
-                        },
-                        uid: now.uid,
-                        mode: now.mode & 0o7777,
-                        was: Some((was.uid, was.mode & 0o7777)),
-                        hazard: None,
-                    }
-                }
-                _ => continue,
-            };
-            found.push(leftover);
+            found.extend(leftover);
         }
         found
     }
 }
 
-/// The first thing below the directory `dir` that others could use ([`usable_by_others`]).
-fn usable_below(dir: &Path) -> Option<String> {
-    super::first_below(dir, usable_by_others)
+/// A new entry at `path` as the second look saw it (`now`), when others could use it or what
+/// is below it.
+fn made(path: &Path, now: &Seen) -> Option<Leftover> {
+    let leftover = |kind, hazard| Leftover {
+        path: path.to_path_buf(),
+        kind,
+        uid: now.uid,
+        mode: now.mode & 0o7777,
+        was: None,
+        hazard,
+    };
+    if let Some(kind) = usable_by_others(now.mode) {
+        return Some(leftover(kind, None));
+    }
+    if !now.searchable_by_others() {
+        return None;
+    }
+    // A new directory others may search but not write is named for what others could use in
+    // it, below the look's depth too.
+    let below = super::first_below(path, usable_by_others, |mode| mode & 0o011 != 0);
+    match below {
+        Below::Found(what) => Some(leftover("directory", Some(what))),
+        Below::TooMany => Some(leftover(
+            "directory",
+            Some("more than 4,096 entries, not all looked at".to_owned()),
+        )),
+        Below::Nothing => None,
+    }
+}
+
+/// A host entry at `path` (`was`) whose place a new symlink (`now`) took.
+fn replaced(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
+    (now.mode & S_IFMT == S_IFLNK && was.mode & S_IFMT != S_IFLNK).then(|| Leftover {
+        path: path.to_path_buf(),
+        kind: "host entry it replaced with a symlink",
+        uid: now.uid,
+        mode: now.mode & 0o7777,
+        was: Some((was.uid, was.mode & 0o7777)),
+        hazard: None,
+    })
+}
+
+/// A host entry at `path` that is still the same one (`was`, `now`), when it changed in a way
+/// that lets others use it: its owner, a set-id or write bit gained, its sticky bit lost or its
+/// group changed while others may use it.
+fn changed(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
+    let usable = usable_by_others(now.mode).is_some();
+    let gained = now.mode & !was.mode & 0o6022 != 0;
+    let unstuck = was.mode & 0o1000 != 0 && now.mode & 0o1000 == 0;
+    let regrouped = was.gid != now.gid;
+    (was.uid != now.uid || (usable && (gained || unstuck || regrouped))).then(|| Leftover {
+        path: path.to_path_buf(),
+        kind: if now.mode & S_IFMT == S_IFDIR {
+            "host directory it changed"
+        } else {
+            "host file it changed"
+        },
+        uid: now.uid,
+        mode: now.mode & 0o7777,
+        was: Some((was.uid, was.mode & 0o7777)),
+        hazard: None,
+    })
 }
 
 /// What an entry of `/run` with this `st_mode` is, when users other than its owner could use
 /// it; `None` when they cannot (a symlink's own bits mean nothing).
 fn usable_by_others(mode: u32) -> Option<&'static str> {
     let writable = mode & 0o022 != 0;
-    match mode & libc::S_IFMT {
-        libc::S_IFDIR if writable => Some("directory others can write"),
-        libc::S_IFREG if mode & 0o6000 != 0 => Some("set-id file"),
-        libc::S_IFREG if writable => Some("file others can write"),
-        libc::S_IFSOCK if writable => Some("socket others can connect to"),
-        libc::S_IFIFO if writable => Some("fifo others can write"),
-        libc::S_IFBLK | libc::S_IFCHR => Some("device node"),
+    match mode & S_IFMT {
+        S_IFDIR if writable => Some("directory others can write"),
+        S_IFREG if mode & 0o6000 != 0 => Some("set-id file"),
+        S_IFREG if writable => Some("file others can write"),
+        S_IFSOCK if writable => Some("socket others can connect to"),
+        S_IFIFO if writable => Some("fifo others can write"),
+        S_IFBLK | S_IFCHR => Some("device node"),
         _ => None,
     }
 }
@@ -220,6 +284,7 @@ mod tests {
             dev: 1,
             ino,
             uid,
+            gid: 0,
             mode,
         }
     }
@@ -230,45 +295,57 @@ mod tests {
             .iter()
             .map(|(path, seen)| (PathBuf::from(path), *seen))
             .collect();
-        seen.insert(
-            PathBuf::from("/run"),
-            self::seen(0, 0, libc::S_IFDIR | 0o755),
-        );
+        seen.insert(PathBuf::from("/run"), self::seen(0, 0, S_IFDIR | 0o755));
         let listed = seen
             .iter()
-            .filter(|(_, s)| s.mode & libc::S_IFMT == libc::S_IFDIR)
+            .filter(|(_, s)| s.mode & S_IFMT == S_IFDIR)
             .map(|(p, _)| p.clone())
             .collect();
-        Look { seen, listed }
+        Look {
+            seen,
+            listed,
+            unfinished: Vec::new(),
+        }
     }
 
     #[test]
-    fn only_what_others_could_use_is_named_and_nothing_below_it_again() {
-        let dir = libc::S_IFDIR;
-        let before = look(&[
+    fn only_what_others_could_use_where_they_can_reach_it_is_named_and_nothing_below_it_again() {
+        let (dir, file) = (S_IFDIR, S_IFREG);
+        let group = |mut seen: Seen, gid| {
+            seen.gid = gid;
+            seen
+        };
+        let mut before = look(&[
             ("/run/lock", seen(1, 0, dir | 0o1777)),
             ("/run/user", seen(2, 0, dir | 0o755)),
-            ("/run/daemon.pid", seen(3, 0, libc::S_IFREG | 0o644)),
+            ("/run/daemon.pid", seen(3, 0, file | 0o644)),
             ("/run/user/1000", seen(4, 1000, dir | 0o700)),
             ("/run/deep", seen(5, 0, dir | 0o755)),
+            ("/run/shared", seen(6, 0, dir | 0o775)),
+            ("/run/state", seen(7, 0, dir | 0o755)),
         ]);
-        let mut before = before;
         // The first look did not finish /run/deep: what the second sees there is not known new.
         before.listed.remove(Path::new("/run/deep"));
         let after = look(&[
             ("/run/deep", seen(5, 0, dir | 0o755)),
             ("/run/deep/open", seen(16, 0, dir | 0o777)),
-            ("/run/lock", seen(1, 0, dir | 0o1777)),
+            // Its sticky bit gone: others may now remove what others put there.
+            ("/run/lock", seen(1, 0, dir | 0o777)),
             // Made again by the host (another inode), still only root's: not named.
-            ("/run/daemon.pid", seen(9, 0, libc::S_IFREG | 0o644)),
-            ("/run/stage-root", seen(10, 0, dir | 0o700)),
+            ("/run/daemon.pid", seen(9, 0, file | 0o644)),
+            ("/run/stage", seen(10, 0, dir | 0o755)),
+            ("/run/stage/suid", seen(13, 0, file | 0o4755)),
             ("/run/stage-open", seen(11, 0, dir | 0o777)),
             ("/run/stage-open/inner", seen(12, 0, dir | 0o777)),
-            ("/run/stage-root/suid", seen(13, 0, libc::S_IFREG | 0o4755)),
+            // A login's runtime directory and its bus: only that user reaches them.
+            ("/run/user/4242", seen(17, 4242, dir | 0o700)),
+            ("/run/user/4242/bus", seen(18, 4242, S_IFSOCK | 0o666)),
             ("/run/user", seen(2, 0, dir | 0o757)),
             ("/run/user/1000", seen(4, 0, dir | 0o700)),
-            ("/run/agent.sock", seen(14, 0, libc::S_IFSOCK | 0o666)),
-            ("/run/link", seen(15, 0, libc::S_IFLNK | 0o777)),
+            ("/run/agent.sock", seen(14, 0, S_IFSOCK | 0o666)),
+            ("/run/link", seen(15, 0, S_IFLNK | 0o777)),
+            ("/run/shared", group(seen(6, 0, dir | 0o775), 100)),
+            ("/run/state", seen(19, 0, S_IFLNK | 0o777)),
         ]);
         let named: Vec<String> = after
             .left_since(&before)
@@ -279,10 +356,30 @@ mod tests {
             named,
             [
                 "/run/agent.sock (a socket others can connect to, owner uid 0, mode 0666)",
+                "/run/lock (a host directory it changed, owner uid 0, mode 0777; the host's: owner uid 0, mode 1777)",
+                "/run/shared (a host directory it changed, owner uid 0, mode 0775; the host's: owner uid 0, mode 0775)",
+                "/run/stage/suid (a set-id file, owner uid 0, mode 4755)",
                 "/run/stage-open (a directory others can write, owner uid 0, mode 0777)",
-                "/run/stage-root/suid (a set-id file, owner uid 0, mode 4755)",
+                "/run/state (a host entry it replaced with a symlink, owner uid 0, mode 0777; the host's: owner uid 0, mode 0755)",
                 "/run/user (a host directory it changed, owner uid 0, mode 0757; the host's: owner uid 0, mode 0755)",
                 "/run/user/1000 (a host directory it changed, owner uid 0, mode 0700; the host's: owner uid 1000, mode 0700)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_look_that_stops_at_its_bound_names_the_place() {
+        let mut after = look(&[]);
+        after.unfinished.push(PathBuf::from("/run"));
+        let named: Vec<String> = after
+            .left_since(&look(&[]))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            named,
+            [
+                "/run (a place holding more entries than the watch reads (50,000), not all looked at, owner uid 0, mode 0755)"
             ]
         );
     }
