@@ -2235,6 +2235,60 @@ fn a_killed_supervisor_fails_the_run_and_no_host_process_is_taken_for_the_runs()
     );
 }
 
+/// A root runner that points a setting the kernel runs as root (here the power-off command, the
+/// one least likely to be used while a test runs) somewhere else: no case looks, and the run
+/// fails naming the setting with what it holds and what the host had. The test puts the host's
+/// setting back whatever happens. As a user the runner cannot change it and the run cannot
+/// look: `not_planned` says so.
+#[test]
+fn a_kernel_setting_a_root_runner_changed_fails_the_run_naming_both_values() {
+    /// Writes the host's power-off command back when dropped.
+    struct Restore(String);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = std::fs::write(POWEROFF, &self.0);
+        }
+    }
+    const POWEROFF: &str = "/proc/sys/kernel/poweroff_cmd";
+    let host = std::fs::read_to_string(POWEROFF).expect("the power-off command");
+    let _restore = Restore(host.trim_end().to_owned());
+    let root = one_scenario_file("containment/devices.yaml");
+    let planted = "/sbin/poweroff-left-by-a-runner";
+    let run = certify_with(
+        &["--scenarios", root.path().to_str().expect("utf8")],
+        &backend("leaky_leftovers_backend.py"),
+        &[("LEAKY_MODE", "setting"), ("LEAKY_SETTING", planted)],
+    );
+    let now = std::fs::read_to_string(POWEROFF).expect("the power-off command");
+    if !is_root() {
+        assert_eq!(now, host, "a user's runner cannot change it");
+        assert!(
+            run.report
+                .not_planned
+                .iter()
+                .any(|(what, why)| what == "run: the host's shared places" && why.contains("root")),
+            "{:?}",
+            run.report.not_planned
+        );
+        return;
+    }
+    assert_eq!(now.trim_end(), planted, "the fixture changed nothing");
+    assert_eq!(run.code, Some(1), "{}", run.why());
+    assert_eq!(run.report.verdict, Verdict::NotCertified);
+    assert!(
+        run.report.left_in_shared_places.iter().any(|e| {
+            e.starts_with(&format!(
+            "{POWEROFF} (a host kernel setting it changed (the kernel runs what it names, as root)"
+        )) && e.contains(&format!(
+            "it holds {planted:?}, where the host had {:?}",
+            host.trim_end()
+        ))
+        }),
+        "{:?}",
+        run.report.left_in_shared_places
+    );
+}
+
 /// A runner that stages in the host's `/tmp` (or `/var/tmp`, or `/run`) and tidies up only when
 /// the call ends, run through the survivors' cases (their timeouts stop calls) and no leftovers
 /// case: no case looks at the host's shared places, so the run-level check does (as root the

@@ -5,8 +5,9 @@
 //! them once every case is over is what the run made and left, whatever else ran on the host
 //! meanwhile: a staging directory a call no case looked at left behind. Each entry fails the
 //! run. `/run` it watches instead ([`crate::leftovers::watched`]): what appeared or changed
-//! there during the run that others could use fails it too. As a user (no mount namespace) the
-//! run cannot look and says so.
+//! there during the run that others could use fails it too, and so does a kernel setting that
+//! names a program the kernel runs as root ([`crate::leftovers::settings`]). As a user (no
+//! mount namespace) the run cannot look and says so.
 
 use super::Report;
 
@@ -35,8 +36,9 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
         return (
             body(),
             RunPlaces::NotPlanned(format!(
-                "what the whole run left in {} (and what others could use in {}) is checked \
-                 as root on Linux only (it needs a mount namespace of the run's own)",
+                "what the whole run left in {} (and what others could use in {}, and the \
+                 kernel settings that name a program it runs as root) is checked as root on \
+                 Linux only (it needs a mount namespace of the run's own)",
                 crate::leftovers::RUN_PLACES.join(", "),
                 crate::leftovers::WATCHED.join(", ")
             )),
@@ -45,6 +47,7 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
     // What the run cannot make private it watches from here, the harness's own namespace (what
     // the run mounts in its namespace hides nothing from this look): once now, once it is over.
     let watched = crate::leftovers::watched::Look::now();
+    let settings = crate::leftovers::settings::Settings::now();
     // The body runs once: on a thread of its own inside the private places (the thread stays
     // in the run's namespace, and this one never enters it), or, when they could not be made
     // before it ran, here.
@@ -68,6 +71,7 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
         Ok(Ok(private)) => {
             let mut left = private.left;
             left.extend(crate::leftovers::watched::Look::now().left_since(&watched));
+            left.extend(crate::leftovers::settings::Settings::now().changed_since(&settings));
             left.sort_by(|a, b| a.path.cmp(&b.path));
             RunPlaces::Checked {
                 left,

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 use crate::steps::StepError;
 
+pub mod settings;
 pub mod watched;
 
 /// The shared places a `leftovers` case sees privately, each an overlay of the host's own.

@@ -1,0 +1,128 @@
+//! The host's kernel settings that name a program the kernel itself runs, as root and outside
+//! every sandbox: the core dump helper (`core_pattern` starting with `|`), the module loader, the
+//! hotplug and uevent helpers, the power-off command, and `binfmt_misc`'s interpreters. A runner
+//! as root that changes one has left a deputy behind: the host's next crash, module load or
+//! registered binary runs what it named, long after the run. A run as root reads them when it
+//! starts and when it is over, and each one that changed fails it.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use super::Leftover;
+
+/// The settings read, each a file whose whole text is the setting.
+const SETTINGS: [&str; 5] = [
+    "/proc/sys/kernel/core_pattern",
+    "/proc/sys/kernel/modprobe",
+    "/proc/sys/kernel/hotplug",
+    "/proc/sys/kernel/poweroff_cmd",
+    "/sys/kernel/uevent_helper",
+];
+
+/// Where `binfmt_misc` lists its interpreters, one file each (when it is mounted).
+const BINFMT: &str = "/proc/sys/fs/binfmt_misc";
+
+/// The settings' text at one moment, by file (a setting this kernel lacks is absent).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Settings(BTreeMap<PathBuf, String>);
+
+impl Settings {
+    /// Reads every setting now.
+    pub fn now() -> Self {
+        let mut read = BTreeMap::new();
+        let files = SETTINGS.iter().map(PathBuf::from).chain(
+            std::fs::read_dir(BINFMT)
+                .into_iter()
+                .flatten()
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.file_name().is_some_and(|n| n != "register")),
+        );
+        for file in files {
+            if let Ok(text) = std::fs::read(&file) {
+                read.insert(file, String::from_utf8_lossy(&text).trim_end().to_owned());
+            }
+        }
+        Self(read)
+    }
+
+    /// Each setting that is not what it was in `before`, named with what it holds now.
+    pub fn changed_since(&self, before: &Settings) -> Vec<Leftover> {
+        let files: std::collections::BTreeSet<&PathBuf> =
+            self.0.keys().chain(before.0.keys()).collect();
+        files
+            .into_iter()
+            .filter_map(|file| {
+                use std::os::unix::fs::MetadataExt;
+                let (was, now) = (before.0.get(file), self.0.get(file));
+                let meta = std::fs::metadata(file).ok();
+                (was != now).then(|| Leftover {
+                    path: file.clone(),
+                    kind: "host kernel setting it changed (the kernel runs what it names, as root)",
+                    uid: meta.as_ref().map_or(0, MetadataExt::uid),
+                    mode: meta.as_ref().map_or(0, |m| m.mode() & 0o7777),
+                    was: None,
+                    hazard: Some(match (was, now) {
+                        (Some(was), Some(now)) => format!("{now:?}, where the host had {was:?}"),
+                        (None, Some(now)) => format!("{now:?}, where the host had nothing"),
+                        (Some(was), None) => format!("nothing, where the host had {was:?}"),
+                        (None, None) => String::new(),
+                    }),
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(entries: &[(&str, &str)]) -> Settings {
+        Settings(
+            entries
+                .iter()
+                .map(|(f, t)| (PathBuf::from(f), (*t).to_owned()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn each_setting_that_changed_is_named_with_both_values() {
+        let before = settings(&[
+            ("/nonexistent/core_pattern", "core"),
+            ("/nonexistent/poweroff_cmd", "/sbin/poweroff"),
+            ("/nonexistent/binfmt_misc/gone", "enabled"),
+        ]);
+        let after = settings(&[
+            ("/nonexistent/core_pattern", "|/run/x %p"),
+            ("/nonexistent/poweroff_cmd", "/sbin/poweroff"),
+            (
+                "/nonexistent/binfmt_misc/new",
+                "enabled\ninterpreter /tmp/i",
+            ),
+        ]);
+        let named: Vec<String> = after
+            .changed_since(&before)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        // Files this host lacks: no owner, no mode.
+        let kind = "a host kernel setting it changed (the kernel runs what it names, as root), owner uid 0, mode 0000";
+        assert_eq!(
+            named,
+            [
+                format!(
+                    "/nonexistent/binfmt_misc/gone ({kind}; it holds nothing, where the host had \"enabled\")"
+                ),
+                format!(
+                    "/nonexistent/binfmt_misc/new ({kind}; it holds \"enabled\\ninterpreter /tmp/i\", where the host had nothing)"
+                ),
+                format!(
+                    "/nonexistent/core_pattern ({kind}; it holds \"|/run/x %p\", where the host had \"core\")"
+                ),
+            ]
+        );
+        assert!(Settings::now().changed_since(&Settings::now()).is_empty());
+    }
+}
