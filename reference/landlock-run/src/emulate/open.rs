@@ -31,7 +31,7 @@ impl Emulator {
         }
     }
 
-    pub(super) fn open_inner(
+    fn open_inner(
         &mut self,
         task: &Task,
         n: &Notification,
@@ -129,7 +129,7 @@ impl Emulator {
     /// for it and what opened is a FIFO (or a FIFO with no reader refused a writer, `ENXIO`), the
     /// call is answered from a thread of its own ([`Emulator::open_later`]) as a FIFO is; else the
     /// flag is cleared on what opened, which the call then receives.
-    pub(super) fn open_now(
+    fn open_now(
         &self,
         n: &Notification,
         target: Target,
@@ -175,7 +175,7 @@ impl Emulator {
     /// [`MAX_WAITING_OPENS`] wait at once (an open whose caller died waits on until the launch
     /// ends): past that, or when no thread can be made, the call fails with `ENFILE`, so a payload
     /// can exhaust only its own opens, never the emulator that serves its other calls.
-    pub(super) fn open_later(
+    fn open_later(
         &self,
         n: &Notification,
         target: Target,
