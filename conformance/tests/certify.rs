@@ -1967,10 +1967,12 @@ fn a_helper_the_runner_detaches_is_found_in_the_cases_namespace() {
         assert_eq!(case.status, Status::Fail, "{case:?}");
         let message = message(case);
         // Still running when the case was over, or (a call its timeout stopped after the helper's
-        // 0.3 s) already staged.
+        // 0.3 s) already staged. On a loaded host a timeout may also stop the runner between its
+        // first helper's fork and its `setsid` (the call's kill takes it) while the second one has
+        // detached: then only the second is named (seen once in CI at a load of 40).
         assert!(
             (message.contains("still running in its mount namespace")
-                && message.contains("sleep 0.3"))
+                && (message.contains("sleep 0.3") || message.contains("leaky zombie leader")))
                 || message.contains(&format!("/tmp/{prefix}.")),
             "{message}"
         );
