@@ -61,8 +61,10 @@ if (shmwrite($ENV{SHMID}, $ENV{MSG}, 0, length $ENV{MSG})) { print "written\n" }
 else { print "refused shmwrite: $!\n" }
 '"#;
 
-/// Opens the POSIX queue `$MQ` and sends `$MSG`.
-const PY_MQ: &str = r#"python3 -c '
+/// Opens the POSIX queue `$MQ` and sends `$MSG` (the system's Python when there is one: a
+/// version manager's `python3` shim on PATH costs a shell and its scripts per call).
+const PY_MQ: &str = r#"py=/usr/bin/python3; [ -x "$py" ] || py=python3
+"$py" -c '
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mq_open.restype = ctypes.c_int
@@ -77,7 +79,8 @@ else:
 
 /// Overwrites the user-keyring key described `$KEYDESC` with `$MSG` (`add_key` on an existing
 /// description updates it), and also tries `keyctl update` on its id `$KEYID`.
-const PY_KEY: &str = r#"python3 -c '
+const PY_KEY: &str = r#"py=/usr/bin/python3; [ -x "$py" ] || py=python3
+"$py" -c '
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
