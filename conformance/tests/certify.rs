@@ -29,6 +29,7 @@ struct Run {
     report: Report,
     matrix: String,
     junit: String,
+    html: String,
     _out: tempfile::TempDir,
 }
 
@@ -87,6 +88,7 @@ fn certify_with(args: &[&str], command: &[String], env: &[(&str, &str)]) -> Run 
         code: status.status.code(),
         matrix: read("matrix.md"),
         junit: read("junit.xml"),
+        html: read("report.html"),
         report,
         _out: out,
     }
@@ -2277,17 +2279,45 @@ fn a_kernel_setting_a_root_runner_changed_fails_the_run_naming_both_values() {
     assert_eq!(now.trim_end(), planted, "the fixture changed nothing");
     assert_eq!(run.code, Some(1), "{}", run.why());
     assert_eq!(run.report.verdict, Verdict::NotCertified);
+    // Reported apart from what was left in the shared places, in every view of the report.
+    let named = format!(
+        "{POWEROFF}: holds {planted:?}, where the host had {:?} (the kernel runs what it names, as root)",
+        host.trim_end()
+    );
+    assert_eq!(
+        run.report.changed_kernel_settings,
+        [named.clone()],
+        "{}",
+        run.why()
+    );
     assert!(
-        run.report.left_in_shared_places.iter().any(|e| {
-            e.starts_with(&format!(
-            "{POWEROFF} (a host kernel setting it changed (the kernel runs what it names, as root)"
-        )) && e.contains(&format!(
-            "it holds {planted:?}, where the host had {:?}",
-            host.trim_end()
-        ))
-        }),
+        !run.report
+            .left_in_shared_places
+            .iter()
+            .any(|e| e.contains(POWEROFF)),
         "{:?}",
         run.report.left_in_shared_places
+    );
+    assert!(
+        run.matrix
+            .contains(&format!("- run: a kernel setting it changed: {named}")),
+        "{}",
+        run.matrix
+    );
+    assert!(
+        run.junit
+            .contains(r#"<testcase name="changed_kernel_settings" classname="run">"#),
+        "{}",
+        run.junit
+    );
+    // The HTML report says why a run whose every case passed is not certified.
+    assert!(
+        run.html.contains("<ul class=\"problems\">")
+            && run
+                .html
+                .contains("run: a kernel setting it changed: /proc/sys/kernel/poweroff_cmd"),
+        "{}",
+        run.html
     );
 }
 

@@ -53,6 +53,7 @@ table.grid{border-collapse:collapse;margin:1em 0}
 .grid td.cell{cursor:pointer}
 .grid td.cell:hover{outline:2px solid #333}
 .grid td.open{outline:3px solid #06c}
+ul.problems{color:#a00}
 .o-pass{background:#d4f4d4}.o-xfail{background:#fff1c2}.o-skip{background:#e8e8e8}
 .o-bad{background:#f8c8c8;font-weight:bold}.o-none{background:#fff;color:#999}
 section.cases{border:1px solid #06c;padding:.5em 1em;margin:1em 0}
@@ -115,7 +116,7 @@ fn summary(out: &mut String, hosts: &[Host<'_>], grid: &Grid<'_>) {
         let _ = writeln!(
             out,
             "<li><b>{}</b>: <span class=\"verdict\">{}</span>; {} {}, uid {}, Landlock ABI {}, bwrap {}; \
-             suite {} ({}), commit {}; seed {} ({} cases, {:.1} s)</li>",
+             suite {} ({}), commit {}; seed {} ({} cases, {:.1} s)",
             escape(label),
             escape(r.verdict.as_str()),
             escape(&h.os),
@@ -134,6 +135,16 @@ fn summary(out: &mut String, hosts: &[Host<'_>], grid: &Grid<'_>) {
             r.cases.len(),
             r.wall_seconds,
         );
+        // What fails the run apart from its cases: a verdict with every cell green says why.
+        let problems = r.run_problems();
+        if !problems.is_empty() {
+            out.push_str("<ul class=\"problems\">\n");
+            for p in &problems {
+                let _ = writeln!(out, "<li>{}</li>", escape(p));
+            }
+            out.push_str("</ul>");
+        }
+        out.push_str("</li>\n");
     }
     out.push_str("</ul>\n");
     let all = hosts

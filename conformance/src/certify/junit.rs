@@ -65,6 +65,7 @@ pub fn junit(report: &Report) -> Result<String, JunitError> {
     let run_level = [
         ("processes_left_behind", &report.left_behind),
         ("left_in_shared_places", &report.left_in_shared_places),
+        ("changed_kernel_settings", &report.changed_kernel_settings),
     ];
     if run_level.iter().any(|(_, found)| !found.is_empty()) {
         let mut suite = TestSuite::new("run");

@@ -224,27 +224,9 @@ fn failures(out: &mut String, report: &Report) {
         out.push('\n');
     }
     let problems: Vec<String> = report
-        .suite_problems
+        .run_problems()
         .iter()
-        .map(|p| format!("- suite: {p}"))
-        .chain(
-            report
-                .left_behind
-                .iter()
-                .map(|p| format!("- run: a process still alive after the last case (killed): {p}")),
-        )
-        .chain(
-            report
-                .left_in_shared_places
-                .iter()
-                .map(|p| format!("- run: left in the host's shared places: {p}")),
-        )
-        .chain(
-            report
-                .backends
-                .iter()
-                .flat_map(|b| b.problems.iter().map(move |p| format!("- {}: {p}", b.name))),
-        )
+        .map(|p| format!("- {p}"))
         .collect();
     if !problems.is_empty() {
         out.push_str("## Problems\n\n");

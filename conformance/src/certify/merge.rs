@@ -320,16 +320,8 @@ fn hosts_section(out: &mut String, merged: &Merged) {
         if !r.left_out_families.is_empty() {
             let _ = writeln!(out, "  - left out: {}", r.left_out_families.join(", "));
         }
-        for b in &r.backends {
-            for p in &b.problems {
-                let _ = writeln!(out, "  - {}: {p}", b.name);
-            }
-        }
-        for p in &r.left_behind {
-            let _ = writeln!(out, "  - run: a process left behind (killed): {p}");
-        }
-        for p in &r.left_in_shared_places {
-            let _ = writeln!(out, "  - run: left in the host's shared places: {p}");
+        for p in r.run_problems() {
+            let _ = writeln!(out, "  - {p}");
         }
     }
     if !merged.missing.is_empty() {

@@ -6,8 +6,10 @@
 //! meanwhile: a staging directory a call no case looked at left behind. Each entry fails the
 //! run. `/run` it watches instead ([`crate::leftovers::watched`]): what appeared or changed
 //! there during the run that others could use fails it too, and so does a kernel setting that
-//! names a program the kernel runs as root ([`crate::leftovers::settings`]). As a user (no
-//! mount namespace) the run cannot look and says so.
+//! names a program the kernel runs as root ([`crate::leftovers::settings`]), reported apart
+//! (`changed_kernel_settings`). Both looks are taken from the harness's own namespace, so they
+//! count even when the private places could not be made. As a user (no mount namespace) the
+//! run cannot look and says so.
 
 use super::Report;
 
@@ -15,13 +17,25 @@ use super::Report;
 pub enum RunPlaces {
     /// The run saw the places privately.
     Checked {
-        /// What it left there, each named as the host would name it.
+        /// What it left there, and what it left or changed in the watched places, each named
+        /// as the host would name it.
         left: Vec<crate::leftovers::Leftover>,
         /// Processes still in the run's mount namespace at its end (killed then).
         stayed: Vec<String>,
+        /// The kernel settings it changed.
+        settings: Vec<crate::leftovers::settings::SettingChange>,
     },
-    /// As root, the private places could not be made: the run went on without them.
-    Failed(String),
+    /// As root, the private places could not be made: the run went on without them. The
+    /// watched places and the kernel settings, looked at from outside the run, were still
+    /// checked.
+    Failed {
+        /// Why the private places could not be made.
+        why: String,
+        /// What it left or changed in the watched places.
+        watched: Vec<crate::leftovers::Leftover>,
+        /// The kernel settings it changed.
+        settings: Vec<crate::leftovers::settings::SettingChange>,
+    },
     /// Not checked on this host, and why.
     NotPlanned(String),
 }
@@ -67,28 +81,40 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
             .spawn(|| crate::leftovers::with_private_places(crate::leftovers::Scope::Run, run))
             .join()
     });
-    let found = match found {
-        Ok(Ok(private)) => {
-            let mut left = private.left;
-            left.extend(crate::leftovers::watched::Look::now().left_since(&watched));
-            left.extend(crate::leftovers::settings::Settings::now().changed_since(&settings));
-            left.sort_by(|a, b| a.path.cmp(&b.path));
-            RunPlaces::Checked {
-                left,
-                stayed: private.stayed,
-            }
-        }
-        Ok(Err(e)) => RunPlaces::Failed(e.to_string()),
+    let private = match found {
+        Ok(private) => private,
         Err(panic) => std::panic::resume_unwind(panic),
     };
     let result = out.into_inner().ok().flatten();
     let body = once.into_inner().ok().flatten();
-    match (result, body) {
-        (Some(result), _) => (result, found),
-        (None, Some(body)) => (body(), found),
+    let result = match (result, body) {
+        (Some(result), _) => result,
+        (None, Some(body)) => body(),
         // `run` keeps what the body returns as soon as it returns; a panic never gets here.
         (None, None) => unreachable!("the run's body ran and returned nothing"),
-    }
+    };
+    // The second looks, once the body ran wherever it ran: what the watch and the settings
+    // found counts even when the private places could not be made.
+    let mut watched = crate::leftovers::watched::Look::now().left_since(&watched);
+    let settings = crate::leftovers::settings::Settings::now().changed_since(&settings);
+    let found = match private {
+        Ok(private) => {
+            let mut left = private.left;
+            left.append(&mut watched);
+            left.sort_by(|a, b| a.path.cmp(&b.path));
+            RunPlaces::Checked {
+                left,
+                stayed: private.stayed,
+                settings,
+            }
+        }
+        Err(e) => RunPlaces::Failed {
+            why: e.to_string(),
+            watched,
+            settings,
+        },
+    };
+    (result, found)
 }
 
 impl RunPlaces {
@@ -98,34 +124,50 @@ impl RunPlaces {
     /// leftover ([`crate::leftovers::excuse_state`]), nor is anything in the harness's and the
     /// reference backends' own cache ([`crate::suite::own_state`]).
     pub fn apply(self, report: &mut Report) {
-        match self {
-            RunPlaces::Checked { left, stayed } => {
-                let state: Vec<std::path::PathBuf> = report
-                    .backends
-                    .iter()
-                    .filter_map(|b| b.declared.as_ref())
-                    .flat_map(|d| d.state.iter().map(|s| s.path.clone()))
-                    .collect();
-                // The harness's own cache is its business: it also tidies what concurrent runs
-                // of this user left there (a dead run's temp areas), which the overlay shows as
-                // host entries removed.
-                let own = crate::suite::own_state();
-                let left: Vec<crate::leftovers::Leftover> = left
-                    .into_iter()
-                    .filter(|e| !own.iter().any(|dir| e.path.starts_with(dir)))
-                    .collect();
-                report.left_in_shared_places = crate::leftovers::excuse_state(left, &state)
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect();
+        let (left, settings) = match self {
+            RunPlaces::Checked {
+                left,
+                stayed,
+                settings,
+            } => {
                 report.left_behind.splice(0..0, stayed);
+                (left, settings)
             }
-            RunPlaces::Failed(why) => report.suite_problems.push(format!(
-                "the run could not see the host's shared places privately, so what it left \
-                 there is unchecked: {why}"
-            )),
-            RunPlaces::NotPlanned(why) => report.not_planned.push((NOT_PLANNED.to_owned(), why)),
-        }
+            RunPlaces::Failed {
+                why,
+                watched,
+                settings,
+            } => {
+                report.suite_problems.push(format!(
+                    "the run could not see the host's shared places privately, so what it left \
+                     in /tmp, /var/tmp and /dev/shm is unchecked: {why}"
+                ));
+                (watched, settings)
+            }
+            RunPlaces::NotPlanned(why) => {
+                report.not_planned.push((NOT_PLANNED.to_owned(), why));
+                (Vec::new(), Vec::new())
+            }
+        };
+        let state: Vec<std::path::PathBuf> = report
+            .backends
+            .iter()
+            .filter_map(|b| b.declared.as_ref())
+            .flat_map(|d| d.state.iter().map(|s| s.path.clone()))
+            .collect();
+        // The harness's own cache is its business: it also tidies what concurrent runs of this
+        // user left there (a dead run's temp areas), which the overlay shows as host entries
+        // removed.
+        let own = crate::suite::own_state();
+        let left: Vec<crate::leftovers::Leftover> = left
+            .into_iter()
+            .filter(|e| !own.iter().any(|dir| e.path.starts_with(dir)))
+            .collect();
+        report.left_in_shared_places = crate::leftovers::excuse_state(left, &state)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        report.changed_kernel_settings = settings.iter().map(ToString::to_string).collect();
         report.verdict = report.verdict();
     }
 }

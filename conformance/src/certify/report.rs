@@ -260,13 +260,20 @@ pub struct Report {
     /// call). Any one fails the run.
     #[serde(default)]
     pub left_behind: Vec<String>,
-    /// What the run left in the host's `/tmp` and `/dev/shm` once every case was over (each
-    /// entry named as the host would name it, with kind, owner and mode): as root on Linux the
-    /// whole run sees those places through overlays of its own ([`crate::leftovers`]), so
-    /// whatever is in them then is the run's, whatever else ran on the host. Any one fails the
-    /// run. Unchecked otherwise (listed under `not_planned`).
+    /// What the run left in the host's `/tmp`, `/var/tmp` and `/dev/shm` once every case was
+    /// over, and what appeared or changed in `/run` that others could use (each entry named as
+    /// the host would name it, with kind, owner and mode): as root on Linux the whole run sees
+    /// the first three through overlays of its own ([`crate::leftovers`]), so whatever is in
+    /// them then is the run's, whatever else ran on the host. Any one fails the run. Unchecked
+    /// otherwise (listed under `not_planned`).
     #[serde(default)]
     pub left_in_shared_places: Vec<String>,
+    /// Kernel settings naming a program the kernel runs as root (`core_pattern`, `modprobe`,
+    /// `binfmt_misc`, ...) that were not the same when the run was over
+    /// ([`crate::leftovers::settings`]), each with what it held and holds. Any one fails the run.
+    /// Read as root on Linux only (otherwise listed under `not_planned`).
+    #[serde(default)]
+    pub changed_kernel_settings: Vec<String>,
     /// Backends this host has no use of, with the reason (not certified here, not failing).
     #[serde(default)]
     pub excluded_backends: Vec<(String, String)>,
@@ -308,8 +315,35 @@ impl Report {
         self.suite_problems.is_empty()
             && self.left_behind.is_empty()
             && self.left_in_shared_places.is_empty()
+            && self.changed_kernel_settings.is_empty()
             && !self.backends.is_empty()
             && self.backends.iter().all(|b| b.certified)
+    }
+
+    /// Why the run is not certified apart from its cases, one line each, as every view of the
+    /// report words it: the suite's problems, processes left behind, entries left in the
+    /// shared places, kernel settings changed, and each backend's own problems.
+    pub fn run_problems(&self) -> Vec<String> {
+        let each = |lines: &[String], lead: &str| -> Vec<String> {
+            lines.iter().map(|p| format!("{lead}{p}")).collect()
+        };
+        let mut out = each(&self.suite_problems, "suite: ");
+        out.extend(each(
+            &self.left_behind,
+            "run: a process still alive after the last case (killed): ",
+        ));
+        out.extend(each(
+            &self.left_in_shared_places,
+            "run: left in the host's shared places: ",
+        ));
+        out.extend(each(
+            &self.changed_kernel_settings,
+            "run: a kernel setting it changed: ",
+        ));
+        for b in &self.backends {
+            out.extend(each(&b.problems, &format!("{}: ", b.name)));
+        }
+        out
     }
 
     /// `CERTIFIED`, `PARTIAL` (everything it ran passed, but it left families out) or

@@ -169,6 +169,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         suite_problems,
         left_behind,
         left_in_shared_places: Vec::new(),
+        changed_kernel_settings: Vec::new(),
         excluded_backends: options.excluded,
         seed: options.seed,
         left_out_families,

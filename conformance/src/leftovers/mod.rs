@@ -48,8 +48,14 @@ pub const WATCHED: [&str; 1] = ["/run"];
 pub struct Leftover {
     /// The entry as it would be on the host (`/tmp/stage-1234`).
     pub path: PathBuf,
-    /// `directory`, `file`, `symlink`, `socket`, `fifo` or `other`; `host file it changed`,
-    /// `host directory it changed` (its mode or owner), `host entry it removed`.
+    /// In a private place: `directory`, `file`, `symlink`, `socket`, `fifo` or `other`;
+    /// `host file it changed`, `host directory it changed` (its mode or owner), `host entry it
+    /// removed`. In a watched place ([`watched`]): what others could use (`directory others can
+    /// write`, `set-id file`, `file others can write`, `socket others can connect to`, `fifo
+    /// others can write`, `device node`, or a `directory` holding one), a changed host entry
+    /// as above, `host entry it replaced with a symlink`, or the place itself when it held more
+    /// than the watch reads. Beside a declared state directory: that it is not one only its
+    /// owner can write ([`excuse_state`]).
     pub kind: &'static str,
     /// Its owner (for a removed entry, the host's).
     pub uid: u32,

@@ -3,12 +3,12 @@
 //! hotplug and uevent helpers, the power-off command, and `binfmt_misc`'s interpreters. A runner
 //! as root that changes one has left a deputy behind: the host's next crash, module load or
 //! registered binary runs what it named, long after the run. A run as root reads them when it
-//! starts and when it is over, and each one that changed fails it.
+//! starts and when it is over, and each one that changed fails it (the report's
+//! `changed_kernel_settings`, apart from what was left in the shared places: a setting is no
+//! entry of a folder, and has no owner or mode that says anything).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-
-use super::Leftover;
 
 /// The settings read, each a file whose whole text is the setting.
 const SETTINGS: [&str; 5] = [
@@ -46,31 +46,48 @@ impl Settings {
         Self(read)
     }
 
-    /// Each setting that is not what it was in `before`, named with what it holds now.
-    pub fn changed_since(&self, before: &Settings) -> Vec<Leftover> {
+    /// Each setting that is not what it was in `before`, with what it held then and holds now.
+    pub fn changed_since(&self, before: &Settings) -> Vec<SettingChange> {
         let files: std::collections::BTreeSet<&PathBuf> =
             self.0.keys().chain(before.0.keys()).collect();
         files
             .into_iter()
             .filter_map(|file| {
-                use std::os::unix::fs::MetadataExt;
                 let (was, now) = (before.0.get(file), self.0.get(file));
-                let meta = std::fs::metadata(file).ok();
-                (was != now).then(|| Leftover {
-                    path: file.clone(),
-                    kind: "host kernel setting it changed (the kernel runs what it names, as root)",
-                    uid: meta.as_ref().map_or(0, MetadataExt::uid),
-                    mode: meta.as_ref().map_or(0, |m| m.mode() & 0o7777),
-                    was: None,
-                    hazard: Some(match (was, now) {
-                        (Some(was), Some(now)) => format!("{now:?}, where the host had {was:?}"),
-                        (None, Some(now)) => format!("{now:?}, where the host had nothing"),
-                        (Some(was), None) => format!("nothing, where the host had {was:?}"),
-                        (None, None) => String::new(),
-                    }),
+                (was != now).then(|| SettingChange {
+                    file: file.clone(),
+                    was: was.cloned(),
+                    now: now.cloned(),
                 })
             })
             .collect()
+    }
+}
+
+/// One kernel setting a run changed: its file, and its text before and after the run (`None`:
+/// the file was absent, as a `binfmt_misc` entry registered or removed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SettingChange {
+    /// The setting's file (`/proc/sys/kernel/core_pattern`).
+    pub file: PathBuf,
+    /// Its text when the run started.
+    pub was: Option<String>,
+    /// Its text when the run was over.
+    pub now: Option<String>,
+}
+
+impl std::fmt::Display for SettingChange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: ", self.file.display())?;
+        match &self.now {
+            Some(now) => write!(f, "holds {now:?}")?,
+            None => write!(f, "is gone")?,
+        }
+        match &self.was {
+            Some(was) => write!(f, ", where the host had {was:?}"),
+            None => write!(f, ", where the host had nothing"),
+        }?;
+        write!(f, " (the kernel runs what it names, as root)")
     }
 }
 
@@ -107,19 +124,18 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect();
-        // Files this host lacks: no owner, no mode.
-        let kind = "a host kernel setting it changed (the kernel runs what it names, as root), owner uid 0, mode 0000";
+        let why = "(the kernel runs what it names, as root)";
         assert_eq!(
             named,
             [
                 format!(
-                    "/nonexistent/binfmt_misc/gone ({kind}; it holds nothing, where the host had \"enabled\")"
+                    "/nonexistent/binfmt_misc/gone: is gone, where the host had \"enabled\" {why}"
                 ),
                 format!(
-                    "/nonexistent/binfmt_misc/new ({kind}; it holds \"enabled\\ninterpreter /tmp/i\", where the host had nothing)"
+                    "/nonexistent/binfmt_misc/new: holds \"enabled\\ninterpreter /tmp/i\", where the host had nothing {why}"
                 ),
                 format!(
-                    "/nonexistent/core_pattern ({kind}; it holds \"|/run/x %p\", where the host had \"core\")"
+                    "/nonexistent/core_pattern: holds \"|/run/x %p\", where the host had \"core\" {why}"
                 ),
             ]
         );

@@ -165,19 +165,8 @@ fn summarize(report: &Report) {
         }
     }
     println!();
-    for b in &report.backends {
-        for p in &b.problems {
-            println!("{}: {p}", b.name);
-        }
-    }
-    for p in &report.suite_problems {
-        println!("suite: {p}");
-    }
-    for p in &report.left_behind {
-        println!("run: a process still alive after the last case (killed): {p}");
-    }
-    for p in &report.left_in_shared_places {
-        println!("run: left in the host's shared places: {p}");
+    for p in report.run_problems() {
+        println!("{p}");
     }
     let bad: Vec<&CaseResult> = report.cases.iter().filter(|c| c.status.is_bad()).collect();
     for c in bad.iter().take(20) {
