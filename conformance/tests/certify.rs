@@ -2286,7 +2286,7 @@ fn a_kernel_setting_a_root_runner_changed_fails_the_run_naming_both_values() {
     );
     assert_eq!(
         run.report.changed_kernel_settings,
-        [named.clone()],
+        std::slice::from_ref(&named),
         "{}",
         run.why()
     );
