@@ -2327,14 +2327,39 @@ fn a_kernel_setting_a_root_runner_changed_fails_the_run_naming_both_values() {
 /// whole run sees `/tmp` and `/var/tmp` through overlays of its own, and watches `/run`), names
 /// each staging directory a stopped call left, and fails the run with every case passed. In
 /// `/run` the runner makes its staging roots writable by every user, what the watch judges there
-/// (and they really are on the host: the test removes them). As a user the run cannot look: the
-/// report says so under `not_planned` (and a user cannot stage in `/run` at all, so that place is
-/// root's only).
+/// (and they really are on the host: the test removes them), at its top and five levels below it.
+/// As a user the run cannot look: the report says so under `not_planned` (and a user cannot stage
+/// in `/run` at all, so that place is root's only).
 #[test]
 fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked() {
     let root = one_scenario_file("hardening/survivors.yaml");
-    for (place, mode) in [("/tmp", ""), ("/var/tmp", ""), ("/run", "0777")] {
-        let watched = place == "/run";
+    // Deep in `/run`, below a chain of directories the host already had that others may search
+    // (five levels: deeper than the watch reads every directory).
+    let chain = format!("/run/leaky-chain-{}", std::process::id());
+    let deep = format!("{chain}/a/b/c/d");
+    /// Removes the chain when dropped.
+    struct Chain<'a>(&'a str);
+    impl Drop for Chain<'_> {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(self.0);
+        }
+    }
+    let _chain = Chain(&chain);
+    if is_root() {
+        use std::os::unix::fs::DirBuilderExt;
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(&deep)
+            .expect("the chain in /run");
+    }
+    for (place, mode) in [
+        ("/tmp", ""),
+        ("/var/tmp", ""),
+        ("/run", "0777"),
+        (deep.as_str(), "0777"),
+    ] {
+        let watched = place.starts_with("/run");
         if watched && !is_root() {
             continue;
         }

@@ -19,14 +19,18 @@
 //! that only appeared cannot be told from the host's own. No confined call may write `/run` (it
 //! is in no mode's writable set), so an entry there that only its owner can use is no way into
 //! another sandbox. Not seen: ACLs (only the mode bits), and what lies deeper than four levels
-//! under a directory the host already had.
+//! under a directory the host already had that others cannot search (nothing there is theirs to
+//! use unless that directory changes, which is seen) or that is another filesystem.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::path::{Path, PathBuf};
 
 use super::{Below, Leftover, WATCHED};
 
-/// How far below a watched place a look goes: `/run/user/0/<tool>/<stage>` is four levels down.
+/// How far below a watched place a look reads every directory: `/run/user/0/<tool>/<stage>` is
+/// four levels down. Deeper, it goes on only through directories users other than their owner
+/// may search, on the place's own filesystem: nothing below one they cannot search is theirs to
+/// use, and a container's root filesystem mounted under `/run` is not the host's `/run`.
 const DEPTH: usize = 4;
 
 /// The most entries one look reads (a host's `/run` holds a few hundred to a few thousand).
@@ -87,7 +91,8 @@ pub struct Look {
 }
 
 impl Look {
-    /// Looks at every watched place now, four levels down, at most 50,000 entries.
+    /// Looks at every watched place now, four levels down (deeper through what others may
+    /// search), at most 50,000 entries.
     pub fn now() -> Self {
         Self::of(&WATCHED.map(Path::new))
     }
@@ -106,10 +111,12 @@ impl Look {
         look
     }
 
-    /// Records what is below `place`, breadth first (never through a symlink), to [`DEPTH`]
-    /// levels; a directory is listed when every entry of it was recorded. False when it stopped
-    /// at [`MOST`] entries.
+    /// Records what is below `place`, breadth first (never through a symlink): every directory
+    /// to [`DEPTH`] levels, and below that those others may search on the place's filesystem;
+    /// a directory is listed when every entry of it was recorded. False when it stopped at
+    /// [`MOST`] entries.
     fn walk(&mut self, place: &Path) -> bool {
+        let device = self.seen.get(place).map(|s| s.dev);
         let mut queue = VecDeque::from([(place.to_path_buf(), 0)]);
         while let Some((dir, depth)) = queue.pop_front() {
             let Ok(listing) = std::fs::read_dir(&dir) else {
@@ -125,10 +132,12 @@ impl Look {
                     continue;
                 };
                 let (path, meta) = meta;
-                if meta.is_dir() && depth + 1 < DEPTH {
+                let seen = Seen::of(&meta);
+                let deeper = seen.searchable_by_others() && Some(seen.dev) == device;
+                if meta.is_dir() && (depth + 1 < DEPTH || deeper) {
                     queue.push_back((path.clone(), depth + 1));
                 }
-                self.seen.insert(path, Seen::of(&meta));
+                self.seen.insert(path, seen);
             }
             if whole {
                 self.listed.insert(dir);
@@ -385,10 +394,26 @@ mod tests {
     }
 
     #[test]
-    fn a_look_goes_four_levels_down_and_never_through_a_symlink() {
+    fn a_look_reads_four_levels_then_only_what_others_may_search_and_never_through_a_symlink() {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
         let place = tempfile::tempdir().expect("tempdir");
-        let deep = place.path().join("a/b/c/d/e");
-        std::fs::create_dir_all(&deep).expect("mkdir");
+        // 0755 whatever the umask; below the fourth level, `p/q/r/s` only its owner may search.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o755)
+            .create(place.path().join("a/b/c/d/e/f"))
+            .and_then(|()| {
+                std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o755)
+                    .create(place.path().join("p/q/r/s/t"))
+            })
+            .expect("mkdir");
+        std::fs::set_permissions(
+            place.path().join("p/q/r/s"),
+            std::fs::Permissions::from_mode(0o700),
+        )
+        .expect("chmod");
         std::os::unix::fs::symlink(place.path().join("a"), place.path().join("link"))
             .expect("symlink");
         let found = Look::of(&[place.path()]);
@@ -403,7 +428,35 @@ mod tests {
             })
             .collect();
         names.sort();
-        assert_eq!(names, ["", "a", "a/b", "a/b/c", "a/b/c/d", "link"]);
+        assert_eq!(
+            names,
+            [
+                "",
+                "a",
+                "a/b",
+                "a/b/c",
+                "a/b/c/d",
+                "a/b/c/d/e",
+                "a/b/c/d/e/f",
+                "link",
+                "p",
+                "p/q",
+                "p/q/r",
+                "p/q/r/s"
+            ]
+        );
+        // A directory others could write made deep below, where they can reach it, is named.
+        let before = found;
+        let open = place.path().join("a/b/c/d/e/f/stage");
+        std::fs::create_dir(&open)
+            .and_then(|()| std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)))
+            .expect("mkdir");
+        let named = Look::of(&[place.path()]).left_since(&before);
+        assert_eq!(
+            named.iter().map(|l| l.path.clone()).collect::<Vec<_>>(),
+            [open],
+            "{named:?}"
+        );
     }
 
     #[test]
