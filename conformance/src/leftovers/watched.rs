@@ -8,9 +8,10 @@
 //! users other than its owner could use fails the run: a directory they can write (a staging
 //! root another user could plant files in), a file they can write, a set-id file, a socket or
 //! FIFO they can open, a device node, each where they can reach it (every directory on the way
-//! searchable by them); a host entry whose owner changed, which gained a set-id or write bit or
-//! lost its sticky bit, whose group changed while its group may use it, or which a symlink took
-//! the place of.
+//! searchable by them); a new entry the overflow user (`nobody`) owns and may write (shared by
+//! every payload that runs as nobody, in any sandbox); a host entry whose owner changed, which
+//! gained a set-id or write bit or lost its sticky bit, whose group changed while its group may
+//! use it, or which a symlink took the place of.
 //!
 //! What others cannot use (a root-only staging directory, a lock or pid file only its owner may
 //! write, a user's own runtime directory and its sockets) is not judged: `/run` is where the
@@ -219,6 +220,15 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
     if let Some(kind) = usable_by_others(now.mode) {
         return Some(leftover(kind, None));
     }
+    // Owned by the overflow user, it is every payload's that runs as `nobody`, in any sandbox.
+    if now.uid == overflow_uid() && now.mode & 0o200 != 0 && now.mode & S_IFMT != S_IFLNK {
+        let kind = if now.mode & S_IFMT == S_IFDIR {
+            "directory the overflow user (nobody) owns and may write, as may every payload run as nobody"
+        } else {
+            "file the overflow user (nobody) owns and may write, as may every payload run as nobody"
+        };
+        return Some(leftover(kind, None));
+    }
     if !now.searchable_by_others() {
         return None;
     }
@@ -233,6 +243,19 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
         )),
         Below::Nothing => None,
     }
+}
+
+/// The kernel's overflow user (`nobody`, 65534 unless the host says otherwise): the owner of
+/// whatever an unprivileged sandbox's user namespace does not map, and the user many sandboxes
+/// run their payloads as, so what it owns is shared by all of them.
+fn overflow_uid() -> u32 {
+    static UID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *UID.get_or_init(|| {
+        std::fs::read_to_string("/proc/sys/kernel/overflowuid")
+            .ok()
+            .and_then(|t| t.trim().parse().ok())
+            .unwrap_or(65534)
+    })
 }
 
 /// A host entry at `path` (`was`) whose place a new symlink (`now`) took.
@@ -355,6 +378,9 @@ mod tests {
             ("/run/link", seen(15, 0, S_IFLNK | 0o777)),
             ("/run/shared", group(seen(6, 0, dir | 0o775), 100)),
             ("/run/state", seen(19, 0, S_IFLNK | 0o777)),
+            // A staging root only nobody may write: every payload that runs as nobody may.
+            ("/run/stage-nobody", seen(20, overflow_uid(), dir | 0o700)),
+            ("/run/nobody.pid", seen(21, overflow_uid(), file | 0o444)),
         ]);
         let named: Vec<String> = after
             .left_since(&before)
@@ -368,6 +394,10 @@ mod tests {
                 "/run/lock (a host directory it changed, owner uid 0, mode 0777; the host's: owner uid 0, mode 1777)",
                 "/run/shared (a host directory it changed, owner uid 0, mode 0775; the host's: owner uid 0, mode 0775)",
                 "/run/stage/suid (a set-id file, owner uid 0, mode 4755)",
+                &format!(
+                    "/run/stage-nobody (a directory the overflow user (nobody) owns and may write, as may every payload run as nobody, owner uid {}, mode 0700)",
+                    overflow_uid()
+                ),
                 "/run/stage-open (a directory others can write, owner uid 0, mode 0777)",
                 "/run/state (a host entry it replaced with a symlink, owner uid 0, mode 0777; the host's: owner uid 0, mode 0755)",
                 "/run/user (a host directory it changed, owner uid 0, mode 0757; the host's: owner uid 0, mode 0755)",
