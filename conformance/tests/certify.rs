@@ -2321,6 +2321,86 @@ fn a_kernel_setting_a_root_runner_changed_fails_the_run_naming_both_values() {
     );
 }
 
+/// A root runner that points a cgroup v1 hierarchy's `release_agent` (the program the kernel runs
+/// as root whenever a cgroup of it marked `notify_on_release` empties) at a program of its own:
+/// the run fails naming it (found red-teaming: a runner that tracked calls in the host's `pids`
+/// hierarchy left its clean-up script there, and the kernel ran it 489 times after the run).
+/// The test puts the host's agent back whatever happens. On a host with no cgroup v1 hierarchy
+/// the runner's write goes nowhere and the run must pass; as a user it cannot write.
+#[test]
+fn a_cgroup_release_agent_a_root_runner_left_fails_the_run() {
+    /// Writes the host's release agent back when dropped.
+    struct Restore(Option<(std::path::PathBuf, String)>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            if let Some((file, was)) = &self.0 {
+                let _ = std::fs::write(file, format!("{was}\n"));
+            }
+        }
+    }
+    let table = std::fs::read("/proc/self/mountinfo").expect("mountinfo");
+    let agent = sandbox::mountinfo::entries(&table)
+        .into_iter()
+        .filter(|m| m.root == Path::new("/"))
+        .map(|m| m.point.join("release_agent"))
+        .find(|a| a.is_file());
+    let host = agent
+        .as_ref()
+        .map(|a| std::fs::read_to_string(a).expect("release_agent"));
+    let _restore = Restore(
+        agent
+            .clone()
+            .zip(host.clone())
+            .filter(|_| is_root())
+            .map(|(a, h)| (a, h.trim_end().to_owned())),
+    );
+    let file = agent
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/sys/fs/cgroup/no-v1-hierarchy/release_agent"));
+    let root = one_scenario_file("containment/devices.yaml");
+    let planted = "/usr/local/sbin/runner-cleanup-left-by-a-runner";
+    let run = certify_with(
+        &["--scenarios", root.path().to_str().expect("utf8")],
+        &backend("leaky_leftovers_backend.py"),
+        &[
+            ("LEAKY_MODE", "setting"),
+            ("LEAKY_SETTING", planted),
+            ("LEAKY_SETTING_FILE", file.to_str().expect("utf8")),
+        ],
+    );
+    let now = agent
+        .as_ref()
+        .map(|a| std::fs::read_to_string(a).expect("release_agent"));
+    if !is_root() || agent.is_none() {
+        assert_eq!(now, host, "the runner could not change it");
+        assert!(
+            run.report.changed_kernel_settings.is_empty(),
+            "{}",
+            run.why()
+        );
+        if agent.is_none() && is_root() {
+            assert_eq!(run.code, Some(0), "{}", run.why());
+        }
+        return;
+    }
+    assert_eq!(
+        now.as_deref().map(str::trim_end),
+        Some(planted),
+        "the fixture changed nothing"
+    );
+    assert_eq!(run.code, Some(1), "{}", run.why());
+    assert_eq!(
+        run.report.changed_kernel_settings,
+        [format!(
+            "{}: holds {planted:?}, where the host had {:?} (the kernel runs what it names, as root)",
+            file.display(),
+            host.as_deref().unwrap_or_default().trim_end()
+        )],
+        "{}",
+        run.why()
+    );
+}
+
 /// A runner that stages in the host's `/tmp` (or `/var/tmp`, or `/run`) and tidies up only when
 /// the call ends, run through the survivors' cases (their timeouts stop calls) and no leftovers
 /// case: no case looks at the host's shared places, so the run-level check does (as root the

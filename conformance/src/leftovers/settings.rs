@@ -1,6 +1,7 @@
 //! The host's kernel settings that name a program the kernel itself runs, as root and outside
 //! every sandbox: the core dump helper (`core_pattern` starting with `|`), the module loader, the
-//! hotplug and uevent helpers, the power-off command, and `binfmt_misc`'s interpreters. A runner
+//! hotplug and uevent helpers, the power-off command, `binfmt_misc`'s interpreters, and each cgroup
+//! v1 hierarchy's `release_agent` (run when a cgroup marked `notify_on_release` empties). A runner
 //! as root that changes one has left a deputy behind: the host's next crash, module load or
 //! registered binary runs what it named, long after the run. A run as root reads them when it
 //! starts and when it is over, and each one that changed fails it (the report's
@@ -30,14 +31,18 @@ impl Settings {
     /// Reads every setting now.
     pub fn now() -> Self {
         let mut read = BTreeMap::new();
-        let files = SETTINGS.iter().map(PathBuf::from).chain(
-            std::fs::read_dir(BINFMT)
-                .into_iter()
-                .flatten()
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| p.file_name().is_some_and(|n| n != "register")),
-        );
+        let files = SETTINGS
+            .iter()
+            .map(PathBuf::from)
+            .chain(
+                std::fs::read_dir(BINFMT)
+                    .into_iter()
+                    .flatten()
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.file_name().is_some_and(|n| n != "register")),
+            )
+            .chain(release_agents());
         for file in files {
             if let Ok(text) = std::fs::read(&file) {
                 read.insert(file, String::from_utf8_lossy(&text).trim_end().to_owned());
@@ -62,6 +67,21 @@ impl Settings {
             })
             .collect()
     }
+}
+
+/// The `release_agent` file of every cgroup v1 hierarchy mounted in this mount namespace (at
+/// the root of its hierarchy, where the kernel keeps it; cgroup v2 has none).
+fn release_agents() -> Vec<PathBuf> {
+    let table = std::fs::read("/proc/self/mountinfo").unwrap_or_default();
+    let mut found: Vec<PathBuf> = sandbox::mountinfo::entries(&table)
+        .into_iter()
+        .filter(|m| m.root == std::path::Path::new("/"))
+        .map(|m| m.point.join("release_agent"))
+        .filter(|agent| agent.is_file())
+        .collect();
+    found.sort();
+    found.dedup();
+    found
 }
 
 /// One kernel setting a run changed: its file, and its text before and after the run (`None`:
