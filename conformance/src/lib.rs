@@ -35,6 +35,7 @@ pub mod certify;
 pub mod expectations;
 pub mod external;
 pub mod harness;
+pub mod late;
 pub mod leftovers;
 pub mod metamorphic;
 pub mod observed;

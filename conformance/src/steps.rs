@@ -267,7 +267,13 @@ pub const ABSENT: &str = "<absent>";
 fn check_file(path: &std::path::Path, want: &str) -> Result<(), StepError> {
     let got = std::fs::read_to_string(path).ok();
     let ok = match want {
-        ABSENT => std::fs::symlink_metadata(path).is_err(),
+        ABSENT => {
+            let absent = std::fs::symlink_metadata(path).is_err();
+            if absent {
+                crate::late::found_absent(path);
+            }
+            absent
+        }
         content => got.as_deref() == Some(content),
     };
     if ok {

@@ -2401,6 +2401,63 @@ fn a_cgroup_release_agent_a_root_runner_left_fails_the_run() {
     );
 }
 
+/// A backend that writes after its case has looked: it binds a session home of its own over ~
+/// (declared private) and, when the next call is confined, copies what an ended call left there
+/// into the real home. Every case finds the host unchanged when it looks (the outside-in probe
+/// included), so only the run's look once every case is over finds the probe's files in ~, names
+/// each (really on the host: the test reads, then removes them) and fails the run. Needs no
+/// privilege: the same as root and as a user. `--jobs 1` puts each case's look before the next
+/// call (found red-teaming: a "persist the session's home" helper, a CERTIFIED run, 22 files in
+/// `/root`).
+#[test]
+fn what_a_backend_writes_after_its_case_looked_fails_the_run() {
+    let root = one_scenario_file("containment/writable_set.yaml");
+    let run = certify_with(
+        &[
+            "--jobs",
+            "1",
+            "--scenarios",
+            root.path().to_str().expect("utf8"),
+        ],
+        &backend("leaky_late_backend.py"),
+        &[],
+    );
+    let home = std::fs::canonicalize(std::env::var_os("HOME").expect("HOME")).expect("home");
+    let late: Vec<PathBuf> = run
+        .report
+        .appeared_after_their_case
+        .iter()
+        .map(|e| PathBuf::from(e.split(" (a ").next().unwrap_or_default()))
+        .collect();
+    let on_host: Vec<bool> = late.iter().map(|p| p.is_file()).collect();
+    for path in late.iter().filter(|p| p.starts_with(&home)) {
+        let _ = std::fs::remove_file(path);
+    }
+    assert!(
+        run.report.cases.iter().all(|c| !c.status.is_bad()),
+        "every case looked before the copy: {}",
+        run.why()
+    );
+    assert!(!late.is_empty(), "nothing named: {}", run.why());
+    assert!(
+        late.iter().all(|p| p.starts_with(&home)) && on_host.iter().all(|f| *f),
+        "{late:?} {on_host:?}"
+    );
+    assert!(
+        late.iter()
+            .any(|p| p.parent() == Some(home.as_path()) || p.starts_with(home.join(".cargo"))),
+        "{late:?}"
+    );
+    assert_eq!(run.code, Some(1), "{}", run.why());
+    assert_eq!(run.report.verdict, Verdict::NotCertified);
+    assert!(
+        run.matrix
+            .contains("- run: on the host after its case had looked: "),
+        "{}",
+        run.matrix
+    );
+}
+
 /// A runner that stages in the host's `/tmp` (or `/var/tmp`, or `/run`) and tidies up only when
 /// the call ends, run through the survivors' cases (their timeouts stop calls) and no leftovers
 /// case: no case looks at the host's shared places, so the run-level check does (as root the

@@ -66,6 +66,10 @@ pub fn junit(report: &Report) -> Result<String, JunitError> {
         ("processes_left_behind", &report.left_behind),
         ("left_in_shared_places", &report.left_in_shared_places),
         ("changed_kernel_settings", &report.changed_kernel_settings),
+        (
+            "appeared_after_their_case",
+            &report.appeared_after_their_case,
+        ),
     ];
     if run_level.iter().any(|(_, found)| !found.is_empty()) {
         let mut suite = TestSuite::new("run");

@@ -268,6 +268,11 @@ pub struct Report {
     /// otherwise (listed under `not_planned`).
     #[serde(default)]
     pub left_in_shared_places: Vec<String>,
+    /// Host paths a case checked and found absent that existed once the run was over (its last
+    /// case ended, its backends gone, its worlds removed): a backend's helper wrote them after
+    /// the case had looked ([`crate::late`]). Any one fails the run.
+    #[serde(default)]
+    pub appeared_after_their_case: Vec<String>,
     /// Kernel settings naming a program the kernel runs as root (`core_pattern`, `modprobe`,
     /// `binfmt_misc`, ...) that were not the same when the run was over
     /// ([`crate::leftovers::settings`]), each with what it held and holds. Any one fails the run.
@@ -316,6 +321,7 @@ impl Report {
             && self.left_behind.is_empty()
             && self.left_in_shared_places.is_empty()
             && self.changed_kernel_settings.is_empty()
+            && self.appeared_after_their_case.is_empty()
             && !self.backends.is_empty()
             && self.backends.iter().all(|b| b.certified)
     }
@@ -339,6 +345,10 @@ impl Report {
         out.extend(each(
             &self.changed_kernel_settings,
             "run: a kernel setting it changed: ",
+        ));
+        out.extend(each(
+            &self.appeared_after_their_case,
+            "run: on the host after its case had looked: ",
         ));
         for b in &self.backends {
             out.extend(each(&b.problems, &format!("{}: ", b.name)));

@@ -155,6 +155,9 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     // after that, no case claimed.
     drop(backends);
     let left_behind = crate::survivors::left_by_run(run_start, crate::survivors::CASE_END_GRACE);
+    // Every process of the run is gone and every world removed: what a case found absent on the
+    // host must still be.
+    let appeared_after_their_case = crate::late::appeared();
     let family_seconds = family_seconds(&cases);
     let mut report = Report {
         suite_version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -170,6 +173,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         left_behind,
         left_in_shared_places: Vec::new(),
         changed_kernel_settings: Vec::new(),
+        appeared_after_their_case,
         excluded_backends: options.excluded,
         seed: options.seed,
         left_out_families,

@@ -189,11 +189,15 @@ pub(super) fn run(backend: &Backend, step: &WritableStep) -> Result<(), StepErro
         if std::fs::symlink_metadata(&file).is_ok() {
             wrong.push(format!("created {}", file.display()));
             let _ = std::fs::remove_file(&file);
+        } else {
+            crate::late::found_absent(&file);
         }
         let dir = probe.path.join(format!("{name}.d"));
         if std::fs::symlink_metadata(&dir).is_ok() {
             wrong.push(format!("created {}", dir.display()));
             let _ = std::fs::remove_dir(&dir);
+        } else {
+            crate::late::found_absent(&dir);
         }
     }
     let stdout = String::from_utf8_lossy(&done.stdout);
