@@ -166,6 +166,9 @@ pub enum MetadataEffect {
     XattrSecurity,
     /// Set the setuid bit on a file and the setgid bit on a directory.
     Setid,
+    /// Grant another user every permission in a POSIX access ACL (and on a directory a default
+    /// ACL too): the mode bits may not change at all when the ACL mask already allows as much.
+    Acl,
     /// `truncate` by path.
     Truncate,
 }
@@ -182,6 +185,7 @@ impl MetadataEffect {
             MetadataEffect::XattrTrusted => "xattr-trusted",
             MetadataEffect::XattrSecurity => "xattr-security",
             MetadataEffect::Setid => "setid",
+            MetadataEffect::Acl => "acl",
             MetadataEffect::Truncate => "truncate",
         }
     }

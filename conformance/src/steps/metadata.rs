@@ -26,8 +26,13 @@ use crate::world::{World, draw_hex, draw_one, shell_quote};
 /// The payload: one Python process tries the effect on each target (`f:`, `d:`, `l:` for a file,
 /// a directory, a symlink), every attempt allowed to fail; the host decides, not its output.
 const PAYLOAD: &str = r#"
-import os, sys
+import os, struct, sys
 effect, uid, gid, mark = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+# A POSIX ACL as the kernel takes it (version 2; tag, permissions, id each): its owner, user `uid`
+# and the mask with every permission, its group and others read-only.
+def acl(user):
+    entries = [(0x01, 7, 0xFFFFFFFF), (0x02, 7, user), (0x04, 5, 0xFFFFFFFF), (0x10, 7, 0xFFFFFFFF), (0x20, 5, 0xFFFFFFFF)]
+    return struct.pack("<I", 2) + b"".join(struct.pack("<HHI", *e) for e in entries)
 # A file capability (vfs_cap_data revision 2): cap_net_bind_service permitted.
 cap = bytes.fromhex("0000000200040000000000000000000000000000")
 def go(f):
@@ -62,6 +67,10 @@ for item in sys.argv[5:]:
         go(lambda: os.setxattr(path, "security.note", b"x"))
         if kind == "f":
             go(lambda: os.setxattr(path, "security.capability", cap))
+    elif effect == "acl":
+        go(lambda: os.setxattr(path, "system.posix_acl_access", acl(uid)))
+        if kind == "d":
+            go(lambda: os.setxattr(path, "system.posix_acl_default", acl(uid)))
     elif effect == "setid":
         go(lambda: os.chmod(path, 0o4755 if kind == "f" else 0o2755))
     elif effect == "truncate" and kind == "f":
@@ -339,5 +348,42 @@ mod tests {
         assert!(was.changes(Some(&was)).is_empty());
         let effect: MetadataEffect = serde_json::from_str("\"xattr-user\"").expect("an effect");
         assert_eq!(effect.as_str(), "xattr-user");
+    }
+
+    /// The `acl` effect, run unconfined, lands a POSIX ACL; on a file whose mode already shows
+    /// what the ACL's mask allows, the mode stays as it was and the change is named by its ctime.
+    #[test]
+    fn an_acl_that_leaves_the_mode_bits_as_they_were_is_still_a_change() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        let file = dir.path().join("config.json");
+        std::fs::write(&file, "{}").expect("write");
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o775)).expect("chmod");
+        let was = Inode::of(&file).expect("stat");
+        let target = format!("f:{}", file.display());
+        let ran = std::process::Command::new("python3")
+            .args(["-c", PAYLOAD, "acl", "4242", "4242", "mark", &target])
+            .output()
+            .expect("python3");
+        assert_eq!(String::from_utf8_lossy(&ran.stdout), "mark\n", "{ran:?}");
+        let acl = std::process::Command::new("python3")
+            .args([
+                "-c",
+                "import os,sys; print(len(os.getxattr(sys.argv[1], 'system.posix_acl_access')))",
+            ])
+            .arg(&file)
+            .output()
+            .expect("python3");
+        // Five entries of 8 bytes after a 4-byte header.
+        assert_eq!(String::from_utf8_lossy(&acl.stdout), "44\n", "{acl:?}");
+        let now = Inode::of(&file).expect("stat");
+        assert_eq!(
+            now.mode, was.mode,
+            "the mask hides the grant from the mode bits"
+        );
+        assert_eq!(
+            was.changes(Some(&now)),
+            vec!["ctime (an xattr or an owner set)"]
+        );
     }
 }
