@@ -2458,6 +2458,64 @@ fn what_a_backend_writes_after_its_case_looked_fails_the_run() {
     );
 }
 
+/// A backend that grants another user search permission on the home directory (a place worlds
+/// are drawn in) through a POSIX ACL (whose mask leaves the mode bits as they were where the
+/// group may already search): no world changed, so no case sees it; the run's look at the directories above its worlds names the
+/// home and fails the run, as root and as a user (the owner of a directory may set its ACL).
+/// The test puts the home's ACL back whatever happens.
+#[test]
+fn an_acl_a_backend_grants_on_a_directory_above_the_worlds_fails_the_run() {
+    const ACL: &str = "system.posix_acl_access";
+    /// Puts the home's access ACL and mode back as they were when dropped.
+    struct Restore(PathBuf, Option<Vec<u8>>, std::fs::Permissions);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            let _ = match &self.1 {
+                Some(acl) => {
+                    rustix::fs::setxattr(&self.0, ACL, acl, rustix::fs::XattrFlags::empty())
+                }
+                None => rustix::fs::removexattr(&self.0, ACL),
+            };
+            let _ = std::fs::set_permissions(&self.0, self.2.clone());
+        }
+    }
+    let home = std::fs::canonicalize(std::env::var_os("HOME").expect("HOME")).expect("home");
+    let mut buf = vec![0u8; 4096];
+    let had = rustix::fs::getxattr(&home, ACL, &mut buf[..])
+        .ok()
+        .map(|n| buf[..n].to_vec());
+    let mode = std::fs::metadata(&home).expect("home").permissions();
+    let _restore = Restore(home.clone(), had.clone(), mode);
+    let root = one_scenario_file("containment/devices.yaml");
+    let run = certify_with(
+        &["--scenarios", root.path().to_str().expect("utf8")],
+        &backend("leaky_leftovers_backend.py"),
+        &[("LEAKY_MODE", "acl-above"), ("LEAKY_ACL_UID", "4242")],
+    );
+    let now = rustix::fs::getxattr(&home, ACL, &mut buf[..])
+        .ok()
+        .map(|n| buf[..n].to_vec());
+    assert_ne!(now, had, "the fixture changed nothing: {}", run.why());
+    assert_eq!(run.code, Some(1), "{}", run.why());
+    assert!(
+        run.report.cases.iter().all(|c| !c.status.is_bad()),
+        "no case looks there: {}",
+        run.why()
+    );
+    assert!(
+        run.report
+            .left_in_shared_places
+            .iter()
+            .any(|e| e.starts_with(&format!(
+                // Its ACL, and its mode too where the group bits lacked search (the mask shows there).
+                "{} (a host directory above the run's worlds whose",
+                home.display()
+            ))),
+        "{:?}",
+        run.report.left_in_shared_places
+    );
+}
+
 /// A runner that stages in the host's `/tmp` (or `/var/tmp`, or `/run`) and tidies up only when
 /// the call ends, run through the survivors' cases (their timeouts stop calls) and no leftovers
 /// case: no case looks at the host's shared places, so the run-level check does (as root the

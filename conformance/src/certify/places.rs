@@ -9,7 +9,9 @@
 //! names a program the kernel runs as root ([`crate::leftovers::settings`]), reported apart
 //! (`changed_kernel_settings`). Both looks are taken from the harness's own namespace, so they
 //! count even when the private places could not be made. As a user (no mount namespace) the
-//! run cannot look and says so.
+//! run cannot look and says so. Whoever runs it, the directories above the run's worlds
+//! ([`crate::leftovers::above`]) are read when it starts and when it is over: one whose owner,
+//! mode or ACL changed fails it too.
 
 use super::Report;
 
@@ -36,8 +38,14 @@ pub enum RunPlaces {
         /// The kernel settings it changed.
         settings: Vec<crate::leftovers::settings::SettingChange>,
     },
-    /// Not checked on this host, and why.
-    NotPlanned(String),
+    /// The shared places not checked on this host, and why; the directories above the run's
+    /// worlds were.
+    NotPlanned {
+        /// Why the shared places could not be looked at.
+        why: String,
+        /// The directories above the worlds the run changed.
+        above: Vec<crate::leftovers::Leftover>,
+    },
 }
 
 /// The `not_planned` entry of a run that could not look at the shared places.
@@ -46,16 +54,22 @@ pub const NOT_PLANNED: &str = "run: the host's shared places";
 /// Runs `body` (everything of a run that starts processes: its backends and its cases) with the
 /// host's shared places private to it where this host allows, and says what it left there.
 pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces) {
+    // The directories above the worlds, whoever runs it: a user's runner may change its own.
+    let above = crate::leftovers::above::Above::now();
     if !(cfg!(target_os = "linux") && nix::unistd::geteuid().is_root()) {
+        let result = body();
         return (
-            body(),
-            RunPlaces::NotPlanned(format!(
-                "what the whole run left in {} (and what others could use in {}, and the \
+            result,
+            RunPlaces::NotPlanned {
+                above: crate::leftovers::above::Above::now().changed_since(&above),
+                why: format!(
+                    "what the whole run left in {} (and what others could use in {}, and the \
                  kernel settings that name a program it runs as root) is checked as root on \
                  Linux only (it needs a mount namespace of the run's own)",
-                crate::leftovers::RUN_PLACES.join(", "),
-                crate::leftovers::WATCHED.join(", ")
-            )),
+                    crate::leftovers::RUN_PLACES.join(", "),
+                    crate::leftovers::WATCHED.join(", ")
+                ),
+            },
         );
     }
     // What the run cannot make private it watches from here, the harness's own namespace (what
@@ -96,6 +110,7 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
     // The second looks, once the body ran wherever it ran: what the watch and the settings
     // found counts even when the private places could not be made.
     let mut watched = crate::leftovers::watched::Look::now().left_since(&watched);
+    watched.extend(crate::leftovers::above::Above::now().changed_since(&above));
     let settings = crate::leftovers::settings::Settings::now().changed_since(&settings);
     let found = match private {
         Ok(private) => {
@@ -144,9 +159,9 @@ impl RunPlaces {
                 ));
                 (watched, settings)
             }
-            RunPlaces::NotPlanned(why) => {
+            RunPlaces::NotPlanned { why, above } => {
                 report.not_planned.push((NOT_PLANNED.to_owned(), why));
-                (Vec::new(), Vec::new())
+                (above, Vec::new())
             }
         };
         let state: Vec<std::path::PathBuf> = report

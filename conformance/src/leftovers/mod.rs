@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 use crate::steps::StepError;
 
+pub mod above;
 pub mod settings;
 pub mod watched;
 

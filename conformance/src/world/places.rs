@@ -15,7 +15,7 @@ pub struct Places {
     pub left_out: Vec<(PathBuf, String)>,
     /// The project folders each base already had when the run began (`~/src`): a world lies in
     /// one of them when drawn, else right in the base. Fixed for the run, so a seed replays it.
-    pub(super) folders: Vec<PathBuf>,
+    pub(crate) folders: Vec<PathBuf>,
     /// Names this host's own software goes by (`/usr/share/doc`), sorted: a third of project and
     /// neighbour names come from here, so a backend keyed on the harness's word lists would key
     /// on ordinary names of this very host as well.
