@@ -2281,11 +2281,11 @@ fn a_kernel_setting_a_root_runner_changed_fails_the_run_naming_both_values() {
     assert_eq!(run.report.verdict, Verdict::NotCertified);
     // Reported apart from what was left in the shared places, in every view of the report.
     let named = format!(
-        "{POWEROFF}: holds {planted:?}, where the host had {:?} (the kernel runs what it names, as root)",
+        "{POWEROFF}: holds {planted:?}, where the host had {:?} (the host runs what it names)",
         host.trim_end()
     );
     assert_eq!(
-        run.report.changed_kernel_settings,
+        run.report.changed_host_settings,
         std::slice::from_ref(&named),
         "{}",
         run.why()
@@ -2300,13 +2300,13 @@ fn a_kernel_setting_a_root_runner_changed_fails_the_run_naming_both_values() {
     );
     assert!(
         run.matrix
-            .contains(&format!("- run: a kernel setting it changed: {named}")),
+            .contains(&format!("- run: a host setting it changed: {named}")),
         "{}",
         run.matrix
     );
     assert!(
         run.junit
-            .contains(r#"<testcase name="changed_kernel_settings" classname="run">"#),
+            .contains(r#"<testcase name="changed_host_settings" classname="run">"#),
         "{}",
         run.junit
     );
@@ -2315,7 +2315,7 @@ fn a_kernel_setting_a_root_runner_changed_fails_the_run_naming_both_values() {
         run.html.contains("<ul class=\"problems\">")
             && run
                 .html
-                .contains("run: a kernel setting it changed: /proc/sys/kernel/poweroff_cmd"),
+                .contains("run: a host setting it changed: /proc/sys/kernel/poweroff_cmd"),
         "{}",
         run.html
     );
@@ -2373,11 +2373,7 @@ fn a_cgroup_release_agent_a_root_runner_left_fails_the_run() {
         .map(|a| std::fs::read_to_string(a).expect("release_agent"));
     if !is_root() || agent.is_none() {
         assert_eq!(now, host, "the runner could not change it");
-        assert!(
-            run.report.changed_kernel_settings.is_empty(),
-            "{}",
-            run.why()
-        );
+        assert!(run.report.changed_host_settings.is_empty(), "{}", run.why());
         if agent.is_none() && is_root() {
             assert_eq!(run.code, Some(0), "{}", run.why());
         }
@@ -2390,9 +2386,9 @@ fn a_cgroup_release_agent_a_root_runner_left_fails_the_run() {
     );
     assert_eq!(run.code, Some(1), "{}", run.why());
     assert_eq!(
-        run.report.changed_kernel_settings,
+        run.report.changed_host_settings,
         [format!(
-            "{}: holds {planted:?}, where the host had {:?} (the kernel runs what it names, as root)",
+            "{}: holds {planted:?}, where the host had {:?} (the host runs what it names)",
             file.display(),
             host.as_deref().unwrap_or_default().trim_end()
         )],
@@ -2514,6 +2510,79 @@ fn an_acl_a_backend_grants_on_a_directory_above_the_worlds_fails_the_run() {
         "{:?}",
         run.report.left_in_shared_places
     );
+}
+
+/// A runner that leaves a hook the host runs later: as root a line in `/etc/cron.d` (found
+/// red-teaming: an `@reboot` line naming each workspace, `$(...)` in drawn names included), and
+/// whoever runs it an autostart entry in the person's `~/.config/autostart`. No case looks
+/// there; the run's look at the host's settings names each with what it holds and fails the
+/// run. The test removes what the fixture wrote (and the folder, when it made it).
+#[test]
+fn a_hook_the_host_runs_later_a_runner_left_fails_the_run() {
+    /// Removes the hook, and the folders made for it, when dropped.
+    struct Remove(PathBuf, Vec<PathBuf>);
+    impl Drop for Remove {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+            for dir in &self.1 {
+                let _ = std::fs::remove_dir(dir);
+            }
+        }
+    }
+    let home = std::fs::canonicalize(std::env::var_os("HOME").expect("HOME")).expect("home");
+    let tag = std::process::id();
+    let mut legs = vec![(
+        home.join(format!(".config/autostart/sync-{tag}.desktop")),
+        "[Desktop Entry]\nExec=/var/tmp/sync-agent\n",
+    )];
+    if is_root() {
+        legs.push((
+            PathBuf::from(format!("/etc/cron.d/sbx-clean-{tag}")),
+            "@reboot root rm -rf /var/tmp/sbx-cache\n",
+        ));
+    }
+    let root = one_scenario_file("containment/devices.yaml");
+    for (hook, planted) in legs {
+        let made: Vec<PathBuf> = hook
+            .ancestors()
+            .skip(1)
+            .take_while(|d| !d.exists())
+            .map(Path::to_path_buf)
+            .collect();
+        let dir = hook.parent().expect("a folder");
+        std::fs::create_dir_all(dir).expect("the hook's folder");
+        let _remove = Remove(hook.clone(), made);
+        let run = certify_with(
+            &["--scenarios", root.path().to_str().expect("utf8")],
+            &backend("leaky_leftovers_backend.py"),
+            &[
+                ("LEAKY_MODE", "setting"),
+                ("LEAKY_SETTING", planted),
+                ("LEAKY_SETTING_FILE", hook.to_str().expect("utf8")),
+            ],
+        );
+        assert_eq!(
+            std::fs::read_to_string(&hook).ok().as_deref(),
+            Some(planted),
+            "the fixture wrote nothing: {}",
+            run.why()
+        );
+        assert_eq!(run.code, Some(1), "{}", run.why());
+        assert!(
+            run.report.cases.iter().all(|c| !c.status.is_bad()),
+            "no case looks there: {}",
+            run.why()
+        );
+        assert_eq!(
+            run.report.changed_host_settings,
+            [format!(
+                "{}: holds {planted:?}, where the host had nothing (the host runs what it names)",
+                hook.display()
+            )],
+            "{}",
+            run.why()
+        );
+    }
 }
 
 /// A runner that stages in the host's `/tmp` (or `/var/tmp`, or `/run`) and tidies up only when

@@ -65,7 +65,7 @@ pub fn junit(report: &Report) -> Result<String, JunitError> {
     let run_level = [
         ("processes_left_behind", &report.left_behind),
         ("left_in_shared_places", &report.left_in_shared_places),
-        ("changed_kernel_settings", &report.changed_kernel_settings),
+        ("changed_host_settings", &report.changed_host_settings),
         (
             "appeared_after_their_case",
             &report.appeared_after_their_case,

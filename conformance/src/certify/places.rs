@@ -7,11 +7,12 @@
 //! run. `/run` it watches instead ([`crate::leftovers::watched`]): what appeared or changed
 //! there during the run that others could use fails it too, and so does a kernel setting that
 //! names a program the kernel runs as root ([`crate::leftovers::settings`]), reported apart
-//! (`changed_kernel_settings`). Both looks are taken from the harness's own namespace, so they
+//! (`changed_host_settings`). Both looks are taken from the harness's own namespace, so they
 //! count even when the private places could not be made. As a user (no mount namespace) the
-//! run cannot look and says so. Whoever runs it, the directories above the run's worlds
-//! ([`crate::leftovers::above`]) are read when it starts and when it is over: one whose owner,
-//! mode or ACL changed fails it too.
+//! run cannot look at the shared places and says so. Whoever runs it, the host's settings and
+//! the directories above the run's worlds ([`crate::leftovers::above`]) are read when it starts
+//! and when it is over: a changed setting, or a directory whose owner, mode or ACL changed,
+//! fails it too.
 
 use super::Report;
 
@@ -45,6 +46,8 @@ pub enum RunPlaces {
         why: String,
         /// The directories above the worlds the run changed.
         above: Vec<crate::leftovers::Leftover>,
+        /// The host settings it changed (a user's runner through a set-id helper may).
+        settings: Vec<crate::leftovers::settings::SettingChange>,
     },
 }
 
@@ -56,16 +59,17 @@ pub const NOT_PLANNED: &str = "run: the host's shared places";
 pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces) {
     // The directories above the worlds, whoever runs it: a user's runner may change its own.
     let above = crate::leftovers::above::Above::now();
+    let settings = crate::leftovers::settings::Settings::now();
     if !(cfg!(target_os = "linux") && nix::unistd::geteuid().is_root()) {
         let result = body();
         return (
             result,
             RunPlaces::NotPlanned {
                 above: crate::leftovers::above::Above::now().changed_since(&above),
+                settings: crate::leftovers::settings::Settings::now().changed_since(&settings),
                 why: format!(
-                    "what the whole run left in {} (and what others could use in {}, and the \
-                 kernel settings that name a program it runs as root) is checked as root on \
-                 Linux only (it needs a mount namespace of the run's own)",
+                    "what the whole run left in {} (and what others could use in {}) is checked \
+                     as root on Linux only (it needs a mount namespace of the run's own)",
                     crate::leftovers::RUN_PLACES.join(", "),
                     crate::leftovers::WATCHED.join(", ")
                 ),
@@ -75,7 +79,6 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
     // What the run cannot make private it watches from here, the harness's own namespace (what
     // the run mounts in its namespace hides nothing from this look): once now, once it is over.
     let watched = crate::leftovers::watched::Look::now();
-    let settings = crate::leftovers::settings::Settings::now();
     // The body runs once: on a thread of its own inside the private places (the thread stays
     // in the run's namespace, and this one never enters it), or, when they could not be made
     // before it ran, here.
@@ -159,9 +162,13 @@ impl RunPlaces {
                 ));
                 (watched, settings)
             }
-            RunPlaces::NotPlanned { why, above } => {
+            RunPlaces::NotPlanned {
+                why,
+                above,
+                settings,
+            } => {
                 report.not_planned.push((NOT_PLANNED.to_owned(), why));
-                (above, Vec::new())
+                (above, settings)
             }
         };
         let state: Vec<std::path::PathBuf> = report
@@ -182,7 +189,7 @@ impl RunPlaces {
             .iter()
             .map(ToString::to_string)
             .collect();
-        report.changed_kernel_settings = settings.iter().map(ToString::to_string).collect();
+        report.changed_host_settings = settings.iter().map(ToString::to_string).collect();
         report.verdict = report.verdict();
     }
 }

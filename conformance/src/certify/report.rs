@@ -278,7 +278,7 @@ pub struct Report {
     /// ([`crate::leftovers::settings`]), each with what it held and holds. Any one fails the run.
     /// Read as root on Linux only (otherwise listed under `not_planned`).
     #[serde(default)]
-    pub changed_kernel_settings: Vec<String>,
+    pub changed_host_settings: Vec<String>,
     /// Backends this host has no use of, with the reason (not certified here, not failing).
     #[serde(default)]
     pub excluded_backends: Vec<(String, String)>,
@@ -320,7 +320,7 @@ impl Report {
         self.suite_problems.is_empty()
             && self.left_behind.is_empty()
             && self.left_in_shared_places.is_empty()
-            && self.changed_kernel_settings.is_empty()
+            && self.changed_host_settings.is_empty()
             && self.appeared_after_their_case.is_empty()
             && !self.backends.is_empty()
             && self.backends.iter().all(|b| b.certified)
@@ -343,8 +343,8 @@ impl Report {
             "run: left in the host's shared places: ",
         ));
         out.extend(each(
-            &self.changed_kernel_settings,
-            "run: a kernel setting it changed: ",
+            &self.changed_host_settings,
+            "run: a host setting it changed: ",
         ));
         out.extend(each(
             &self.appeared_after_their_case,

@@ -172,7 +172,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         suite_problems,
         left_behind,
         left_in_shared_places: Vec::new(),
-        changed_kernel_settings: Vec::new(),
+        changed_host_settings: Vec::new(),
         appeared_after_their_case,
         excluded_backends: options.excluded,
         seed: options.seed,

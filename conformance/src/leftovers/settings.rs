@@ -1,12 +1,17 @@
-//! The host's kernel settings that name a program the kernel itself runs, as root and outside
-//! every sandbox: the core dump helper (`core_pattern` starting with `|`), the module loader, the
-//! hotplug and uevent helpers, the power-off command, `binfmt_misc`'s interpreters, and each cgroup
-//! v1 hierarchy's `release_agent` (run when a cgroup marked `notify_on_release` empties). A runner
-//! as root that changes one has left a deputy behind: the host's next crash, module load or
-//! registered binary runs what it named, long after the run. A run as root reads them when it
-//! starts and when it is over, and each one that changed fails it (the report's
-//! `changed_kernel_settings`, apart from what was left in the shared places: a setting is no
-//! entry of a folder, and has no owner or mode that says anything).
+//! The host's settings that name a program the host runs later, as root or as the person, outside
+//! every sandbox. The kernel's: the core dump helper (`core_pattern` starting with `|`), the
+//! module loader, the hotplug and uevent helpers, the power-off command, `binfmt_misc`'s
+//! interpreters, and each cgroup v1 hierarchy's `release_agent` (run when a cgroup marked
+//! `notify_on_release` empties). And the places the host's own software reads programs from:
+//! cron's tables, systemd's units, the login shells' `profile.d`, `sudoers.d`, the dynamic
+//! linker's preload and path, udev's rules, modprobe's options, the desktop's autostart, and the
+//! person's systemd units and autostart. A runner that changes one has left a deputy behind: the
+//! host's next crash, module load, boot, login or cron minute runs what it named, long after the
+//! run (found red-teaming: a root runner wrote an `@reboot` line naming each workspace into
+//! `/etc/cron.d`, drawn names with `$(...)` in them included, and the run was CERTIFIED). A run
+//! reads them when it starts and when it is over, and each one that changed fails it (the
+//! report's `changed_host_settings`, apart from what was left in the shared places: a setting
+//! is read for what it says, not for its owner or mode).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -22,6 +27,76 @@ const SETTINGS: [&str; 5] = [
 
 /// Where `binfmt_misc` lists its interpreters, one file each (when it is mounted).
 const BINFMT: &str = "/proc/sys/fs/binfmt_misc";
+
+/// Files and folders of files the host's software reads programs or commands from (each file of
+/// a folder, and of its folders one level down: `/var/spool/cron/crontabs/<user>`,
+/// `/etc/systemd/system/<target>.wants/<unit>`), and the same below the home directory.
+const HOOKS: [&str; 17] = [
+    "/etc/crontab",
+    "/etc/cron.d",
+    "/etc/cron.hourly",
+    "/etc/cron.daily",
+    "/etc/cron.weekly",
+    "/etc/cron.monthly",
+    "/var/spool/cron",
+    "/etc/systemd/system",
+    "/etc/profile.d",
+    "/etc/sudoers.d",
+    "/etc/ld.so.preload",
+    "/etc/ld.so.conf.d",
+    "/etc/udev/rules.d",
+    "/etc/modprobe.d",
+    "/etc/xdg/autostart",
+    "/etc/environment",
+    "/etc/rc.local",
+];
+
+/// The same below the home directory.
+const HOME_HOOKS: [&str; 2] = [".config/autostart", ".config/systemd/user"];
+
+/// The most a file read is kept of, and the most files read: what lies past them is not read.
+const MOST_BYTES: usize = 64 * 1024;
+const MOST_FILES: usize = 4000;
+
+/// Every file of `HOOKS` and `HOME_HOOKS` as it is now (a symlink: its target, as `-> target`).
+fn hook_files() -> Vec<(PathBuf, String)> {
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .filter(|h| h.is_absolute());
+    let places: Vec<PathBuf> = HOOKS
+        .iter()
+        .map(PathBuf::from)
+        .chain(
+            home.iter()
+                .flat_map(|h| HOME_HOOKS.iter().map(move |d| h.join(d))),
+        )
+        .collect();
+    let mut found = Vec::new();
+    let mut queue: Vec<(PathBuf, usize)> = places.into_iter().map(|p| (p, 0)).collect();
+    while let Some((path, depth)) = queue.pop() {
+        if found.len() >= MOST_FILES {
+            break;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(&path) else {
+            continue;
+        };
+        if meta.is_dir() {
+            if depth < 2 {
+                for entry in std::fs::read_dir(&path).into_iter().flatten().flatten() {
+                    queue.push((entry.path(), depth + 1));
+                }
+            }
+        } else if meta.file_type().is_symlink() {
+            let target = std::fs::read_link(&path).unwrap_or_default();
+            found.push((path, format!("-> {}", target.display())));
+        } else if meta.is_file() {
+            let mut text = std::fs::read(&path).unwrap_or_default();
+            text.truncate(MOST_BYTES);
+            found.push((path, String::from_utf8_lossy(&text).into_owned()));
+        }
+    }
+    found
+}
 
 /// The settings' text at one moment, by file (a setting this kernel lacks is absent).
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -48,6 +123,7 @@ impl Settings {
                 read.insert(file, String::from_utf8_lossy(&text).trim_end().to_owned());
             }
         }
+        read.extend(hook_files());
         Self(read)
     }
 
@@ -99,15 +175,22 @@ pub struct SettingChange {
 impl std::fmt::Display for SettingChange {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}: ", self.file.display())?;
+        // A table or unit is shown up to its first 300 characters.
+        let short = |text: &str| -> String {
+            match text.char_indices().nth(300) {
+                Some((at, _)) => format!("{:?}...", &text[..at]),
+                None => format!("{text:?}"),
+            }
+        };
         match &self.now {
-            Some(now) => write!(f, "holds {now:?}")?,
+            Some(now) => write!(f, "holds {}", short(now))?,
             None => write!(f, "is gone")?,
         }
         match &self.was {
-            Some(was) => write!(f, ", where the host had {was:?}"),
+            Some(was) => write!(f, ", where the host had {}", short(was)),
             None => write!(f, ", where the host had nothing"),
         }?;
-        write!(f, " (the kernel runs what it names, as root)")
+        write!(f, " (the host runs what it names)")
     }
 }
 
@@ -144,7 +227,7 @@ mod tests {
             .iter()
             .map(ToString::to_string)
             .collect();
-        let why = "(the kernel runs what it names, as root)";
+        let why = "(the host runs what it names)";
         assert_eq!(
             named,
             [
