@@ -123,13 +123,15 @@ mod tests {
         let dirs = [kept.as_path(), chmodded.as_path(), acled.as_path()];
         let before = Above::of(&dirs);
         std::fs::set_permissions(&chmodded, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-        // A user granted search through an ACL whose mask leaves the mode bits as they were.
+        // A user granted search through an ACL whose mask leaves the mode bits as they were (this
+        // very user: an id this user namespace does not map is refused with EINVAL).
+        let me = nix::unistd::geteuid().as_raw();
         let acl: Vec<u8> = [2u32.to_le_bytes().to_vec()]
             .into_iter()
             .chain(
                 [
                     (0x01u16, 7u16, u32::MAX),
-                    (0x02, 1, 4242),
+                    (0x02, 1, me),
                     (0x04, 7, u32::MAX),
                     (0x10, 7, u32::MAX),
                     (0x20, 5, u32::MAX),
