@@ -16,22 +16,34 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-/// The host paths the run's cases found absent, in the order they were checked.
-static ABSENT: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// The host paths the run's cases found absent, in the order they were checked; `None` while no
+/// run records them (the suite's own test binaries run cases one by one, and look at nothing
+/// later).
+static ABSENT: Mutex<Option<Vec<PathBuf>>> = Mutex::new(None);
 
-/// Records that a case checked `path` on the host and found it absent.
-pub fn found_absent(path: &Path) {
+/// Starts recording what the cases find absent, for [`appeared`] once the run is over.
+pub fn record() {
     if let Ok(mut absent) = ABSENT.lock() {
+        *absent = Some(Vec::new());
+    }
+}
+
+/// Records that a case checked `path` on the host and found it absent (while a run records).
+pub fn found_absent(path: &Path) {
+    if let Ok(mut absent) = ABSENT.lock()
+        && let Some(absent) = absent.as_mut()
+    {
         absent.push(path.to_path_buf());
     }
 }
 
-/// The recorded paths that exist now, each named with what it is, sorted; the record is emptied
-/// (a process may run several certifications).
+/// The recorded paths that exist now, each named with what it is, sorted; the recording stops
+/// (a process may run several certifications, each calling [`record`] first).
 pub fn appeared() -> Vec<String> {
     let absent = ABSENT
         .lock()
-        .map(|mut a| std::mem::take(&mut *a))
+        .ok()
+        .and_then(|mut a| a.take())
         .unwrap_or_default();
     let mut found: Vec<String> = absent
         .into_iter()
@@ -67,6 +79,13 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         let late = dir.path().join("cache-late");
         let never = dir.path().join("never");
+        // Outside a run nothing is recorded: the suite's own test binaries check cases one by
+        // one and look at nothing later.
+        std::fs::write(&late, "x").expect("write");
+        found_absent(&late);
+        assert!(appeared().is_empty(), "recorded outside a run");
+        std::fs::remove_file(&late).expect("remove");
+        record();
         found_absent(&late);
         found_absent(&late);
         found_absent(&never);

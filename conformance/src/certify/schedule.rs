@@ -114,6 +114,7 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
         }
     };
     crate::world::defer_removal();
+    crate::late::record();
     std::thread::scope(|scope| {
         // `jobs` workers run the cases that keep the CPU busy, then help with the waiting ones;
         // as many again run only cases that mostly wait (listeners' grace, survivors), which
