@@ -1838,12 +1838,29 @@ fn a_declared_state_directory_is_no_leftover_while_only_its_owner_can_write_it()
         );
         let kept_by_run = std::path::Path::new(&dir).is_dir();
         let _ = std::fs::remove_dir_all(&dir);
+        let unsound = |uid: u32| {
+            vec![format!(
+                "{dir} (a declared state directory that is not a directory only its owner can write, owner uid {uid}, mode 1777)"
+            )]
+        };
         if !is_root() {
             // As a user the calls really keep their state in the host's /tmp (HD-031's cases
-            // are not planned, and the run cannot look).
+            // are not planned, so the first run made no call), and the run names only what
+            // others could use there: the state directory others may write, judged by the look
+            // at the host's /tmp.
             assert!(kept_by_run, "the fixture kept no state: {}", unlooked.why());
             leftovers_not_planned(&run);
-            assert!(unlooked.report.left_in_shared_places.is_empty());
+            let expected = if mode == "state" {
+                Vec::new()
+            } else {
+                unsound(nix::unistd::geteuid().as_raw())
+            };
+            assert_eq!(
+                unlooked.report.left_in_shared_places,
+                expected,
+                "{}",
+                unlooked.why()
+            );
             continue;
         }
         assert!(
@@ -1854,9 +1871,7 @@ fn a_declared_state_directory_is_no_leftover_while_only_its_owner_can_write_it()
         let expected: Vec<String> = if mode == "state" {
             Vec::new()
         } else {
-            vec![format!(
-                "{dir} (a declared state directory that is not a directory only its owner can write, owner uid 0, mode 1777)"
-            )]
+            unsound(0)
         };
         assert_eq!(
             unlooked.report.left_in_shared_places,
@@ -2591,9 +2606,10 @@ fn a_hook_the_host_runs_later_a_runner_left_fails_the_run() {
 /// whole run sees `/tmp` and `/var/tmp` through overlays of its own, and watches `/run`), names
 /// each staging directory a stopped call left, and fails the run with every case passed. In
 /// `/run` the runner makes its staging roots writable by every user, what the watch judges there
-/// (and they really are on the host: the test removes them), at its top and five levels below it.
-/// As a user the run cannot look: the report says so under `not_planned` (and a user cannot stage
-/// in `/run` at all, so that place is root's only).
+/// (and they really are on the host: the test removes them), at its top and five levels below it;
+/// in `/dev/shm` too. As a user the run cannot see the places privately (the report says so under
+/// `not_planned`, and a user cannot stage in `/run` at all): the look at the host's places names
+/// the staging roots every user can write, and passes over those only their owner can use.
 #[test]
 fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked() {
     let root = one_scenario_file("hardening/survivors.yaml");
@@ -2622,6 +2638,7 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
         ("/var/tmp", ""),
         ("/run", "0777"),
         (deep.as_str(), "0777"),
+        ("/dev/shm", "0777"),
     ] {
         let watched = place.starts_with("/run");
         if watched && !is_root() {
@@ -2656,7 +2673,6 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
         );
         if !is_root() {
             assert!(on_host > 0, "the fixture staged nothing: {}", run.why());
-            assert!(run.report.left_in_shared_places.is_empty());
             assert!(
                 run.report
                     .not_planned
@@ -2666,6 +2682,25 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
                 "{:?}",
                 run.report.not_planned
             );
+            // What only its owner can use cannot be told from what the host makes meanwhile;
+            // a staging root every user can write is named from the look at the host's place.
+            if mode.is_empty() {
+                assert!(run.report.left_in_shared_places.is_empty(), "{}", run.why());
+                continue;
+            }
+            let uid = nix::unistd::geteuid().as_raw();
+            let left = &run.report.left_in_shared_places;
+            assert!(!left.is_empty(), "{}", run.why());
+            for entry in left {
+                assert!(
+                    entry.starts_with(&format!("{place}/{prefix}."))
+                        && entry.ends_with(&format!(
+                            "(a directory others can write, owner uid {uid}, mode 0777)"
+                        )),
+                    "{entry}"
+                );
+            }
+            assert_eq!(run.report.verdict, Verdict::NotCertified);
             continue;
         }
         if watched {
@@ -2682,8 +2717,10 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
         assert!(!left.is_empty(), "{}", run.matrix);
         let what = if watched {
             "(a directory others can write, owner uid 0, mode 0777)"
-        } else {
+        } else if mode.is_empty() {
             "(a directory, owner uid 0, mode 0700)"
+        } else {
+            "(a directory, owner uid 0, mode 0777)"
         };
         for entry in left {
             assert!(

@@ -1,87 +1,94 @@
 //! The run-level check of the host's shared places: as root on Linux, the whole run (every
 //! backend's adapter, runner and payload, and the harness's own processes) sees the host's
 //! `/tmp`, `/dev/shm` and `/var/tmp` through overlays of its own
-//! ([`crate::leftovers::RUN_PLACES`]), so whatever is in
-//! them once every case is over is what the run made and left, whatever else ran on the host
-//! meanwhile: a staging directory a call no case looked at left behind. Each entry fails the
-//! run. `/run` it watches instead ([`crate::leftovers::watched`]): what appeared or changed
-//! there during the run that others could use fails it too, and so does a kernel setting that
-//! names a program the kernel runs as root ([`crate::leftovers::settings`]), reported apart
-//! (`changed_host_settings`). Both looks are taken from the harness's own namespace, so they
-//! count even when the private places could not be made. As a user (no mount namespace) the
-//! run cannot look at the shared places and says so. Whoever runs it, the host's settings and
-//! the directories above the run's worlds ([`crate::leftovers::above`]) are read when it starts
-//! and when it is over: a changed setting, or a directory whose owner, mode or ACL changed,
-//! fails it too.
+//! ([`crate::leftovers::RUN_PLACES`]), so whatever is in them once every case is over is what
+//! the run made and left, whatever else ran on the host meanwhile: a staging directory a call no
+//! case looked at left behind. Each entry fails the run. Whoever runs it, the places as the host
+//! has them (`/run`, and `/tmp`, `/dev/shm` and `/var/tmp` outside the overlays) are watched
+//! from the harness's own namespace ([`crate::leftovers::watched`]): what appeared or changed
+//! there during the run that others could use fails it too: as a user (no mount namespace, so
+//! the run's own entries cannot be told from what the rest of the host makes meanwhile) that is
+//! all that can be judged there, and as root it is what a runner wrote past the overlays. The
+//! host's settings that name a program the host runs ([`crate::leftovers::settings`], reported
+//! apart as `changed_host_settings`) and the directories above the run's worlds
+//! ([`crate::leftovers::above`]) are read when it starts and when it is over: a changed setting,
+//! or a directory whose owner, mode or ACL changed, fails it too.
 
 use super::Report;
+use crate::leftovers::Leftover;
+use crate::leftovers::settings::SettingChange;
 
 /// What the run-level check of the shared places found.
-pub enum RunPlaces {
-    /// The run saw the places privately.
+pub struct RunPlaces {
+    /// How the run saw the shared places privately, and what it left there.
+    pub private: Private,
+    /// What it left or changed that others could use in the shared places as the host has
+    /// them, and the directories above its worlds it changed, each named as the host names it.
+    pub outside: Vec<Leftover>,
+    /// The host settings it changed (a user's runner through a set-id helper may too).
+    pub settings: Vec<SettingChange>,
+}
+
+/// How a run saw `/tmp`, `/dev/shm` and `/var/tmp` privately.
+pub enum Private {
+    /// Through overlays of its own: all it left there is known.
     Checked {
-        /// What it left there, and what it left or changed in the watched places, each named
-        /// as the host would name it.
-        left: Vec<crate::leftovers::Leftover>,
+        /// What it left there.
+        left: Vec<Leftover>,
         /// Processes still in the run's mount namespace at its end (killed then).
         stayed: Vec<String>,
-        /// The kernel settings it changed.
-        settings: Vec<crate::leftovers::settings::SettingChange>,
     },
-    /// As root, the private places could not be made: the run went on without them. The
-    /// watched places and the kernel settings, looked at from outside the run, were still
-    /// checked.
+    /// As root, the overlays could not be made: the run went on without them, and what it left
+    /// there that only its owner can use is unchecked.
     Failed {
-        /// Why the private places could not be made.
+        /// Why the overlays could not be made.
         why: String,
-        /// What it left or changed in the watched places.
-        watched: Vec<crate::leftovers::Leftover>,
-        /// The kernel settings it changed.
-        settings: Vec<crate::leftovers::settings::SettingChange>,
     },
-    /// The shared places not checked on this host, and why; the directories above the run's
-    /// worlds were.
+    /// Not on this host (they need a mount namespace of the run's own), and why.
     NotPlanned {
-        /// Why the shared places could not be looked at.
+        /// Why the shared places could not be seen privately.
         why: String,
-        /// The directories above the worlds the run changed.
-        above: Vec<crate::leftovers::Leftover>,
-        /// The host settings it changed (a user's runner through a set-id helper may).
-        settings: Vec<crate::leftovers::settings::SettingChange>,
     },
 }
 
-/// The `not_planned` entry of a run that could not look at the shared places.
+/// The `not_planned` entry of a run that could not see the shared places privately.
 pub const NOT_PLANNED: &str = "run: the host's shared places";
 
 /// Runs `body` (everything of a run that starts processes: its backends and its cases) with the
 /// host's shared places private to it where this host allows, and says what it left there.
 pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces) {
-    // The directories above the worlds, whoever runs it: a user's runner may change its own.
+    // The looks from outside the run, whoever runs it, once now and once it is over: the
+    // harness's own namespace (what the run mounts in its namespace hides nothing from them).
     let above = crate::leftovers::above::Above::now();
     let settings = crate::leftovers::settings::Settings::now();
-    if !(cfg!(target_os = "linux") && nix::unistd::geteuid().is_root()) {
-        let result = body();
-        return (
-            result,
-            RunPlaces::NotPlanned {
-                above: crate::leftovers::above::Above::now().changed_since(&above),
-                settings: crate::leftovers::settings::Settings::now().changed_since(&settings),
-                why: format!(
-                    "what the whole run left in {} (and what others could use in {}) is checked \
-                     as root on Linux only (it needs a mount namespace of the run's own)",
-                    crate::leftovers::RUN_PLACES.join(", "),
-                    crate::leftovers::WATCHED.join(", ")
-                ),
-            },
-        );
-    }
-    // What the run cannot make private it watches from here, the harness's own namespace (what
-    // the run mounts in its namespace hides nothing from this look): once now, once it is over.
     let watched = crate::leftovers::watched::Look::now();
-    // The body runs once: on a thread of its own inside the private places (the thread stays
-    // in the run's namespace, and this one never enters it), or, when they could not be made
-    // before it ran, here.
+    let (result, private) = if cfg!(target_os = "linux") && nix::unistd::geteuid().is_root() {
+        privately(body)
+    } else {
+        let why = format!(
+            "what the whole run left in {} that only its owner can use is checked as root on \
+             Linux only (it needs a mount namespace of the run's own); what others could use \
+             there and in {} is checked as the host has them",
+            crate::leftovers::RUN_PLACES.join(", "),
+            crate::leftovers::WATCHED.join(", ")
+        );
+        (body(), Private::NotPlanned { why })
+    };
+    let mut outside = crate::leftovers::watched::Look::now().left_since(&watched);
+    outside.extend(crate::leftovers::above::Above::now().changed_since(&above));
+    let settings = crate::leftovers::settings::Settings::now().changed_since(&settings);
+    let found = RunPlaces {
+        private,
+        outside,
+        settings,
+    };
+    (result, found)
+}
+
+/// Runs `body` once: on a thread of its own inside the private places (the thread stays in the
+/// run's namespace, and this one never enters it), or, when they could not be made before it
+/// ran, here.
+fn privately<T: Send>(body: impl FnOnce() -> T + Send) -> (T, Private) {
     let once = std::sync::Mutex::new(Some(body));
     let out = std::sync::Mutex::new(None);
     let run = || {
@@ -110,29 +117,14 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
         // `run` keeps what the body returns as soon as it returns; a panic never gets here.
         (None, None) => unreachable!("the run's body ran and returned nothing"),
     };
-    // The second looks, once the body ran wherever it ran: what the watch and the settings
-    // found counts even when the private places could not be made.
-    let mut watched = crate::leftovers::watched::Look::now().left_since(&watched);
-    watched.extend(crate::leftovers::above::Above::now().changed_since(&above));
-    let settings = crate::leftovers::settings::Settings::now().changed_since(&settings);
-    let found = match private {
-        Ok(private) => {
-            let mut left = private.left;
-            left.append(&mut watched);
-            left.sort_by(|a, b| a.path.cmp(&b.path));
-            RunPlaces::Checked {
-                left,
-                stayed: private.stayed,
-                settings,
-            }
-        }
-        Err(e) => RunPlaces::Failed {
-            why: e.to_string(),
-            watched,
-            settings,
+    let private = match private {
+        Ok(private) => Private::Checked {
+            left: private.left,
+            stayed: private.stayed,
         },
+        Err(e) => Private::Failed { why: e.to_string() },
     };
-    (result, found)
+    (result, private)
 }
 
 impl RunPlaces {
@@ -142,35 +134,28 @@ impl RunPlaces {
     /// leftover ([`crate::leftovers::excuse_state`]), nor is anything in the harness's and the
     /// reference backends' own cache ([`crate::suite::own_state`]).
     pub fn apply(self, report: &mut Report) {
-        let (left, settings) = match self {
-            RunPlaces::Checked {
-                left,
+        let mut left = self.outside;
+        match self.private {
+            Private::Checked {
+                left: mut private,
                 stayed,
-                settings,
             } => {
                 report.left_behind.splice(0..0, stayed);
-                (left, settings)
+                left.append(&mut private);
             }
-            RunPlaces::Failed {
-                why,
-                watched,
-                settings,
-            } => {
+            Private::Failed { why } => {
                 report.suite_problems.push(format!(
                     "the run could not see the host's shared places privately, so what it left \
-                     in /tmp, /var/tmp and /dev/shm is unchecked: {why}"
+                     in /tmp, /var/tmp and /dev/shm that only its owner can use is unchecked: \
+                     {why}"
                 ));
-                (watched, settings)
             }
-            RunPlaces::NotPlanned {
-                why,
-                above,
-                settings,
-            } => {
+            Private::NotPlanned { why } => {
                 report.not_planned.push((NOT_PLANNED.to_owned(), why));
-                (above, settings)
             }
-        };
+        }
+        left.sort_by(|a, b| a.path.cmp(&b.path));
+        left.dedup();
         let state: Vec<std::path::PathBuf> = report
             .backends
             .iter()
@@ -189,7 +174,7 @@ impl RunPlaces {
             .iter()
             .map(ToString::to_string)
             .collect();
-        report.changed_host_settings = settings.iter().map(ToString::to_string).collect();
+        report.changed_host_settings = self.settings.iter().map(ToString::to_string).collect();
         report.verdict = report.verdict();
     }
 }

@@ -19,8 +19,8 @@
 //! runs, and the directory under an overlay must not change while it is mounted. The run's own
 //! namespace, which the adapters share, makes `/var/tmp` private too ([`RUN_PLACES`]). `/run` is
 //! never made private (a host daemon's socket there refuses every connection through an
-//! overlay): the run watches it instead ([`watched`]), and fails on what it left there that
-//! others could use.
+//! overlay): the run watches it instead ([`watched`]), with the host's own `/tmp`, `/dev/shm`
+//! and `/var/tmp` (whoever runs it), and fails on what it left there that others could use.
 
 use std::path::{Path, PathBuf};
 
@@ -41,7 +41,8 @@ pub const PLACES: [&str; 2] = ["/tmp", "/dev/shm"];
 /// an overlay was mounted would refuse connections through it.
 pub const RUN_PLACES: [&str; 3] = ["/tmp", "/dev/shm", "/var/tmp"];
 
-/// The host's shared places a run as root watches rather than makes private ([`watched`]).
+/// The host's shared place every run watches rather than makes private ([`watched`], which
+/// watches the host's own [`RUN_PLACES`] as well).
 pub const WATCHED: [&str; 1] = ["/run"];
 
 /// One entry a case left in a shared place: where (as the host names the place), what, and whose.
@@ -148,6 +149,7 @@ pub fn excuse_state(left: Vec<Leftover>, state: &[PathBuf]) -> Vec<Leftover> {
 /// its bound, nothing is named).
 #[cfg(target_os = "linux")]
 fn hazard_below(dir: &Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
     let hazard = |mode: u32| {
         let writable = mode & 0o022 != 0;
         match mode & libc::S_IFMT {
@@ -157,7 +159,7 @@ fn hazard_below(dir: &Path) -> Option<String> {
             _ => None,
         }
     };
-    match first_below(dir, hazard, |_| true) {
+    match first_below(dir, |meta| hazard(meta.mode()), |_| true) {
         Below::Found(what) => Some(what),
         Below::Nothing | Below::TooMany => None,
     }
@@ -174,13 +176,13 @@ pub(crate) enum Below {
     TooMany,
 }
 
-/// The first entry below the directory `dir` that `what` names (given its `st_mode`: type and
-/// permission bits), going into the directories `enter` allows (given theirs), never through a
-/// symlink, looking at most at 4,096 entries.
+/// The first entry below the directory `dir` that `what` names (given its `lstat`), going into
+/// the directories `enter` allows (given theirs), never through a symlink, looking at most at
+/// 4,096 entries.
 pub(crate) fn first_below(
     dir: &Path,
-    what: impl Fn(u32) -> Option<&'static str>,
-    enter: impl Fn(u32) -> bool,
+    what: impl Fn(&std::fs::Metadata) -> Option<&'static str>,
+    enter: impl Fn(&std::fs::Metadata) -> bool,
 ) -> Below {
     use std::os::unix::fs::MetadataExt;
     let mut queue = vec![PathBuf::new()];
@@ -198,11 +200,11 @@ pub(crate) fn first_below(
                 continue;
             };
             let path = relative.join(entry.file_name());
-            if let Some(what) = what(meta.mode()) {
+            if let Some(what) = what(&meta) {
                 let mode = meta.mode() & 0o7777;
                 return Below::Found(format!("{} (a {what}, mode {mode:04o})", path.display()));
             }
-            if meta.is_dir() && enter(meta.mode()) {
+            if meta.is_dir() && enter(&meta) {
                 queue.push(path);
             }
         }

@@ -1,40 +1,97 @@
-//! `/run`, watched instead of made private. An overlay cannot stand in for it: a socket a host
+//! The host's shared places as the host has them, watched from outside the run: `/run` always,
+//! and `/tmp`, `/dev/shm` and `/var/tmp` too.
+//!
+//! `/run` is watched instead of made private. An overlay cannot stand in for it: a socket a host
 //! daemon bound there before the overlay was mounted refuses every `connect` through it (the
 //! overlay's inode is not the one the socket was bound to; measured on this kernel), so a
 //! backend whose adapter talks to a daemon there (a container engine's socket, the system bus)
-//! would fail a whole run honestly configured. So a run as root looks at `/run` when it starts
-//! and when it is over, from the harness's own mount namespace (what the run mounts over `/run`
-//! in its namespace hides nothing from it), and what appeared or changed there meanwhile that
-//! users other than its owner could use fails the run: a directory they can write (a staging
-//! root another user could plant files in), a file they can write, a set-id file, a socket or
-//! FIFO they can open, a device node, each where they can reach it (every directory on the way
-//! searchable by them); a new entry the overflow user (`nobody`) owns and may write (shared by
-//! every payload that runs as nobody, in any sandbox); a host entry whose owner changed, which
-//! gained a set-id or write bit or lost its sticky bit, whose group changed while its group may
-//! use it, or which a symlink took the place of.
+//! would fail a whole run honestly configured. The temporary places a run as root sees through
+//! overlays of its own; the look at the host's own adds what a runner wrote past them (through
+//! another process's root, or a daemon living in the host's namespace). A run as a user has no
+//! overlays: the look is all it has there.
+//!
+//! So a run looks at them when it starts and when it is over, from the harness's own mount
+//! namespace (what the run mounts in its namespace hides nothing from it), and what appeared or
+//! changed there meanwhile that users other than its owner could use fails the run: a directory
+//! they can write (a staging root another user could plant files in), a file they can write, a
+//! set-id file, a socket or FIFO they can open, a device node, each where they can reach it
+//! (every directory on the way searchable by them); a new entry the overflow user (`nobody`)
+//! owns and may write (shared by every payload that runs as nobody, in any sandbox); a host
+//! entry whose owner changed, which gained a set-id or write bit or lost its sticky bit, whose
+//! group changed while its group may use it, or which a symlink took the place of. Group bits
+//! count only when the group is not its owner's own (a user-private group: a person whose umask
+//! is `002` makes `0775` directories only they can write).
 //!
 //! What others cannot use (a root-only staging directory, a lock or pid file only its owner may
 //! write, a user's own runtime directory and its sockets) is not judged: `/run` is where the
 //! host's own daemons keep their state, and on a host with systemd they make and remove entries
 //! there all the time (a unit's `invocation:` link, a login's runtime directory), so an entry
-//! that only appeared cannot be told from the host's own. No confined call may write `/run` (it
-//! is in no mode's writable set), so an entry there that only its owner can use is no way into
-//! another sandbox. Not seen: ACLs (only the mode bits), and what lies deeper than four levels
-//! under a directory the host already had that others cannot search (nothing there is theirs to
-//! use unless that directory changes, which is seen) or that is another filesystem.
+//! that only appeared cannot be told from the host's own; in the temporary places, every
+//! program of every user does the same. No confined call may write `/run` (it is in no mode's
+//! writable set), so an entry there that only its owner can use is no way into another sandbox.
+//! Not seen: ACLs (only the mode bits); in `/run`, what lies deeper than four levels under a
+//! directory the host already had that others cannot search (nothing there is theirs to use
+//! unless that directory changes, which is seen) or that is another filesystem; in the
+//! temporary places, what lies deeper than two levels in a directory the host already had, and
+//! what is in a new directory of this process's owner (the harness's other runs as the same
+//! user make their worlds and fixtures there, and those cannot be told from this run's).
 
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::{Below, Leftover, WATCHED};
+use super::{Below, Leftover};
 
-/// How far below a watched place a look reads every directory: `/run/user/0/<tool>/<stage>` is
-/// four levels down. Deeper, it goes on only through directories users other than their owner
+/// The places a look reads, each with how far below it the look reads every directory, and
+/// whether it goes deeper through what others may search. `/run/user/0/<tool>/<stage>` is four
+/// levels down; deeper, the look goes on only through directories users other than their owner
 /// may search, on the place's own filesystem: nothing below one they cannot search is theirs to
-/// use, and a container's root filesystem mounted under `/run` is not the host's `/run`.
-const DEPTH: usize = 4;
+/// use, and a container's root filesystem mounted under `/run` is not the host's `/run`. The
+/// temporary places are read two levels down and no deeper: a person's `/tmp` holds clones and
+/// build trees anyone may search (hundreds of thousands of entries on a developer's machine),
+/// where the host's software keeps no chains of its own to stage in, and what a new directory
+/// holds is looked into when it is judged.
+///
+/// In the temporary places, a new entry this process's owner owns is judged by its own mode
+/// alone when it lies right in the place, and nothing below it is, nor one deeper: the harness's
+/// other runs as the same user (a certification beside the suite's tests, two certifications at
+/// once) make their worlds and fixtures there, sockets and FIFOs others may open among them, and
+/// those cannot be told from a staging directory of this run's. As root, this run's own entries there are in its overlays, judged
+/// whole; what the look adds is a runner writing past them.
+const PLACES: [Reach<'static>; 4] = [
+    Reach::new("/run", 4, true, false),
+    Reach::new("/tmp", 2, false, true),
+    Reach::new("/dev/shm", 2, false, true),
+    Reach::new("/var/tmp", 2, false, true),
+];
 
-/// The most entries one look reads (a host's `/run` holds a few hundred to a few thousand).
+/// How a look reads one place (see [`PLACES`]).
+#[derive(Clone, Copy)]
+struct Reach<'a> {
+    /// The place.
+    place: &'a str,
+    /// How many levels below it every directory is read.
+    every: usize,
+    /// Whether the look goes deeper through directories others may search on its filesystem.
+    deeper: bool,
+    /// Whether the harness's other runs as the same user make entries there.
+    shared_with_harness: bool,
+}
+
+impl<'a> Reach<'a> {
+    /// A place read as said.
+    const fn new(place: &'a str, every: usize, deeper: bool, shared: bool) -> Self {
+        Self {
+            place,
+            every,
+            deeper,
+            shared_with_harness: shared,
+        }
+    }
+}
+
+/// The most entries one look reads in one place (a host's `/run` holds a few hundred to a few
+/// thousand).
 const MOST: usize = 50_000;
 
 /// The file type bits of `st_mode`, and the types this module tells apart (the same numbers on
@@ -58,24 +115,34 @@ struct Seen {
     gid: u32,
     /// Its type and permission bits (`st_mode`).
     mode: u32,
+    /// Whether its group is its owner's own (see [`own_group`]): its group bits then give
+    /// nobody else anything.
+    own_group: bool,
 }
 
 impl Seen {
     /// What `meta` (an `lstat`) says.
     fn of(meta: &std::fs::Metadata) -> Self {
-        use std::os::unix::fs::MetadataExt;
         Self {
             dev: meta.dev(),
             ino: meta.ino(),
             uid: meta.uid(),
             gid: meta.gid(),
             mode: meta.mode(),
+            own_group: own_group(meta.uid(), meta.gid()),
         }
+    }
+
+    /// Its `st_mode` as users other than its owner meet it: without the group bits when the
+    /// group is the owner's own (a person whose umask is `002` makes `0775` directories that
+    /// only they can write).
+    fn shared_mode(&self) -> u32 {
+        shared_mode(self.mode, self.own_group)
     }
 
     /// Whether it is a directory users other than its owner may search.
     fn searchable_by_others(&self) -> bool {
-        self.mode & S_IFMT == S_IFDIR && self.mode & 0o011 != 0
+        self.mode & S_IFMT == S_IFDIR && self.shared_mode() & 0o011 != 0
     }
 }
 
@@ -89,23 +156,31 @@ pub struct Look {
     listed: HashSet<PathBuf>,
     /// The places the look stopped in at its bound.
     unfinished: Vec<PathBuf>,
+    /// The places the harness's other runs as the same user make entries in.
+    shared_with_harness: Vec<PathBuf>,
 }
 
 impl Look {
-    /// Looks at every watched place now, four levels down (deeper through what others may
-    /// search), at most 50,000 entries.
+    /// Looks at every watched place now (`/run` four levels down and deeper through what others
+    /// may search; the host's `/tmp`, `/dev/shm` and `/var/tmp` two levels down), at most
+    /// 50,000 entries in each.
     pub fn now() -> Self {
-        Self::of(&WATCHED.map(Path::new))
+        Self::of(&PLACES)
     }
 
-    /// Looks at `places` now: each place itself, and what is below it, level by level.
-    fn of(places: &[&Path]) -> Self {
+    /// Looks at `places` now: each place itself, and what is below it, level by level, as its
+    /// [`Reach`] says.
+    fn of(places: &[Reach<'_>]) -> Self {
         let mut look = Self::default();
-        for place in places {
+        for reach in places {
+            let place = Path::new(reach.place);
             if let Ok(meta) = std::fs::symlink_metadata(place) {
                 look.seen.insert(place.to_path_buf(), Seen::of(&meta));
             }
-            if !look.walk(place) {
+            if reach.shared_with_harness {
+                look.shared_with_harness.push(place.to_path_buf());
+            }
+            if !look.walk(place, reach.every, reach.deeper) {
                 look.unfinished.push(place.to_path_buf());
             }
         }
@@ -113,11 +188,12 @@ impl Look {
     }
 
     /// Records what is below `place`, breadth first (never through a symlink): every directory
-    /// to [`DEPTH`] levels, and below that those others may search on the place's filesystem;
-    /// a directory is listed when every entry of it was recorded. False when it stopped at
-    /// [`MOST`] entries.
-    fn walk(&mut self, place: &Path) -> bool {
+    /// to `depth_read` levels, and below that (when `further`) those others may search on the
+    /// place's filesystem; a directory is listed when every entry of it was recorded. False when
+    /// it stopped at [`MOST`] entries.
+    fn walk(&mut self, place: &Path, depth_read: usize, further: bool) -> bool {
         let device = self.seen.get(place).map(|s| s.dev);
+        let bound = self.seen.len() + MOST;
         let mut queue = VecDeque::from([(place.to_path_buf(), 0)]);
         while let Some((dir, depth)) = queue.pop_front() {
             let Ok(listing) = std::fs::read_dir(&dir) else {
@@ -125,7 +201,7 @@ impl Look {
             };
             let mut whole = true;
             for entry in listing {
-                if self.seen.len() >= MOST {
+                if self.seen.len() >= bound {
                     return false;
                 }
                 let Ok(meta) = entry.and_then(|e| e.metadata().map(|m| (e.path(), m))) else {
@@ -134,8 +210,8 @@ impl Look {
                 };
                 let (path, meta) = meta;
                 let seen = Seen::of(&meta);
-                let deeper = seen.searchable_by_others() && Some(seen.dev) == device;
-                if meta.is_dir() && (depth + 1 < DEPTH || deeper) {
+                let deeper = further && seen.searchable_by_others() && Some(seen.dev) == device;
+                if meta.is_dir() && (depth + 1 < depth_read || deeper) {
                     queue.push_back((path.clone(), depth + 1));
                 }
                 self.seen.insert(path, seen);
@@ -183,20 +259,46 @@ impl Look {
                 hazard: None,
             })
             .collect();
+        let owner = nix::unistd::geteuid().as_raw();
+        // New entries of this process's owner in a place the harness shares: judged by their
+        // own mode, what is below them not at all.
+        let mut owners: Vec<&PathBuf> = Vec::new();
         for path in paths {
             if found
                 .iter()
                 .any(|named| named.was.is_none() && path.starts_with(&named.path))
+                || owners.iter().any(|new| path.starts_with(new))
                 || !self.reachable(path)
             {
                 continue;
             }
             let now = self.seen[path];
+            let mut new = || {
+                let harness = self
+                    .shared_with_harness
+                    .iter()
+                    .find(|p| path.starts_with(p));
+                if let Some(place) = harness.filter(|_| now.uid == owner) {
+                    // Directly in the place it is judged by its own mode; in a directory there
+                    // (the harness's own, made 0755 for a socket it serves), not at all.
+                    let own = if path.parent() == Some(place.as_path()) {
+                        made_by_owner(path, &now)
+                    } else {
+                        None
+                    };
+                    if own.is_none() {
+                        owners.push(path);
+                    }
+                    own
+                } else {
+                    made(path, &now)
+                }
+            };
             let leftover = match before.seen.get(path) {
                 Some(was) if (was.dev, was.ino) == (now.dev, now.ino) => changed(path, was, &now),
                 // Another entry under the same name, or one the first look saw was not there.
-                Some(was) => made(path, &now).or_else(|| replaced(path, was, &now)),
-                None if before.was_absent(path) => made(path, &now),
+                Some(was) => new().or_else(|| replaced(path, was, &now)),
+                None if before.was_absent(path) => new(),
                 // Beyond what the first look could see: neither new nor changed.
                 None => None,
             };
@@ -204,6 +306,19 @@ impl Look {
         }
         found
     }
+}
+
+/// A new entry at `path` of this process's owner in a place the harness shares (`now`), when
+/// others could use it by its own mode.
+fn made_by_owner(path: &Path, now: &Seen) -> Option<Leftover> {
+    usable_by_others(now.shared_mode()).map(|kind| Leftover {
+        path: path.to_path_buf(),
+        kind,
+        uid: now.uid,
+        mode: now.mode & 0o7777,
+        was: None,
+        hazard: None,
+    })
 }
 
 /// A new entry at `path` as the second look saw it (`now`), when others could use it or what
@@ -217,7 +332,7 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
         was: None,
         hazard,
     };
-    if let Some(kind) = usable_by_others(now.mode) {
+    if let Some(kind) = usable_by_others(now.shared_mode()) {
         return Some(leftover(kind, None));
     }
     // Owned by the overflow user, it is every payload's that runs as `nobody`, in any sandbox.
@@ -234,7 +349,11 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
     }
     // A new directory others may search but not write is named for what others could use in
     // it, below the look's depth too.
-    let below = super::first_below(path, usable_by_others, |mode| mode & 0o011 != 0);
+    let below = super::first_below(
+        path,
+        |meta| usable_by_others(shared_mode(meta.mode(), own_group(meta.uid(), meta.gid()))),
+        |meta| shared_mode(meta.mode(), own_group(meta.uid(), meta.gid())) & 0o011 != 0,
+    );
     match below {
         Below::Found(what) => Some(leftover("directory", Some(what))),
         Below::TooMany => Some(leftover(
@@ -274,7 +393,7 @@ fn replaced(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
 /// that lets others use it: its owner, a set-id or write bit gained, its sticky bit lost or its
 /// group changed while others may use it.
 fn changed(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
-    let usable = usable_by_others(now.mode).is_some();
+    let usable = usable_by_others(now.shared_mode()).is_some();
     let gained = now.mode & !was.mode & 0o6022 != 0;
     let unstuck = was.mode & 0o1000 != 0 && now.mode & 0o1000 == 0;
     let regrouped = was.gid != now.gid;
@@ -290,6 +409,36 @@ fn changed(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
         was: Some((was.uid, was.mode & 0o7777)),
         hazard: None,
     })
+}
+
+/// `mode` without its group bits when the group is the owner's own (`own_group`).
+fn shared_mode(mode: u32, own_group: bool) -> u32 {
+    if own_group { mode & !0o070 } else { mode }
+}
+
+/// Whether the group `gid` is the user `uid`'s own: the user's primary group, named as the user
+/// is, with no other member listed (a user-private group, as `useradd` makes on Debian and
+/// Ubuntu, and root's). Its group bits let nobody else in. Asked once per pair.
+fn own_group(uid: u32, gid: u32) -> bool {
+    use nix::unistd::{Gid, Group, Uid, User};
+    static KNOWN: std::sync::OnceLock<std::sync::Mutex<HashMap<(u32, u32), bool>>> =
+        std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(Default::default);
+    if let Some(own) = known.lock().ok().and_then(|k| k.get(&(uid, gid)).copied()) {
+        return own;
+    }
+    let user = User::from_uid(Uid::from_raw(uid)).ok().flatten();
+    let group = Group::from_gid(Gid::from_raw(gid)).ok().flatten();
+    let own = match (user, group) {
+        (Some(user), Some(group)) => {
+            user.gid.as_raw() == gid && group.name == user.name && group.mem.is_empty()
+        }
+        _ => false,
+    };
+    if let Ok(mut known) = known.lock() {
+        known.insert((uid, gid), own);
+    }
+    own
 }
 
 /// What an entry of `/run` with this `st_mode` is, when users other than its owner could use
@@ -318,6 +467,7 @@ mod tests {
             uid,
             gid: 0,
             mode,
+            own_group: false,
         }
     }
 
@@ -337,7 +487,59 @@ mod tests {
             seen,
             listed,
             unfinished: Vec::new(),
+            shared_with_harness: vec![PathBuf::from("/tmp")],
         }
+    }
+
+    /// How the tests read a place of their own: as `/run` is read.
+    fn reach(place: &Path) -> Reach<'_> {
+        Reach::new(
+            place.to_str().expect("a UTF-8 temporary path"),
+            4,
+            true,
+            false,
+        )
+    }
+
+    #[test]
+    fn in_a_place_the_harness_shares_a_new_entry_of_its_own_user_is_judged_by_its_own_mode() {
+        let (dir, file) = (S_IFDIR, S_IFREG);
+        let owner = nix::unistd::geteuid().as_raw();
+        let other = owner ^ 0x4242;
+        let before = look(&[
+            ("/tmp", seen(1, 0, dir | 0o1777)),
+            ("/tmp/served", seen(8, owner, dir | 0o755)),
+        ]);
+        let after = look(&[
+            ("/tmp", seen(1, 0, dir | 0o1777)),
+            // Another run's world of this user, a socket others may open in it: not named.
+            ("/tmp/world", seen(2, owner, dir | 0o755)),
+            ("/tmp/world/agent.sock", seen(3, owner, S_IFSOCK | 0o777)),
+            // This user's staging root others may write: named by its own mode.
+            ("/tmp/stage", seen(4, owner, dir | 0o777)),
+            // A socket of this user's in a directory the host had (a fixture of the harness's
+            // that started before this run): not named.
+            ("/tmp/served", seen(8, owner, dir | 0o755)),
+            ("/tmp/served/agent.sock", seen(9, owner, S_IFSOCK | 0o777)),
+            // Another user's (a set-id helper's): what is in it is judged too.
+            ("/tmp/helper", seen(5, other, dir | 0o755)),
+            ("/tmp/helper/root", seen(6, other, dir | 0o1777)),
+            ("/tmp/helper/key", seen(7, other, file | 0o600)),
+        ]);
+        let named: Vec<String> = after
+            .left_since(&before)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            named,
+            [
+                format!(
+                    "/tmp/helper/root (a directory others can write, owner uid {other}, mode 1777)"
+                ),
+                format!("/tmp/stage (a directory others can write, owner uid {owner}, mode 0777)"),
+            ]
+        );
     }
 
     #[test]
@@ -345,6 +547,10 @@ mod tests {
         let (dir, file) = (S_IFDIR, S_IFREG);
         let group = |mut seen: Seen, gid| {
             seen.gid = gid;
+            seen
+        };
+        let own = |mut seen: Seen| {
+            seen.own_group = true;
             seen
         };
         let mut before = look(&[
@@ -369,6 +575,10 @@ mod tests {
             ("/run/stage/suid", seen(13, 0, file | 0o4755)),
             ("/run/stage-open", seen(11, 0, dir | 0o777)),
             ("/run/stage-open/inner", seen(12, 0, dir | 0o777)),
+            // Group-writable: by a group of others, named; by its owner's own group (a umask
+            // of 002), only its owner can write it.
+            ("/run/stage-group", seen(22, 1000, dir | 0o775)),
+            ("/run/stage-umask", own(seen(23, 1000, dir | 0o775))),
             // A login's runtime directory and its bus: only that user reaches them.
             ("/run/user/4242", seen(17, 4242, dir | 0o700)),
             ("/run/user/4242/bus", seen(18, 4242, S_IFSOCK | 0o666)),
@@ -394,6 +604,7 @@ mod tests {
                 "/run/lock (a host directory it changed, owner uid 0, mode 0777; the host's: owner uid 0, mode 1777)",
                 "/run/shared (a host directory it changed, owner uid 0, mode 0775; the host's: owner uid 0, mode 0775)",
                 "/run/stage/suid (a set-id file, owner uid 0, mode 4755)",
+                "/run/stage-group (a directory others can write, owner uid 1000, mode 0775)",
                 &format!(
                     "/run/stage-nobody (a directory the overflow user (nobody) owns and may write, as may every payload run as nobody, owner uid {}, mode 0700)",
                     overflow_uid()
@@ -446,7 +657,7 @@ mod tests {
         .expect("chmod");
         std::os::unix::fs::symlink(place.path().join("a"), place.path().join("link"))
             .expect("symlink");
-        let found = Look::of(&[place.path()]);
+        let found = Look::of(&[reach(place.path())]);
         let mut names: Vec<String> = found
             .seen
             .keys()
@@ -481,7 +692,7 @@ mod tests {
         std::fs::create_dir(&open)
             .and_then(|()| std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)))
             .expect("mkdir");
-        let named = Look::of(&[place.path()]).left_since(&before);
+        let named = Look::of(&[reach(place.path())]).left_since(&before);
         assert_eq!(
             named.iter().map(|l| l.path.clone()).collect::<Vec<_>>(),
             [open],
@@ -503,7 +714,7 @@ mod tests {
         let place = tempfile::tempdir().expect("tempdir");
         std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o755))
             .expect("chmod");
-        let before = Look::of(&[place.path()]);
+        let before = Look::of(&[reach(place.path())]);
         let served = place.path().join("served");
         mkdir(&served.join("x/y/z"));
         mkdir(&place.path().join("root-only/x/y/z/w"));
@@ -514,9 +725,10 @@ mod tests {
         std::fs::set_permissions(&socket, std::fs::Permissions::from_mode(0o666)).expect("chmod");
         mkdir(&open);
         std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).expect("chmod");
-        std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o775))
+        // Others may write it now (group bits alone may be the owner's own group's).
+        std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o757))
             .expect("chmod");
-        let named: Vec<String> = Look::of(&[place.path()])
+        let named: Vec<String> = Look::of(&[reach(place.path())])
             .left_since(&before)
             .iter()
             .map(ToString::to_string)
@@ -526,7 +738,7 @@ mod tests {
             named,
             [
                 format!(
-                    "{} (a host directory it changed, owner uid {uid}, mode 0775; the host's: owner uid {uid}, mode 0755)",
+                    "{} (a host directory it changed, owner uid {uid}, mode 0757; the host's: owner uid {uid}, mode 0755)",
                     place.path().display()
                 ),
                 format!(
