@@ -2908,3 +2908,33 @@ fn a_sorted_mount_table_is_consistent_and_a_refused_workspace_swap_passes() {
         .collect();
     assert!(bad.iter().all(|c| c.scenario == "HD-030"), "{bad:#?}");
 }
+
+/// A world a run renamed aside for its sweep (`.removed-<pid>-<n>` in a world base) and never
+/// removed, because the run was killed first, is removed by the next run of the same user before
+/// it starts; one of a process still alive is left to it.
+#[test]
+fn worlds_a_killed_run_renamed_aside_are_removed_by_the_next_run() {
+    let mut gone = Command::new("true").spawn().expect("true");
+    let dead = gone.id();
+    gone.wait().expect("wait");
+    let base = Path::new("/var/tmp");
+    let stale = base.join(format!(".removed-{dead}-7"));
+    let alive = base.join(format!(".removed-{}-7", std::process::id()));
+    for dir in [&stale, &alive] {
+        std::fs::create_dir_all(dir.join("repo/dir")).expect("mkdir");
+        std::fs::write(dir.join("repo/dir/file"), "x").expect("write");
+    }
+    let root = one_scenario_file("containment/writable_set.yaml");
+    let run = certify(&["--scenarios", root.path().to_str().expect("utf8")], &[]);
+    let (kept, swept) = (alive.exists(), !stale.exists());
+    let _ = std::fs::remove_dir_all(&alive);
+    let _ = std::fs::remove_dir_all(&stale);
+    assert!(run.report.cases.len() > 1, "{}", run.why());
+    assert!(
+        run.report.left_in_shared_places.is_empty(),
+        "tidying is not a leftover: {}",
+        run.why()
+    );
+    assert!(swept, "the dead run's world is still there");
+    assert!(kept, "a live process's world was removed");
+}

@@ -156,6 +156,8 @@ pub fn run(options: Options, progress: &(dyn Fn(usize, usize, &CaseResult) + Syn
     // after that, no case claimed.
     drop(backends);
     let left_behind = crate::survivors::left_by_run(run_start, crate::survivors::CASE_END_GRACE);
+    // What they were still writing in, the sweep could not remove.
+    crate::world::sweep_again();
     // Every process of the run is gone and every world removed: what a case found absent on the
     // host must still be.
     let appeared_after_their_case = crate::late::appeared();

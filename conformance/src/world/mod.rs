@@ -51,7 +51,7 @@ pub use odd::{DECOY_LINE, ODD_NAMES_VAR, ODD_SHARE, noted, odd_names};
 pub use places::{Places, places};
 pub use quote::{expand_placeholders, raw_placeholders, shell_quote};
 pub(crate) use removal::removed_at_once;
-pub use removal::{defer_removal, sweep, sweep_so_far};
+pub use removal::{defer_removal, sweep, sweep_again, sweep_so_far, tidy_dead_runs};
 pub use seed::{SEED_VAR, draw_hex, draw_one, run_seed, with_case};
 pub use snapshot::{Entry, Snapshot, shown};
 

@@ -31,7 +31,7 @@ impl Drop for World {
                     continue;
                 }
                 let n = RENAMED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                let aside = root.with_file_name(format!(".removed-{}-{n}", std::process::id()));
+                let aside = root.with_file_name(format!("{ASIDE}{}-{n}", std::process::id()));
                 match std::fs::rename(root, &aside) {
                     Ok(()) => later.push(aside),
                     Err(_) => later.push(root.to_path_buf()),
@@ -56,6 +56,48 @@ static DEFERRED: Mutex<Option<Vec<PathBuf>>> = Mutex::new(None);
 pub fn defer_removal() {
     if let Ok(mut deferred) = DEFERRED.lock() {
         deferred.get_or_insert_with(Vec::new);
+    }
+}
+
+/// The prefix of a world's root renamed aside for the sweep: `.removed-<pid>-<n>`.
+const ASIDE: &str = ".removed-";
+
+/// Removes what runs of this user that are no longer alive renamed aside and never swept (a run
+/// killed before its sweep, a world a survivor was still writing in): every `.removed-<pid>-<n>`
+/// of this user's in a world base or project folder whose process is gone. A live process's are
+/// its own business, whatever it is. Called before a run makes its places private (a removal
+/// through the run's overlay of `/var/tmp` would remove nothing, and show as a host entry the
+/// run removed).
+pub fn tidy_dead_runs() {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    let places = super::places();
+    let dirs = places
+        .bases
+        .iter()
+        .map(|(base, _)| base)
+        .chain(&places.folders);
+    for dir in dirs {
+        let Ok(listing) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in listing.flatten() {
+            let name = entry.file_name();
+            let Some(pid) = name
+                .to_str()
+                .and_then(|n| n.strip_prefix(ASIDE))
+                .and_then(|rest| rest.split_once('-'))
+                .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<u32>().ok()))
+            else {
+                continue;
+            };
+            let mine = entry.metadata().is_ok_and(|m| m.is_dir() && m.uid() == me);
+            let alive =
+                std::path::Path::new(&format!("/proc/{pid}")).exists() || pid == std::process::id();
+            if mine && !alive {
+                let _ = std::fs::remove_dir_all(entry.path());
+            }
+        }
     }
 }
 
@@ -93,7 +135,7 @@ pub fn sweep(threads: usize) {
     });
     if let Ok(mut deferred) = DEFERRED.lock() {
         for root in deferred.take().unwrap_or_default() {
-            let _ = std::fs::remove_dir_all(root);
+            remove(root);
         }
     }
     super::host::drop_template();
@@ -108,6 +150,36 @@ pub fn sweep_so_far() {
         .ok()
         .and_then(|mut d| d.as_mut().and_then(Vec::pop))
     {
-        let _ = std::fs::remove_dir_all(root);
+        remove(root);
+    }
+}
+
+/// The worlds a sweep could not remove, for [`sweep_again`].
+static STUCK: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes the world at `root`, or keeps it for [`sweep_again`] when it is still there (a
+/// process the run left was still writing in it).
+fn remove(root: PathBuf) {
+    if std::fs::remove_dir_all(&root).is_err()
+        && std::fs::symlink_metadata(&root).is_ok()
+        && let Ok(mut stuck) = STUCK.lock()
+    {
+        stuck.push(root);
+    }
+}
+
+/// Removes once more the worlds the sweep could not: called when the run's last processes are
+/// gone (killed as survivors), so nothing writes in them any more.
+pub fn sweep_again() {
+    let stuck = STUCK
+        .lock()
+        .map(|mut s| std::mem::take(&mut *s))
+        .unwrap_or_default();
+    for root in stuck {
+        if let Err(e) = std::fs::remove_dir_all(&root)
+            && std::fs::symlink_metadata(&root).is_ok()
+        {
+            eprintln!("conformance: cannot remove world {}: {e}", root.display());
+        }
     }
 }

@@ -50,6 +50,9 @@ pub(crate) fn run() -> ExitCode {
             missing.program, missing.needed_by
         );
     }
+    // What earlier runs of this user renamed aside and never removed (one killed before its
+    // sweep), before the host's places are looked at.
+    conformance::world::tidy_dead_runs();
     // Everything that starts processes (the backends' adapters, the cases) runs with the host's
     // shared places private to the run where this host allows: what is left there at the end is
     // the run's (certify::places).
