@@ -39,11 +39,24 @@ impl Dir {
 }
 
 /// The ACL `name` of `path`, when it has one.
-fn acl(path: &Path, name: &str) -> Option<Vec<u8>> {
+pub(super) fn acl(path: &Path, name: &str) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; 4096];
     let len = rustix::fs::lgetxattr(path, name, &mut buf[..]).ok()?;
     buf.truncate(len);
     Some(buf)
+}
+
+/// A POSIX ACL as the kernel keeps it in `system.posix_acl_access`: version 2, then each entry's
+/// tag, permissions and id (`u32::MAX` where the tag names none), for the tests to set.
+#[cfg(test)]
+pub(super) fn acl_bytes(entries: &[(u16, u16, u32)]) -> Vec<u8> {
+    let mut bytes = 2u32.to_le_bytes().to_vec();
+    for (tag, perm, id) in entries {
+        bytes.extend(tag.to_le_bytes());
+        bytes.extend(perm.to_le_bytes());
+        bytes.extend(id.to_le_bytes());
+    }
+    bytes
 }
 
 /// The directories above the run's worlds at one moment.
@@ -126,27 +139,13 @@ mod tests {
         // A user granted search through an ACL whose mask leaves the mode bits as they were (this
         // very user: an id this user namespace does not map is refused with EINVAL).
         let me = nix::unistd::geteuid().as_raw();
-        let acl: Vec<u8> = [2u32.to_le_bytes().to_vec()]
-            .into_iter()
-            .chain(
-                [
-                    (0x01u16, 7u16, u32::MAX),
-                    (0x02, 1, me),
-                    (0x04, 7, u32::MAX),
-                    (0x10, 7, u32::MAX),
-                    (0x20, 5, u32::MAX),
-                ]
-                .map(|(tag, perm, id)| {
-                    [
-                        tag.to_le_bytes().as_slice(),
-                        &perm.to_le_bytes(),
-                        &id.to_le_bytes(),
-                    ]
-                    .concat()
-                }),
-            )
-            .flatten()
-            .collect();
+        let acl = acl_bytes(&[
+            (0x01, 7, u32::MAX),
+            (0x02, 1, me),
+            (0x04, 7, u32::MAX),
+            (0x10, 7, u32::MAX),
+            (0x20, 5, u32::MAX),
+        ]);
         rustix::fs::setxattr(
             &acled,
             "system.posix_acl_access",

@@ -160,7 +160,7 @@ fn hazard_below(dir: &Path) -> Option<String> {
             _ => None,
         }
     };
-    match first_below(dir, |meta| hazard(meta.mode()), |_| true) {
+    match first_below(dir, |_, meta| hazard(meta.mode()), |_, _| true) {
         Below::Found(what) => Some(what),
         Below::Nothing | Below::TooMany => None,
     }
@@ -177,13 +177,13 @@ pub(crate) enum Below {
     TooMany,
 }
 
-/// The first entry below the directory `dir` that `what` names (given its `lstat`), going into
-/// the directories `enter` allows (given theirs), never through a symlink, looking at most at
-/// 4,096 entries.
+/// The first entry below the directory `dir` that `what` names (given its path and `lstat`),
+/// going into the directories `enter` allows (given theirs), never through a symlink, looking at
+/// most at 4,096 entries.
 pub(crate) fn first_below(
     dir: &Path,
-    what: impl Fn(&std::fs::Metadata) -> Option<&'static str>,
-    enter: impl Fn(&std::fs::Metadata) -> bool,
+    what: impl Fn(&Path, &std::fs::Metadata) -> Option<&'static str>,
+    enter: impl Fn(&Path, &std::fs::Metadata) -> bool,
 ) -> Below {
     use std::os::unix::fs::MetadataExt;
     let mut queue = vec![PathBuf::new()];
@@ -201,11 +201,11 @@ pub(crate) fn first_below(
                 continue;
             };
             let path = relative.join(entry.file_name());
-            if let Some(what) = what(&meta) {
+            if let Some(what) = what(&entry.path(), &meta) {
                 let mode = meta.mode() & 0o7777;
                 return Below::Found(format!("{} (a {what}, mode {mode:04o})", path.display()));
             }
-            if meta.is_dir() && enter(&meta) {
+            if meta.is_dir() && enter(&entry.path(), &meta) {
                 queue.push(path);
             }
         }

@@ -115,29 +115,26 @@ struct Seen {
     gid: u32,
     /// Its type and permission bits (`st_mode`).
     mode: u32,
-    /// Whether its group is its owner's own (see [`own_group`]): its group bits then give
-    /// nobody else anything.
-    own_group: bool,
+    /// Its type and the permission bits users other than its owner meet ([`as_others_meet`]).
+    shared: u32,
 }
 
 impl Seen {
-    /// What `meta` (an `lstat`) says.
-    fn of(meta: &std::fs::Metadata) -> Self {
+    /// What `meta` (an `lstat` of `path`) says.
+    fn of(path: &Path, meta: &std::fs::Metadata) -> Self {
         Self {
             dev: meta.dev(),
             ino: meta.ino(),
             uid: meta.uid(),
             gid: meta.gid(),
             mode: meta.mode(),
-            own_group: own_group(meta.uid(), meta.gid()),
+            shared: as_others_meet(path, meta),
         }
     }
 
-    /// Its `st_mode` as users other than its owner meet it: without the group bits when the
-    /// group is the owner's own (a person whose umask is `002` makes `0775` directories that
-    /// only they can write).
+    /// Its `st_mode` as users other than its owner meet it ([`as_others_meet`]).
     fn shared_mode(&self) -> u32 {
-        shared_mode(self.mode, self.own_group)
+        self.shared
     }
 
     /// Whether it is a directory users other than its owner may search.
@@ -175,7 +172,8 @@ impl Look {
         for reach in places {
             let place = Path::new(reach.place);
             if let Ok(meta) = std::fs::symlink_metadata(place) {
-                look.seen.insert(place.to_path_buf(), Seen::of(&meta));
+                look.seen
+                    .insert(place.to_path_buf(), Seen::of(place, &meta));
             }
             if reach.shared_with_harness {
                 look.shared_with_harness.push(place.to_path_buf());
@@ -209,7 +207,7 @@ impl Look {
                     continue;
                 };
                 let (path, meta) = meta;
-                let seen = Seen::of(&meta);
+                let seen = Seen::of(&path, &meta);
                 let deeper = further && seen.searchable_by_others() && Some(seen.dev) == device;
                 if meta.is_dir() && (depth + 1 < depth_read || deeper) {
                     queue.push_back((path.clone(), depth + 1));
@@ -351,8 +349,8 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
     // it, below the look's depth too.
     let below = super::first_below(
         path,
-        |meta| usable_by_others(shared_mode(meta.mode(), own_group(meta.uid(), meta.gid()))),
-        |meta| shared_mode(meta.mode(), own_group(meta.uid(), meta.gid())) & 0o011 != 0,
+        |path, meta| usable_by_others(as_others_meet(path, meta)),
+        |path, meta| as_others_meet(path, meta) & 0o011 != 0,
     );
     match below {
         Below::Found(what) => Some(leftover("directory", Some(what))),
@@ -394,7 +392,7 @@ fn replaced(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
 /// group changed while others may use it.
 fn changed(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
     let usable = usable_by_others(now.shared_mode()).is_some();
-    let gained = now.mode & !was.mode & 0o6022 != 0;
+    let gained = now.shared_mode() & !was.shared_mode() & 0o6022 != 0;
     let unstuck = was.mode & 0o1000 != 0 && now.mode & 0o1000 == 0;
     let regrouped = was.gid != now.gid;
     (was.uid != now.uid || (usable && (gained || unstuck || regrouped))).then(|| Leftover {
@@ -411,9 +409,57 @@ fn changed(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
     })
 }
 
-/// `mode` without its group bits when the group is the owner's own (`own_group`).
-fn shared_mode(mode: u32, own_group: bool) -> u32 {
-    if own_group { mode & !0o070 } else { mode }
+/// The `st_mode` of the entry at `path` (`meta`, its `lstat`) as users other than its owner meet
+/// it: without the group bits when the group is the owner's own ([`own_group`]: a person whose
+/// umask is `002` makes `0775` directories only they can write), and with what a POSIX access
+/// ACL grants others in the others' place ([`acl_grants`]: a `0700` staging root with an ACL
+/// entry letting `nobody` write is one others can write).
+fn as_others_meet(path: &Path, meta: &std::fs::Metadata) -> u32 {
+    let mode = meta.mode();
+    let mode = if own_group(meta.uid(), meta.gid()) {
+        mode & !0o070
+    } else {
+        mode
+    };
+    if mode & S_IFMT == S_IFLNK {
+        return mode;
+    }
+    mode | acl_grants(path, meta.uid())
+}
+
+/// What the POSIX access ACL of `path` grants users other than its owner `uid`, as `rwx` bits
+/// (`0o7` at most): each named user's entry but the owner's, each named group's but the owner's
+/// own, through the ACL's mask. Nothing without an ACL.
+fn acl_grants(path: &Path, uid: u32) -> u32 {
+    /// The tags of a named user's, a named group's and the mask's entry (`acl_ea_entry`).
+    const USER: u16 = 0x02;
+    const GROUP: u16 = 0x08;
+    const MASK: u16 = 0x10;
+    let Some(acl) = super::above::acl(path, "system.posix_acl_access") else {
+        return 0;
+    };
+    // A 4-byte version, then entries of a 16-bit tag, 16-bit permissions and a 32-bit id.
+    let entries: Vec<(u16, u32, u32)> = acl
+        .get(4..)
+        .unwrap_or_default()
+        .chunks_exact(8)
+        .map(|e| {
+            let tag = u16::from_le_bytes([e[0], e[1]]);
+            let perm = u32::from(u16::from_le_bytes([e[2], e[3]]));
+            let id = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
+            (tag, perm, id)
+        })
+        .collect();
+    let mask = entries
+        .iter()
+        .find(|(tag, _, _)| *tag == MASK)
+        .map_or(0o7, |(_, perm, _)| *perm);
+    entries
+        .iter()
+        .filter(|&&(tag, _, id)| {
+            (tag == USER && id != uid) || (tag == GROUP && !own_group(uid, id))
+        })
+        .fold(0, |bits, (_, perm, _)| bits | (perm & mask & 0o7))
 }
 
 /// Whether the group `gid` is the user `uid`'s own: the user's primary group, named as the user
@@ -467,7 +513,7 @@ mod tests {
             uid,
             gid: 0,
             mode,
-            own_group: false,
+            shared: mode,
         }
     }
 
@@ -499,6 +545,64 @@ mod tests {
             true,
             false,
         )
+    }
+
+    /// A staging root only its owner may write by its mode bits, whose ACL lets another user
+    /// write it, is one others can write.
+    #[test]
+    fn a_new_directory_an_acl_lets_another_user_write_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let place = tempfile::tempdir_in("/var/tmp").expect("tempdir");
+        std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let before = Look::of(&[reach(place.path())]);
+        let (stage, quiet) = (place.path().join("stage"), place.path().join("quiet"));
+        // Another user this user namespace maps (root, for a user on a host whose namespace
+        // maps only root and the user).
+        let me = nix::unistd::geteuid().as_raw();
+        let other = if me == 0 { 4242 } else { 0 };
+        for (dir, user) in [(&stage, other), (&quiet, me)] {
+            std::fs::create_dir(dir)
+                .and_then(|()| {
+                    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))
+                })
+                .expect("mkdir");
+            let acl = super::super::above::acl_bytes(&[
+                (0x01, 7, u32::MAX),
+                (0x02, 7, user),
+                (0x04, 0, u32::MAX),
+                (0x10, 7, u32::MAX),
+                (0x20, 0, u32::MAX),
+            ]);
+            rustix::fs::setxattr(
+                dir.as_path(),
+                "system.posix_acl_access",
+                &acl,
+                rustix::fs::XattrFlags::empty(),
+            )
+            .expect("an ACL (this host's /var/tmp takes them)");
+        }
+        let named: Vec<String> = Look::of(&[reach(place.path())])
+            .left_since(&before)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        // The mode shows the mask in the group's place; an entry naming the owner grants nobody
+        // else anything (its group's bits do, unless the group is the owner's own).
+        let mut expected = vec![stage];
+        if !own_group(me, nix::unistd::getegid().as_raw()) {
+            expected.insert(0, quiet);
+        }
+        let expected: Vec<String> = expected
+            .iter()
+            .map(|dir| {
+                format!(
+                    "{} (a directory others can write, owner uid {me}, mode 0770)",
+                    dir.display()
+                )
+            })
+            .collect();
+        assert_eq!(named, expected);
     }
 
     #[test]
@@ -550,7 +654,7 @@ mod tests {
             seen
         };
         let own = |mut seen: Seen| {
-            seen.own_group = true;
+            seen.shared = seen.mode & !0o070;
             seen
         };
         let mut before = look(&[
