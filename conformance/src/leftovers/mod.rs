@@ -46,6 +46,20 @@ pub const RUN_PLACES: [&str; 3] = ["/tmp", "/dev/shm", "/var/tmp"];
 /// watches the host's own [`RUN_PLACES`] as well).
 pub const WATCHED: [&str; 1] = ["/run"];
 
+/// Locks the host's `/tmp` itself (an `flock` of the directory). A case that makes entries at
+/// its top that others could use (HD-030's FIFO, the plants the person's tools read) holds it
+/// exclusively while they exist; a look at the shared places ([`watched`]) holds it shared, so
+/// it never sees a case of the harness's other runs beside it as what its own run left.
+pub fn lock_tmp(exclusive: bool) -> std::io::Result<nix::fcntl::Flock<std::fs::File>> {
+    let dir = std::fs::File::open("/tmp")?;
+    let how = if exclusive {
+        nix::fcntl::FlockArg::LockExclusive
+    } else {
+        nix::fcntl::FlockArg::LockShared
+    };
+    nix::fcntl::Flock::lock(dir, how).map_err(|(_, e)| std::io::Error::from(e))
+}
+
 /// One entry a case left in a shared place: where (as the host names the place), what, and whose.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Leftover {

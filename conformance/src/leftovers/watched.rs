@@ -14,13 +14,16 @@
 //! namespace (what the run mounts in its namespace hides nothing from it), and what appeared or
 //! changed there meanwhile that users other than its owner could use fails the run: a directory
 //! they can write (a staging root another user could plant files in), a file they can write, a
-//! set-id file, a socket or FIFO they can open, a device node, each where they can reach it
-//! (every directory on the way searchable by them); a new entry the overflow user (`nobody`)
-//! owns and may write (shared by every payload that runs as nobody, in any sandbox); a host
-//! entry whose owner changed, which gained a set-id or write bit or lost its sticky bit, whose
-//! group changed while its group may use it, or which a symlink took the place of. Group bits
-//! count only when the group is not its owner's own (a user-private group: a person whose umask
-//! is `002` makes `0775` directories only they can write).
+//! set-id file, a socket they can connect to, a FIFO they can write or read, a device node, each
+//! where they can reach it (every directory on the way searchable by them); a new entry the
+//! overflow user (`nobody`) owns and may write (shared by every payload that runs as nobody, in
+//! any sandbox); a new symlink whose missing target they could make; a host entry whose owner
+//! changed, which gained a set-id or write bit or lost its sticky bit, whose group changed while
+//! its group may use it, or which a symlink took the place of; one they can use and could not
+//! reach before (a directory above it opened). Group bits count only when the group is not its
+//! owner's own (a user-private group: a person whose umask is `002` makes `0775` directories
+//! only they can write); what a POSIX access ACL grants named users and groups through its mask
+//! counts as theirs.
 //!
 //! What others cannot use (a root-only staging directory, a lock or pid file only its owner may
 //! write, a user's own runtime directory and its sockets) is not judged: `/run` is where the
@@ -29,12 +32,14 @@
 //! that only appeared cannot be told from the host's own; in the temporary places, every
 //! program of every user does the same. No confined call may write `/run` (it is in no mode's
 //! writable set), so an entry there that only its owner can use is no way into another sandbox.
-//! Not seen: ACLs (only the mode bits); in `/run`, what lies deeper than four levels under a
+//! Not seen: default ACLs; in `/run`, what lies deeper than four levels under a
 //! directory the host already had that others cannot search (nothing there is theirs to use
 //! unless that directory changes, which is seen) or that is another filesystem; in the
 //! temporary places, what lies deeper than two levels in a directory the host already had, and
 //! what is in a new directory of this process's owner (the harness's other runs as the same
-//! user make their worlds and fixtures there, and those cannot be told from this run's).
+//! user make their worlds and fixtures there, and those cannot be told from this run's). What
+//! a case of theirs makes at the top of `/tmp` that others could use (HD-030's FIFO) it makes
+//! holding `/tmp`'s lock ([`super::lock_tmp`]), which each look holds shared.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::unix::fs::MetadataExt;
@@ -162,6 +167,7 @@ impl Look {
     /// may search; the host's `/tmp`, `/dev/shm` and `/var/tmp` two levels down), at most
     /// 50,000 entries in each.
     pub fn now() -> Self {
+        let _lock = tmp_shared();
         Self::of(&PLACES)
     }
 
@@ -293,7 +299,9 @@ impl Look {
                 }
             };
             let leftover = match before.seen.get(path) {
-                Some(was) if (was.dev, was.ino) == (now.dev, now.ino) => changed(path, was, &now),
+                Some(was) if (was.dev, was.ino) == (now.dev, now.ino) => {
+                    changed(path, was, &now).or_else(|| opened(path, &now, before))
+                }
                 // Another entry under the same name, or one the first look saw was not there.
                 Some(was) => new().or_else(|| replaced(path, was, &now)),
                 None if before.was_absent(path) => new(),
@@ -306,10 +314,42 @@ impl Look {
     }
 }
 
+/// The longest a look waits for the shared lock on the host's `/tmp`: longer than a case of the
+/// harness's other runs holds it (a case's own bound is a minute).
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The shared lock on the host's `/tmp` ([`super::lock_tmp`]), so no case of the harness's
+/// other runs is mid-way through what it makes at the top of `/tmp` while a look reads it;
+/// waited for on a thread of its own, at most [`LOCK_WAIT`]. A case of this run given up past
+/// its timeout may hold it for ever: then the look goes on without it (and says so).
+fn tmp_shared() -> Option<nix::fcntl::Flock<std::fs::File>> {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        // Taken after the look gave up waiting, it is dropped (released) here.
+        let _ = sender.send(super::lock_tmp(false));
+    });
+    match receiver.recv_timeout(LOCK_WAIT) {
+        Ok(Ok(lock)) => Some(lock),
+        Ok(Err(e)) => {
+            eprintln!("conformance: looking at the host's /tmp without its lock: {e}");
+            None
+        }
+        Err(_) => {
+            eprintln!(
+                "conformance: looking at the host's /tmp without its lock: a case held it for \
+                 {} s",
+                LOCK_WAIT.as_secs()
+            );
+            None
+        }
+    }
+}
+
 /// A new entry at `path` of this process's owner in a place the harness shares (`now`), when
 /// others could use it by its own mode.
 fn made_by_owner(path: &Path, now: &Seen) -> Option<Leftover> {
-    usable_by_others(now.shared_mode()).map(|kind| Leftover {
+    let kind = usable_by_others(now.shared_mode()).or_else(|| dangling(path, now));
+    kind.map(|kind| Leftover {
         path: path.to_path_buf(),
         kind,
         uid: now.uid,
@@ -330,7 +370,7 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
         was: None,
         hazard,
     };
-    if let Some(kind) = usable_by_others(now.shared_mode()) {
+    if let Some(kind) = usable_by_others(now.shared_mode()).or_else(|| dangling(path, now)) {
         return Some(leftover(kind, None));
     }
     // Owned by the overflow user, it is every payload's that runs as `nobody`, in any sandbox.
@@ -362,6 +402,23 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
     }
 }
 
+/// What a new symlink at `path` (`now`) is when its target is missing where others may make
+/// it (the nearest directory of the target that exists is one they can write, as `/tmp`):
+/// whoever follows it later (a root tool reading its state through it) reads or writes what
+/// they put there.
+fn dangling(path: &Path, now: &Seen) -> Option<&'static str> {
+    if now.mode & S_IFMT != S_IFLNK || std::fs::metadata(path).is_ok() {
+        return None;
+    }
+    let target = path.parent()?.join(std::fs::read_link(path).ok()?);
+    let (nearest, meta) = target
+        .ancestors()
+        .skip(1)
+        .find_map(|up| std::fs::metadata(up).ok().map(|m| (up, m)))?;
+    (meta.is_dir() && as_others_meet(nearest, &meta) & 0o022 != 0)
+        .then_some("symlink to a missing path others can make")
+}
+
 /// The kernel's overflow user (`nobody`, 65534 unless the host says otherwise): the owner of
 /// whatever an unprivileged sandbox's user namespace does not map, and the user many sandboxes
 /// run their payloads as, so what it owns is shared by all of them.
@@ -373,6 +430,23 @@ fn overflow_uid() -> u32 {
             .and_then(|t| t.trim().parse().ok())
             .unwrap_or(65534)
     })
+}
+
+/// A host entry at `path` (`now`, the same one as before) others can use, that they could not
+/// reach before and can now: a directory above it gained their search (a staging root's
+/// `0700` state directory opened `0711` so a payload reaches its socket, with a directory
+/// others can write already inside).
+fn opened(path: &Path, now: &Seen, before: &Look) -> Option<Leftover> {
+    usable_by_others(now.shared_mode())
+        .filter(|_| !before.reachable(path))
+        .map(|_| Leftover {
+            path: path.to_path_buf(),
+            kind: "host entry others can use that it let them reach (a directory above it opened)",
+            uid: now.uid,
+            mode: now.mode & 0o7777,
+            was: None,
+            hazard: None,
+        })
 }
 
 /// A host entry at `path` (`was`) whose place a new symlink (`now`) took.
@@ -497,6 +571,7 @@ fn usable_by_others(mode: u32) -> Option<&'static str> {
         S_IFREG if writable => Some("file others can write"),
         S_IFSOCK if writable => Some("socket others can connect to"),
         S_IFIFO if writable => Some("fifo others can write"),
+        S_IFIFO if mode & 0o044 != 0 => Some("fifo others can read"),
         S_IFBLK | S_IFCHR => Some("device node"),
         _ => None,
     }
@@ -605,6 +680,42 @@ mod tests {
         assert_eq!(named, expected);
     }
 
+    /// A new symlink whose missing target others may make is named; one whose target exists,
+    /// or is missing where only its owner may make it, is not.
+    #[test]
+    fn a_dangling_symlink_others_can_fill_is_named() {
+        use std::os::unix::fs::PermissionsExt;
+        let place = tempfile::tempdir().expect("tempdir");
+        let open = place.path().join("open");
+        let closed = place.path().join("closed");
+        for (dir, mode) in [(&open, 0o777), (&closed, 0o755)] {
+            std::fs::create_dir(dir)
+                .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)))
+                .expect("mkdir");
+        }
+        std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let before = Look::of(&[reach(place.path())]);
+        let link = |name: &str, to: &Path| {
+            std::os::unix::fs::symlink(to, place.path().join(name)).expect("symlink");
+        };
+        link("current", &open.join("world-1234/cfg"));
+        link("present", &open);
+        link("private", &closed.join("world-1234"));
+        let named: Vec<String> = Look::of(&[reach(place.path())])
+            .left_since(&before)
+            .iter()
+            .map(|l| format!("{} {}", l.path.display(), l.kind))
+            .collect();
+        assert_eq!(
+            named,
+            [format!(
+                "{} symlink to a missing path others can make",
+                place.path().join("current").display()
+            )]
+        );
+    }
+
     #[test]
     fn in_a_place_the_harness_shares_a_new_entry_of_its_own_user_is_judged_by_its_own_mode() {
         let (dir, file) = (S_IFDIR, S_IFREG);
@@ -613,6 +724,8 @@ mod tests {
         let before = look(&[
             ("/tmp", seen(1, 0, dir | 0o1777)),
             ("/tmp/served", seen(8, owner, dir | 0o755)),
+            ("/tmp/state", seen(10, other, dir | 0o700)),
+            ("/tmp/state/drop", seen(11, other, dir | 0o777)),
         ]);
         let after = look(&[
             ("/tmp", seen(1, 0, dir | 0o1777)),
@@ -625,6 +738,11 @@ mod tests {
             // that started before this run): not named.
             ("/tmp/served", seen(8, owner, dir | 0o755)),
             ("/tmp/served/agent.sock", seen(9, owner, S_IFSOCK | 0o777)),
+            // A host directory opened to others' search, a directory they can write in it.
+            ("/tmp/state", seen(10, other, dir | 0o711)),
+            ("/tmp/state/drop", seen(11, other, dir | 0o777)),
+            // A FIFO others may read what the runner writes from.
+            ("/tmp/progress.fifo", seen(12, other, S_IFIFO | 0o644)),
             // Another user's (a set-id helper's): what is in it is judged too.
             ("/tmp/helper", seen(5, other, dir | 0o755)),
             ("/tmp/helper/root", seen(6, other, dir | 0o1777)),
@@ -641,7 +759,13 @@ mod tests {
                 format!(
                     "/tmp/helper/root (a directory others can write, owner uid {other}, mode 1777)"
                 ),
+                format!(
+                    "/tmp/progress.fifo (a fifo others can read, owner uid {other}, mode 0644)"
+                ),
                 format!("/tmp/stage (a directory others can write, owner uid {owner}, mode 0777)"),
+                format!(
+                    "/tmp/state/drop (a host entry others can use that it let them reach (a directory above it opened), owner uid {other}, mode 0777)"
+                ),
             ]
         );
     }

@@ -59,7 +59,7 @@ pub(super) struct Person {
     go: PathBuf,
     /// A FIFO in the host's `/tmp` with the person's reader open on it.
     fifo: Option<(PathBuf, std::fs::File)>,
-    /// Held for the whole case by one that plants at the top of `/tmp`.
+    /// Held for the whole case by one that plants at the top of `/tmp` or makes its FIFO there.
     tmp_lock: Option<nix::fcntl::Flock<std::fs::File>>,
     /// The shared-folder names absent before the call (removed after the case).
     absent_before: Vec<PathBuf>,
@@ -100,6 +100,11 @@ impl Person {
             person.lock_shared_tmp()?;
         }
         if person.tools.contains(&PersonTool::Fifo) {
+            // A FIFO anyone may write at the top of /tmp: the watch of the shared places of the
+            // harness's other runs must not see it (crate::leftovers::lock_tmp).
+            if person.tmp_lock.is_none() {
+                person.tmp_lock = Some(lock_tmp()?);
+            }
             person.fifo = Some(open_fifo_reader()?);
         }
         Ok(person)
@@ -108,11 +113,7 @@ impl Person {
     /// Takes the lock on `/tmp` and records which planted names it lacks; the person's own
     /// `/tmp` already holding one is the harness's trouble (it cannot tell a plant from it).
     fn lock_shared_tmp(&mut self) -> Result<(), StepError> {
-        let dir = std::fs::File::open("/tmp")
-            .map_err(|e| StepError::Harness(format!("cannot open /tmp to lock it: {e}")))?;
-        let lock = nix::fcntl::Flock::lock(dir, nix::fcntl::FlockArg::LockExclusive)
-            .map_err(|(_, e)| StepError::Harness(format!("cannot lock /tmp: {e}")))?;
-        self.tmp_lock = Some(lock);
+        self.tmp_lock = Some(lock_tmp()?);
         for name in SHARED_TMP_PLANTS {
             let path = Path::new("/tmp").join(name);
             if std::fs::symlink_metadata(&path).is_ok() {
@@ -363,6 +364,12 @@ fn next_done(rx: &std::sync::mpsc::Receiver<Event>) -> Option<Finished> {
         Event::Done(done) => Some(*done),
         Event::Ready(_) => None,
     })
+}
+
+/// The exclusive lock on the host's `/tmp` ([`crate::leftovers::lock_tmp`]).
+fn lock_tmp() -> Result<nix::fcntl::Flock<std::fs::File>, StepError> {
+    crate::leftovers::lock_tmp(true)
+        .map_err(|e| StepError::Harness(format!("cannot lock /tmp: {e}")))
 }
 
 /// A FIFO at the top of the host's `/tmp` (named as editors and tools name theirs, mode 0666)
