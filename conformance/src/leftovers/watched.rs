@@ -32,14 +32,15 @@
 //! that only appeared cannot be told from the host's own; in the temporary places, every
 //! program of every user does the same. No confined call may write `/run` (it is in no mode's
 //! writable set), so an entry there that only its owner can use is no way into another sandbox.
-//! Not seen: default ACLs; in `/run`, what lies deeper than four levels under a
-//! directory the host already had that others cannot search (nothing there is theirs to use
-//! unless that directory changes, which is seen) or that is another filesystem; in the
-//! temporary places, what lies deeper than two levels in a directory the host already had, and
-//! what is in a new directory of this process's owner (the harness's other runs as the same
-//! user make their worlds and fixtures there, and those cannot be told from this run's). What
-//! a case of theirs makes at the top of `/tmp` that others could use (HD-030's FIFO) it makes
-//! holding `/tmp`'s lock ([`super::lock_tmp`]), which each look holds shared.
+//! Not seen: default ACLs; in `/run`, what lies deeper than four levels under a directory the
+//! host already had that others cannot search (nothing there is theirs to use unless that
+//! directory changes, which is seen) or that is another filesystem; in the temporary places,
+//! below two levels, what did not change during the run (by its ctime) and what lies past
+//! 20,000 entries; and, as a user, what is in a new directory of this process's owner (the
+//! harness's other runs as the same user make their worlds and fixtures there, and those cannot
+//! be told from this run's). What a case of theirs makes at the top of `/tmp` that others could
+//! use (HD-030's FIFO) it makes holding `/tmp`'s lock ([`super::lock_tmp`]), which each look
+//! holds shared.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::unix::fs::MetadataExt;
@@ -57,12 +58,15 @@ use super::{Below, Leftover};
 /// where the host's software keeps no chains of its own to stage in, and what a new directory
 /// holds is looked into when it is judged.
 ///
-/// In the temporary places, a new entry this process's owner owns is judged by its own mode
-/// alone when it lies right in the place, and nothing below it is, nor one deeper: the harness's
-/// other runs as the same user (a certification beside the suite's tests, two certifications at
-/// once) make their worlds and fixtures there, sockets and FIFOs others may open among them, and
-/// those cannot be told from a staging directory of this run's. As root, this run's own entries there are in its overlays, judged
-/// whole; what the look adds is a runner writing past them.
+/// In the temporary places, as a user, a new entry this process's owner owns is judged by its own
+/// mode alone when it lies right in the place, and nothing below it is, nor one deeper: the
+/// harness's other runs as the same user (a certification beside the suite's tests, two
+/// certifications at once) make their worlds and fixtures there, sockets and FIFOs others may
+/// open among them, and those cannot be told from a staging directory of this run's. As root,
+/// this run's own entries there are in its overlays (judged whole), and so are every other
+/// certification's: what appears in the host's places is a runner writing past them, judged
+/// whole too (the suite's tests run beside it as root would be named: a certification runs
+/// alone).
 const PLACES: [Reach<'static>; 4] = [
     Reach::new("/run", 4, true, false),
     Reach::new("/tmp", 2, false, true),
@@ -94,6 +98,13 @@ impl<'a> Reach<'a> {
         }
     }
 }
+
+/// The most entries a look reads below the depth of a temporary place ([`Look::deep`]).
+const DEEP_MOST: usize = 20_000;
+
+/// How much earlier than a look's start an entry's ctime may be and still count as after it:
+/// the kernel stamps files from a clock that may lag the one the look reads by a tick.
+const CLOCK_SLACK: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The most entries one look reads in one place (a host's `/run` holds a few hundred to a few
 /// thousand).
@@ -160,6 +171,11 @@ pub struct Look {
     unfinished: Vec<PathBuf>,
     /// The places the harness's other runs as the same user make entries in.
     shared_with_harness: Vec<PathBuf>,
+    /// The places read only to their depth (the temporary ones): below it, [`Look::deep`]
+    /// judges what changed after the first look by its ctime.
+    shallow: Vec<PathBuf>,
+    /// When the look began.
+    taken: Option<std::time::SystemTime>,
 }
 
 impl Look {
@@ -174,14 +190,22 @@ impl Look {
     /// Looks at `places` now: each place itself, and what is below it, level by level, as its
     /// [`Reach`] says.
     fn of(places: &[Reach<'_>]) -> Self {
-        let mut look = Self::default();
+        let mut look = Self {
+            taken: Some(std::time::SystemTime::now()),
+            ..Self::default()
+        };
         for reach in places {
+            if !reach.deeper {
+                look.shallow.push(PathBuf::from(reach.place));
+            }
             let place = Path::new(reach.place);
             if let Ok(meta) = std::fs::symlink_metadata(place) {
                 look.seen
                     .insert(place.to_path_buf(), Seen::of(place, &meta));
             }
-            if reach.shared_with_harness {
+            // As root the run's own entries there are in its overlays, and so are those of
+            // every other certification: what appears in the host's is judged whole.
+            if reach.shared_with_harness && !nix::unistd::geteuid().is_root() {
                 look.shared_with_harness.push(place.to_path_buf());
             }
             if !look.walk(place, reach.every, reach.deeper) {
@@ -310,7 +334,86 @@ impl Look {
             };
             found.extend(leftover);
         }
+        self.deep(before, &mut found);
         found
+    }
+
+    /// Below the depth the temporary places are read to: each entry others could reach whose
+    /// ctime is past the first look's start (made or changed during the run), through the
+    /// directories others may search on the place's filesystem, at most [`DEEP_MOST`] entries a
+    /// place (a person's `/tmp` holds clones and build trees anyone may search; past the bound,
+    /// nothing more is read). As for the entries above, a new one of this process's owner where
+    /// the harness's other runs make theirs is not judged, nor what is below it.
+    fn deep(&self, before: &Look, found: &mut Vec<Leftover>) {
+        use std::os::unix::fs::MetadataExt;
+        let Some(since) = before.taken.and_then(|t| t.checked_sub(CLOCK_SLACK)) else {
+            return;
+        };
+        let after = |meta: &std::fs::Metadata| {
+            let ctime = std::time::UNIX_EPOCH
+                + std::time::Duration::new(
+                    u64::try_from(meta.ctime()).unwrap_or(0),
+                    u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+                );
+            ctime >= since
+        };
+        let owner = nix::unistd::geteuid().as_raw();
+        for place in &self.shallow {
+            let Some(device) = self.seen.get(place).map(|s| s.dev) else {
+                continue;
+            };
+            let exempt = self.shared_with_harness.contains(place);
+            // The directories the look saw but did not read, that others may reach and search.
+            let mut queue: VecDeque<PathBuf> = self
+                .seen
+                .iter()
+                .filter(|(path, seen)| {
+                    path.starts_with(place)
+                        && !self.listed.contains(*path)
+                        && seen.searchable_by_others()
+                        && seen.dev == device
+                        && self.reachable(path)
+                        && !found.iter().any(|f| path.starts_with(&f.path))
+                })
+                .map(|(path, _)| path.clone())
+                .collect();
+            let mut read = 0;
+            'place: while let Some(dir) = queue.pop_front() {
+                let Ok(listing) = std::fs::read_dir(&dir) else {
+                    continue;
+                };
+                for entry in listing.flatten() {
+                    read += 1;
+                    if read > DEEP_MOST {
+                        break 'place;
+                    }
+                    let (path, Ok(meta)) = (entry.path(), entry.metadata()) else {
+                        continue;
+                    };
+                    let seen = Seen::of(&path, &meta);
+                    // Made or changed during the run, it is judged by itself (a directory whose
+                    // ctime moved may hold what was there before); what is in it, as read.
+                    if after(&meta) && !(exempt && seen.uid == owner) {
+                        if let Some(kind) = itself(&path, &seen) {
+                            found.push(Leftover {
+                                path,
+                                kind,
+                                uid: seen.uid,
+                                mode: seen.mode & 0o7777,
+                                was: None,
+                                hazard: None,
+                            });
+                            continue;
+                        }
+                    } else if after(&meta) {
+                        continue;
+                    }
+                    if seen.searchable_by_others() && seen.dev == device {
+                        queue.push_back(path);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -359,6 +462,27 @@ fn made_by_owner(path: &Path, now: &Seen) -> Option<Leftover> {
     })
 }
 
+/// What an entry at `path` (`now`) is when others could use it itself: by its mode, a symlink
+/// whose missing target they could make, or one the overflow user owns and may write (every
+/// payload's that runs as `nobody`, in any sandbox).
+fn itself(path: &Path, now: &Seen) -> Option<&'static str> {
+    if let Some(kind) = usable_by_others(now.shared_mode()).or_else(|| dangling(path, now)) {
+        return Some(kind);
+    }
+    let nobodys = now.uid == overflow_uid() && now.mode & 0o200 != 0;
+    if !nobodys || now.mode & S_IFMT == S_IFLNK {
+        None
+    } else if now.mode & S_IFMT == S_IFDIR {
+        Some(
+            "directory the overflow user (nobody) owns and may write, as may every payload run as nobody",
+        )
+    } else {
+        Some(
+            "file the overflow user (nobody) owns and may write, as may every payload run as nobody",
+        )
+    }
+}
+
 /// A new entry at `path` as the second look saw it (`now`), when others could use it or what
 /// is below it.
 fn made(path: &Path, now: &Seen) -> Option<Leftover> {
@@ -370,16 +494,7 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
         was: None,
         hazard,
     };
-    if let Some(kind) = usable_by_others(now.shared_mode()).or_else(|| dangling(path, now)) {
-        return Some(leftover(kind, None));
-    }
-    // Owned by the overflow user, it is every payload's that runs as `nobody`, in any sandbox.
-    if now.uid == overflow_uid() && now.mode & 0o200 != 0 && now.mode & S_IFMT != S_IFLNK {
-        let kind = if now.mode & S_IFMT == S_IFDIR {
-            "directory the overflow user (nobody) owns and may write, as may every payload run as nobody"
-        } else {
-            "file the overflow user (nobody) owns and may write, as may every payload run as nobody"
-        };
+    if let Some(kind) = itself(path, now) {
         return Some(leftover(kind, None));
     }
     if !now.searchable_by_others() {
@@ -609,6 +724,8 @@ mod tests {
             listed,
             unfinished: Vec::new(),
             shared_with_harness: vec![PathBuf::from("/tmp")],
+            shallow: Vec::new(),
+            taken: None,
         }
     }
 
@@ -714,6 +831,39 @@ mod tests {
                 place.path().join("current").display()
             )]
         );
+    }
+
+    /// In a place read two levels down, what was made deeper during the run (its ctime past the
+    /// first look) that others could use is named, and only that: not the directory it was made
+    /// in (its ctime moved too). (What was there before differs only by its ctime, which a test
+    /// cannot set.)
+    #[test]
+    fn below_a_temporary_places_depth_what_changed_during_the_run_is_named() {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        let place = tempfile::tempdir().expect("tempdir");
+        let path = place.path().to_str().expect("a UTF-8 temporary path");
+        let mkdir = |dir: &Path, mode| {
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o755)
+                .create(dir)
+                .and_then(|()| std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)))
+                .expect("mkdir");
+        };
+        std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o755))
+            .expect("chmod");
+        let cache = place.path().join("cache/v1/c");
+        mkdir(&cache, 0o755);
+        let shallow = [Reach::new(path, 2, false, false)];
+        let before = Look::of(&shallow);
+        let locks = cache.join("locks");
+        mkdir(&locks, 0o777);
+        let named: Vec<PathBuf> = Look::of(&shallow)
+            .left_since(&before)
+            .into_iter()
+            .map(|l| l.path)
+            .collect();
+        assert_eq!(named, [locks]);
     }
 
     #[test]
