@@ -62,19 +62,41 @@ pub fn in_run_places<T: Send>(body: impl FnOnce() -> T + Send) -> (T, RunPlaces)
     let above = crate::leftovers::above::Above::now();
     let settings = crate::leftovers::settings::Settings::now();
     let watched = crate::leftovers::watched::Look::now();
-    let (result, private) = if cfg!(target_os = "linux") && nix::unistd::geteuid().is_root() {
+    let root = cfg!(target_os = "linux") && nix::unistd::geteuid().is_root();
+    let (result, private) = if root {
         privately(body)
     } else {
-        let why = format!(
-            "what the whole run left in {} that only its owner can use is checked as root on \
-             Linux only (it needs a mount namespace of the run's own); what others could use \
-             there and in {} is checked as the host has them",
-            crate::leftovers::RUN_PLACES.join(", "),
-            crate::leftovers::WATCHED.join(", ")
-        );
-        (body(), Private::NotPlanned { why })
+        (body(), Private::NotPlanned { why: String::new() })
     };
-    let mut outside = crate::leftovers::watched::Look::now().left_since(&watched);
+    // Its worlds gone: with no other run of the harness by this user beside it, what this user
+    // made in the temporary places is the run's, judged whole.
+    let alone = crate::world::alone();
+    let after = crate::leftovers::watched::Look::now();
+    let after = if alone {
+        after.judging_this_users_entries()
+    } else {
+        after
+    };
+    let private = match private {
+        Private::NotPlanned { .. } => Private::NotPlanned {
+            why: format!(
+                "what the whole run left in {} that only its owner can use is checked as root on \
+                 Linux only (it needs a mount namespace of the run's own); what others could use \
+                 there and in {} is checked as the host has them{}",
+                crate::leftovers::RUN_PLACES.join(", "),
+                crate::leftovers::WATCHED.join(", "),
+                if alone {
+                    ""
+                } else {
+                    ", though not inside what this user made there: another run of the harness \
+                     by this user was under way at its end, and its worlds cannot be told from \
+                     this run's"
+                }
+            ),
+        },
+        other => other,
+    };
+    let mut outside = after.left_since(&watched);
     outside.extend(crate::leftovers::above::Above::now().changed_since(&above));
     let settings = crate::leftovers::settings::Settings::now().changed_since(&settings);
     let found = RunPlaces {

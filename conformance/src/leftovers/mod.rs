@@ -25,6 +25,7 @@
 use std::path::{Path, PathBuf};
 
 pub mod above;
+mod others;
 mod private;
 pub mod settings;
 pub mod watched;

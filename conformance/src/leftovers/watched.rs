@@ -36,9 +36,9 @@
 //! host already had that others cannot search (nothing there is theirs to use unless that
 //! directory changes, which is seen) or that is another filesystem; in the temporary places,
 //! below two levels, what did not change during the run (by its ctime) and what lies past
-//! 20,000 entries; and, as a user, what is in a new directory of this process's owner (the
-//! harness's other runs as the same user make their worlds and fixtures there, and those cannot
-//! be told from this run's). What a case of theirs makes at the top of `/tmp` that others could
+//! 20,000 entries; and, as a user while another run of the harness by the same user is under
+//! way, what is in a new directory of this process's owner (that run makes its worlds and
+//! fixtures there, and those cannot be told from this run's; [`crate::world::alone`]). What a case of theirs makes at the top of `/tmp` that others could
 //! use (HD-030's FIFO) it makes holding `/tmp`'s lock ([`super::lock_tmp`]), which each look
 //! holds shared.
 
@@ -46,6 +46,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
+use super::others::{S_IFDIR, S_IFLNK, S_IFMT, as_others_meet, overflow_uid, usable_by_others};
 use super::{Below, Leftover};
 
 /// The places a look reads, each with how far below it the look reads every directory, and
@@ -59,10 +60,11 @@ use super::{Below, Leftover};
 /// holds is looked into when it is judged.
 ///
 /// In the temporary places, as a user, a new entry this process's owner owns is judged by its own
-/// mode alone when it lies right in the place, and nothing below it is, nor one deeper: the
-/// harness's other runs as the same user (a certification beside the suite's tests, two
-/// certifications at once) make their worlds and fixtures there, sockets and FIFOs others may
-/// open among them, and those cannot be told from a staging directory of this run's. As root,
+/// mode alone when it lies right in the place, and nothing below it is, nor one deeper, unless
+/// the run was alone ([`Look::judging_this_users_entries`]): the harness's other runs as the
+/// same user (a certification beside the suite's tests, two certifications at once) make their
+/// worlds and fixtures there, sockets and FIFOs others may open among them, and those cannot be
+/// told from a staging directory of this run's. As root,
 /// this run's own entries there are in its overlays (judged whole), and so are every other
 /// certification's: what appears in the host's places is a runner writing past them, judged
 /// whole too (the suite's tests run beside it as root would be named: a certification runs
@@ -109,17 +111,6 @@ const CLOCK_SLACK: std::time::Duration = std::time::Duration::from_millis(50);
 /// The most entries one look reads in one place (a host's `/run` holds a few hundred to a few
 /// thousand).
 const MOST: usize = 50_000;
-
-/// The file type bits of `st_mode`, and the types this module tells apart (the same numbers on
-/// every Unix; `libc`'s are another integer type off Linux).
-const S_IFMT: u32 = 0o170_000;
-const S_IFDIR: u32 = 0o040_000;
-const S_IFREG: u32 = 0o100_000;
-const S_IFLNK: u32 = 0o120_000;
-const S_IFSOCK: u32 = 0o140_000;
-const S_IFIFO: u32 = 0o010_000;
-const S_IFBLK: u32 = 0o060_000;
-const S_IFCHR: u32 = 0o020_000;
 
 /// One entry as a look saw it (`lstat`, never followed).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -185,6 +176,14 @@ impl Look {
     pub fn now() -> Self {
         let _lock = tmp_shared();
         Self::of(&PLACES)
+    }
+
+    /// This look, with what this user made in the temporary places judged whole, as for any
+    /// other owner: for a run that is alone ([`crate::world::alone`]), none of it is another
+    /// run's of the harness.
+    pub fn judging_this_users_entries(mut self) -> Self {
+        self.shared_with_harness.clear();
+        self
     }
 
     /// Looks at `places` now: each place itself, and what is below it, level by level, as its
@@ -534,19 +533,6 @@ fn dangling(path: &Path, now: &Seen) -> Option<&'static str> {
         .then_some("symlink to a missing path others can make")
 }
 
-/// The kernel's overflow user (`nobody`, 65534 unless the host says otherwise): the owner of
-/// whatever an unprivileged sandbox's user namespace does not map, and the user many sandboxes
-/// run their payloads as, so what it owns is shared by all of them.
-fn overflow_uid() -> u32 {
-    static UID: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
-    *UID.get_or_init(|| {
-        std::fs::read_to_string("/proc/sys/kernel/overflowuid")
-            .ok()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(65534)
-    })
-}
-
 /// A host entry at `path` (`now`, the same one as before) others can use, that they could not
 /// reach before and can now: a directory above it gained their search (a staging root's
 /// `0700` state directory opened `0711` so a payload reaches its socket, with a directory
@@ -598,102 +584,9 @@ fn changed(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
     })
 }
 
-/// The `st_mode` of the entry at `path` (`meta`, its `lstat`) as users other than its owner meet
-/// it: without the group bits when the group is the owner's own ([`own_group`]: a person whose
-/// umask is `002` makes `0775` directories only they can write), and with what a POSIX access
-/// ACL grants others in the others' place ([`acl_grants`]: a `0700` staging root with an ACL
-/// entry letting `nobody` write is one others can write).
-fn as_others_meet(path: &Path, meta: &std::fs::Metadata) -> u32 {
-    let mode = meta.mode();
-    let mode = if own_group(meta.uid(), meta.gid()) {
-        mode & !0o070
-    } else {
-        mode
-    };
-    if mode & S_IFMT == S_IFLNK {
-        return mode;
-    }
-    mode | acl_grants(path, meta.uid())
-}
-
-/// What the POSIX access ACL of `path` grants users other than its owner `uid`, as `rwx` bits
-/// (`0o7` at most): each named user's entry but the owner's, each named group's but the owner's
-/// own, through the ACL's mask. Nothing without an ACL.
-fn acl_grants(path: &Path, uid: u32) -> u32 {
-    /// The tags of a named user's, a named group's and the mask's entry (`acl_ea_entry`).
-    const USER: u16 = 0x02;
-    const GROUP: u16 = 0x08;
-    const MASK: u16 = 0x10;
-    let Some(acl) = super::above::acl(path, "system.posix_acl_access") else {
-        return 0;
-    };
-    // A 4-byte version, then entries of a 16-bit tag, 16-bit permissions and a 32-bit id.
-    let entries: Vec<(u16, u32, u32)> = acl
-        .get(4..)
-        .unwrap_or_default()
-        .chunks_exact(8)
-        .map(|e| {
-            let tag = u16::from_le_bytes([e[0], e[1]]);
-            let perm = u32::from(u16::from_le_bytes([e[2], e[3]]));
-            let id = u32::from_le_bytes([e[4], e[5], e[6], e[7]]);
-            (tag, perm, id)
-        })
-        .collect();
-    let mask = entries
-        .iter()
-        .find(|(tag, _, _)| *tag == MASK)
-        .map_or(0o7, |(_, perm, _)| *perm);
-    entries
-        .iter()
-        .filter(|&&(tag, _, id)| {
-            (tag == USER && id != uid) || (tag == GROUP && !own_group(uid, id))
-        })
-        .fold(0, |bits, (_, perm, _)| bits | (perm & mask & 0o7))
-}
-
-/// Whether the group `gid` is the user `uid`'s own: the user's primary group, named as the user
-/// is, with no other member listed (a user-private group, as `useradd` makes on Debian and
-/// Ubuntu, and root's). Its group bits let nobody else in. Asked once per pair.
-fn own_group(uid: u32, gid: u32) -> bool {
-    use nix::unistd::{Gid, Group, Uid, User};
-    static KNOWN: std::sync::OnceLock<std::sync::Mutex<HashMap<(u32, u32), bool>>> =
-        std::sync::OnceLock::new();
-    let known = KNOWN.get_or_init(Default::default);
-    if let Some(own) = known.lock().ok().and_then(|k| k.get(&(uid, gid)).copied()) {
-        return own;
-    }
-    let user = User::from_uid(Uid::from_raw(uid)).ok().flatten();
-    let group = Group::from_gid(Gid::from_raw(gid)).ok().flatten();
-    let own = match (user, group) {
-        (Some(user), Some(group)) => {
-            user.gid.as_raw() == gid && group.name == user.name && group.mem.is_empty()
-        }
-        _ => false,
-    };
-    if let Ok(mut known) = known.lock() {
-        known.insert((uid, gid), own);
-    }
-    own
-}
-
-/// What an entry of `/run` with this `st_mode` is, when users other than its owner could use
-/// it; `None` when they cannot (a symlink's own bits mean nothing).
-fn usable_by_others(mode: u32) -> Option<&'static str> {
-    let writable = mode & 0o022 != 0;
-    match mode & S_IFMT {
-        S_IFDIR if writable => Some("directory others can write"),
-        S_IFREG if mode & 0o6000 != 0 => Some("set-id file"),
-        S_IFREG if writable => Some("file others can write"),
-        S_IFSOCK if writable => Some("socket others can connect to"),
-        S_IFIFO if writable => Some("fifo others can write"),
-        S_IFIFO if mode & 0o044 != 0 => Some("fifo others can read"),
-        S_IFBLK | S_IFCHR => Some("device node"),
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::others::{S_IFIFO, S_IFREG, S_IFSOCK, own_group};
     use super::*;
 
     fn seen(ino: u64, uid: u32, mode: u32) -> Seen {

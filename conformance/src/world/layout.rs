@@ -17,6 +17,7 @@ use crate::scenario::Shape;
 
 impl World {
     pub(super) fn drawn(layout: Layout, near: Option<&Path>) -> io::Result<World> {
+        super::presence::announce();
         let places = places();
         let near_bases: Vec<&(PathBuf, &'static str)> = places
             .bases
