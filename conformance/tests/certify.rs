@@ -2609,7 +2609,8 @@ fn a_hook_the_host_runs_later_a_runner_left_fails_the_run() {
 /// (and they really are on the host: the test removes them), at its top and five levels below it;
 /// in `/dev/shm` too. As a user the run cannot see the places privately (the report says so under
 /// `not_planned`, and a user cannot stage in `/run` at all): the look at the host's places names
-/// the staging roots every user can write, and passes over those only their owner can use.
+/// the staging roots every user can write, and one only its owner may write holding one every
+/// user can (the run was alone), and passes over those only their owner can use.
 #[test]
 fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked() {
     let root = one_scenario_file("hardening/survivors.yaml");
@@ -2633,12 +2634,14 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
             .create(&deep)
             .expect("the chain in /run");
     }
-    for (place, mode) in [
-        ("/tmp", ""),
-        ("/var/tmp", ""),
-        ("/run", "0777"),
-        (deep.as_str(), "0777"),
-        ("/dev/shm", "0777"),
+    for (place, mode, inner) in [
+        ("/tmp", "", ""),
+        ("/var/tmp", "", ""),
+        ("/run", "0777", ""),
+        (deep.as_str(), "0777", ""),
+        ("/dev/shm", "0777", ""),
+        // A staging root only its owner may write, holding one every user can.
+        ("/tmp", "0755", "locks"),
     ] {
         let watched = place.starts_with("/run");
         if watched && !is_root() {
@@ -2652,6 +2655,7 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
                 ("LEAKY_STAGE_PREFIX", prefix.as_str()),
                 ("LEAKY_STAGE_PLACE", place),
                 ("LEAKY_STAGE_MODE", mode),
+                ("LEAKY_STAGE_INNER", inner),
             ],
         );
         // As a user the stopped calls' directories are really in the host's place.
@@ -2663,9 +2667,15 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
                 .starts_with(&format!("{prefix}."))
             {
                 on_host += 1;
-                let _ = std::fs::remove_dir(entry.path());
+                let _ = std::fs::remove_dir_all(entry.path());
             }
         }
+        // What each names: the staging root by its mode, or by what it holds.
+        let holding = |uid: u32| {
+            format!(
+                "(a directory, owner uid {uid}, mode 0755; it holds locks (a directory others can write, mode 0777))"
+            )
+        };
         assert!(
             run.report.cases.iter().all(|c| !c.status.is_bad()),
             "no case looks: {}",
@@ -2689,14 +2699,16 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
                 continue;
             }
             let uid = nix::unistd::geteuid().as_raw();
+            let what = if inner.is_empty() {
+                format!("(a directory others can write, owner uid {uid}, mode 0777)")
+            } else {
+                holding(uid)
+            };
             let left = &run.report.left_in_shared_places;
             assert!(!left.is_empty(), "{}", run.why());
             for entry in left {
                 assert!(
-                    entry.starts_with(&format!("{place}/{prefix}."))
-                        && entry.ends_with(&format!(
-                            "(a directory others can write, owner uid {uid}, mode 0777)"
-                        )),
+                    entry.starts_with(&format!("{place}/{prefix}.")) && entry.ends_with(&what),
                     "{entry}"
                 );
             }
@@ -2716,15 +2728,17 @@ fn what_stopped_calls_leave_in_the_hosts_tmp_fails_the_run_when_no_case_looked()
         let left = &run.report.left_in_shared_places;
         assert!(!left.is_empty(), "{}", run.matrix);
         let what = if watched {
-            "(a directory others can write, owner uid 0, mode 0777)"
+            "(a directory others can write, owner uid 0, mode 0777)".to_owned()
         } else if mode.is_empty() {
-            "(a directory, owner uid 0, mode 0700)"
+            "(a directory, owner uid 0, mode 0700)".to_owned()
+        } else if inner.is_empty() {
+            "(a directory, owner uid 0, mode 0777)".to_owned()
         } else {
-            "(a directory, owner uid 0, mode 0777)"
+            holding(0)
         };
         for entry in left {
             assert!(
-                entry.starts_with(&format!("{place}/{prefix}.")) && entry.ends_with(what),
+                entry.starts_with(&format!("{place}/{prefix}.")) && entry.ends_with(&what),
                 "{entry}"
             );
         }
