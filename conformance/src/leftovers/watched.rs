@@ -622,6 +622,15 @@ mod tests {
         }
     }
 
+    /// What a look at `place` now names since `before`, as the report says it.
+    fn named_since(place: &Path, before: &Look) -> Vec<String> {
+        Look::of(&[reach(place)])
+            .left_since(before)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
     /// How the tests read a place of their own: as `/run` is read.
     fn reach(place: &Path) -> Reach<'_> {
         Reach::new(
@@ -667,11 +676,7 @@ mod tests {
             )
             .expect("an ACL (this host's /var/tmp takes them)");
         }
-        let named: Vec<String> = Look::of(&[reach(place.path())])
-            .left_since(&before)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let named: Vec<String> = named_since(place.path(), &before);
         // The mode shows the mask in the group's place; an entry naming the owner grants nobody
         // else anything (its group's bits do, unless the group is the owner's own).
         let mut expected = vec![stage];
@@ -999,11 +1004,7 @@ mod tests {
         // Others may write it now (group bits alone may be the owner's own group's).
         std::fs::set_permissions(place.path(), std::fs::Permissions::from_mode(0o757))
             .expect("chmod");
-        let named: Vec<String> = Look::of(&[reach(place.path())])
-            .left_since(&before)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let named: Vec<String> = named_since(place.path(), &before);
         let uid = nix::unistd::geteuid().as_raw();
         assert_eq!(
             named,
