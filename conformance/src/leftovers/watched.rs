@@ -624,7 +624,12 @@ mod tests {
 
     /// What a look at `place` now names since `before`, as the report says it.
     fn named_since(place: &Path, before: &Look) -> Vec<String> {
-        Look::of(&[reach(place)])
+        names(&Look::of(&[reach(place)]), before)
+    }
+
+    /// What `after` names since `before`, as the report says it.
+    fn names(after: &Look, before: &Look) -> Vec<String> {
+        after
             .left_since(before)
             .iter()
             .map(ToString::to_string)
@@ -796,11 +801,7 @@ mod tests {
             ("/tmp/helper/root", seen(6, other, dir | 0o1777)),
             ("/tmp/helper/key", seen(7, other, file | 0o600)),
         ]);
-        let named: Vec<String> = after
-            .left_since(&before)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let named = names(&after, &before);
         assert_eq!(
             named,
             [
@@ -868,11 +869,7 @@ mod tests {
             ("/run/stage-nobody", seen(20, overflow_uid(), dir | 0o700)),
             ("/run/nobody.pid", seen(21, overflow_uid(), file | 0o444)),
         ]);
-        let named: Vec<String> = after
-            .left_since(&before)
-            .iter()
-            .map(ToString::to_string)
-            .collect();
+        let named = names(&after, &before);
         assert_eq!(
             named,
             [
