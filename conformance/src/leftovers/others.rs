@@ -45,18 +45,46 @@ pub(super) fn as_others_meet(path: &Path, meta: &std::fs::Metadata) -> u32 {
     if mode & S_IFMT == S_IFLNK {
         return mode;
     }
-    mode | acl_grants(path, meta.uid())
+    mode | acl_grants(path, meta.uid(), "system.posix_acl_access")
 }
 
-/// What the POSIX access ACL of `path` grants users other than its owner `uid`, as `rwx` bits
-/// (`0o7` at most): each named user's entry but the owner's, each named group's but the owner's
-/// own, through the ACL's mask. Nothing without an ACL.
-fn acl_grants(path: &Path, uid: u32) -> u32 {
-    /// The tags of a named user's, a named group's and the mask's entry (`acl_ea_entry`).
+/// What the default ACL of the directory at `path` (owner `uid`) grants users other than its
+/// owner in what is made in it, as `rwx` bits: whatever their umask, each file made there
+/// carries it.
+pub(super) fn inherited_grants(path: &Path, uid: u32) -> u32 {
+    acl_grants(path, uid, "system.posix_acl_default")
+}
+
+/// Whether the regular file at `path` (`meta`) runs with file capabilities for users other than
+/// its owner: they may execute it and it carries `security.capability` (a staged `unshare` with
+/// `cap_sys_admin` is as good as set-uid root).
+pub(super) fn runs_with_capabilities(path: &Path, meta: &std::fs::Metadata) -> bool {
+    meta.file_type().is_file()
+        && as_others_meet(path, meta) & 0o011 != 0
+        && super::above::acl(path, "security.capability").is_some_and(|c| !c.is_empty())
+}
+
+/// Whether `uid` is another person's: a login user's (from 1000, the first uid `useradd` gives
+/// on Debian, Ubuntu and Fedora) that is neither this process's owner nor the overflow user. A
+/// run cannot make what they own (as a user) and does not (as root): what they make in the
+/// temporary places meanwhile (an X server's socket directory, a shared compiler cache) is
+/// theirs.
+pub(super) fn another_persons(uid: u32) -> bool {
+    uid >= 1000 && uid != overflow_uid() && uid != nix::unistd::geteuid().as_raw()
+}
+
+/// What the ACL `name` of `path` grants users other than its owner `uid`, as `rwx` bits (`0o7`
+/// at most): each named user's entry but the owner's, each named group's but the owner's own,
+/// through the ACL's mask; for a default ACL, the others' entry too. Nothing without an ACL.
+fn acl_grants(path: &Path, uid: u32, name: &str) -> u32 {
+    /// The tags of a named user's, a named group's, the mask's and the others' entry
+    /// (`acl_ea_entry`).
     const USER: u16 = 0x02;
     const GROUP: u16 = 0x08;
     const MASK: u16 = 0x10;
-    let Some(acl) = super::above::acl(path, "system.posix_acl_access") else {
+    const OTHER: u16 = 0x20;
+    let default = name == "system.posix_acl_default";
+    let Some(acl) = super::above::acl(path, name) else {
         return 0;
     };
     // A 4-byte version, then entries of a 16-bit tag, 16-bit permissions and a 32-bit id.
@@ -81,11 +109,16 @@ fn acl_grants(path: &Path, uid: u32) -> u32 {
             (tag == USER && id != uid) || (tag == GROUP && !own_group(uid, id))
         })
         .fold(0, |bits, (_, perm, _)| bits | (perm & mask & 0o7))
+        | entries
+            .iter()
+            .filter(|(tag, _, _)| default && *tag == OTHER)
+            .fold(0, |bits, (_, perm, _)| bits | (perm & 0o7))
 }
 
 /// Whether the group `gid` is the user `uid`'s own: the user's primary group, named as the user
 /// is, with no other member listed (a user-private group, as `useradd` makes on Debian and
-/// Ubuntu, and root's). Its group bits let nobody else in. Asked once per pair.
+/// Ubuntu, and root's; the user listed as its own member too). Its group bits let nobody else
+/// in. Asked once per pair.
 pub(super) fn own_group(uid: u32, gid: u32) -> bool {
     use nix::unistd::{Gid, Group, Uid, User};
     static KNOWN: std::sync::OnceLock<std::sync::Mutex<HashMap<(u32, u32), bool>>> =
@@ -98,7 +131,9 @@ pub(super) fn own_group(uid: u32, gid: u32) -> bool {
     let group = Group::from_gid(Gid::from_raw(gid)).ok().flatten();
     let own = match (user, group) {
         (Some(user), Some(group)) => {
-            user.gid.as_raw() == gid && group.name == user.name && group.mem.is_empty()
+            user.gid.as_raw() == gid
+                && group.name == user.name
+                && group.mem.iter().all(|m| *m == user.name)
         }
         _ => false,
     };

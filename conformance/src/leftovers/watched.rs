@@ -1,52 +1,59 @@
-//! The host's shared places as the host has them, watched from outside the run: `/run` always,
-//! and `/tmp`, `/dev/shm` and `/var/tmp` too.
+//! The host's shared places as the host has them, watched from outside the run: `/run` always, and
+//! `/tmp`, `/dev/shm` and `/var/tmp` too.
 //!
 //! `/run` is watched instead of made private. An overlay cannot stand in for it: a socket a host
 //! daemon bound there before the overlay was mounted refuses every `connect` through it (the
-//! overlay's inode is not the one the socket was bound to; measured on this kernel), so a
-//! backend whose adapter talks to a daemon there (a container engine's socket, the system bus)
-//! would fail a whole run honestly configured. The temporary places a run as root sees through
-//! overlays of its own; the look at the host's own adds what a runner wrote past them (through
-//! another process's root, or a daemon living in the host's namespace). A run as a user has no
-//! overlays: the look is all it has there.
+//! overlay's inode is not the one the socket was bound to; measured on this kernel), so a backend
+//! whose adapter talks to a daemon there (a container engine's socket, the system bus) would fail a
+//! whole run honestly configured. The temporary places a run as root sees through overlays of its
+//! own; the look at the host's own adds what a runner wrote past them (through another process's
+//! root, or a daemon living in the host's namespace). A run as a user has no overlays: the look is
+//! all it has there.
 //!
 //! So a run looks at them when it starts and when it is over, from the harness's own mount
 //! namespace (what the run mounts in its namespace hides nothing from it), and what appeared or
 //! changed there meanwhile that users other than its owner could use fails the run: a directory
 //! they can write (a staging root another user could plant files in), a file they can write, a
-//! set-id file, a socket they can connect to, a FIFO they can write or read, a device node, each
-//! where they can reach it (every directory on the way searchable by them); a new entry the
-//! overflow user (`nobody`) owns and may write (shared by every payload that runs as nobody, in
-//! any sandbox); a new symlink whose missing target they could make; a host entry whose owner
-//! changed, which gained a set-id or write bit or lost its sticky bit, whose group changed while
-//! its group may use it, or which a symlink took the place of; one they can use and could not
-//! reach before (a directory above it opened). Group bits count only when the group is not its
-//! owner's own (a user-private group: a person whose umask is `002` makes `0775` directories
-//! only they can write); what a POSIX access ACL grants named users and groups through its mask
-//! counts as theirs.
+//! set-id file or one they can run with file capabilities, a socket they can connect to, a FIFO
+//! they can write or read, a device node, a directory whose default ACL lets them write what is
+//! made in it, a directory they may search that the watch cannot list, each where they can reach it
+//! (every directory on the way searchable by them); a new entry the overflow user (`nobody`) owns
+//! and may write (shared by every payload that runs as nobody, in any sandbox); a new symlink whose
+//! missing target they could make; a host entry whose owner changed, which gained a set-id or write
+//! bit or lost its sticky bit, whose group changed while its group may use it, or which a symlink
+//! took the place of; one they can use and could not reach before (a directory above it opened).
+//! Group bits count only when the group is not its owner's own (a user-private group: a person
+//! whose umask is `002` makes `0775` directories only they can write); what a POSIX access ACL
+//! grants named users and groups through its mask counts as theirs. What another person owns (a
+//! login user's, from uid 1000: an X server's socket directory, a shared compiler cache) is theirs,
+//! not the run's.
 //!
 //! What others cannot use (a root-only staging directory, a lock or pid file only its owner may
-//! write, a user's own runtime directory and its sockets) is not judged: `/run` is where the
-//! host's own daemons keep their state, and on a host with systemd they make and remove entries
-//! there all the time (a unit's `invocation:` link, a login's runtime directory), so an entry
-//! that only appeared cannot be told from the host's own; in the temporary places, every
-//! program of every user does the same. No confined call may write `/run` (it is in no mode's
-//! writable set), so an entry there that only its owner can use is no way into another sandbox.
-//! Not seen: default ACLs; in `/run`, what lies deeper than four levels under a directory the
-//! host already had that others cannot search (nothing there is theirs to use unless that
-//! directory changes, which is seen) or that is another filesystem; in the temporary places,
-//! below two levels, what did not change during the run (by its ctime) and what lies past
-//! 20,000 entries; and, as a user while another run of the harness by the same user is under
-//! way, what is in a new directory of this process's owner (that run makes its worlds and
-//! fixtures there, and those cannot be told from this run's; [`crate::world::alone`]). What a case of theirs makes at the top of `/tmp` that others could
-//! use (HD-030's FIFO) it makes holding `/tmp`'s lock ([`super::lock_tmp`]), which each look
-//! holds shared.
+//! write, a user's own runtime directory and its sockets) is not judged: `/run` is where the host's
+//! own daemons keep their state, and on a host with systemd they make and remove entries there all
+//! the time (a unit's `invocation:` link, a login's runtime directory), so an entry that only
+//! appeared cannot be told from the host's own; in the temporary places, every program of every
+//! user does the same. No confined call may write `/run` (it is in no mode's writable set), so an
+//! entry there that only its owner can use is no way into another sandbox. Not seen: SysV IPC
+//! objects and POSIX message queues (outside these places); in `/run`, what lies deeper than four
+//! levels under a directory the host already had that others cannot search (nothing there is theirs
+//! to use unless that directory changes, which is seen) or that is another filesystem; in the
+//! temporary places, below two levels, what did not change during the run (by its ctime; a write
+//! alone, after a chmod, hides the chmod) and, past 200,000 entries, anything (the place is named
+//! instead); and, as a user while another run of the harness by the same user is under way, what is
+//! in a new directory of this process's owner (that run makes its worlds and fixtures there, and
+//! those cannot be told from this run's; [`crate::world::alone`]). What a case of theirs makes at
+//! the top of `/tmp` that others could use (HD-030's FIFO) it makes holding `/tmp`'s lock
+//! ([`super::lock_tmp`]), which each look holds shared.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
-use super::others::{S_IFDIR, S_IFLNK, S_IFMT, as_others_meet, overflow_uid, usable_by_others};
+use super::others::{
+    S_IFDIR, S_IFLNK, S_IFMT, another_persons, as_others_meet, inherited_grants, overflow_uid,
+    runs_with_capabilities, usable_by_others,
+};
 use super::{Below, Leftover};
 
 /// The places a look reads, each with how far below it the look reads every directory, and
@@ -102,11 +109,39 @@ impl<'a> Reach<'a> {
 }
 
 /// The most entries a look reads below the depth of a temporary place ([`Look::deep`]).
-const DEEP_MOST: usize = 20_000;
+const DEEP_MOST: usize = 200_000;
 
-/// How much earlier than a look's start an entry's ctime may be and still count as after it:
-/// the kernel stamps files from a clock that may lag the one the look reads by a tick.
-const CLOCK_SLACK: std::time::Duration = std::time::Duration::from_millis(50);
+/// The time as the kernel stamps files with it now: the ctime of a file made for the purpose in
+/// this user's cache (the kernel's clock for files moves a tick at a time, and may run ahead of
+/// the coarse clock or behind the fine one), else the coarse real-time clock. What is made or
+/// changed later has a ctime no earlier; what was before, none later.
+fn stamp_now() -> std::time::SystemTime {
+    let probe = crate::suite::cache_home()
+        .map(|home| home.join("sandbox-conformance"))
+        .filter(|dir| std::fs::create_dir_all(dir).is_ok())
+        .and_then(|dir| tempfile::NamedTempFile::new_in(dir).ok())
+        .and_then(|file| file.as_file().metadata().ok());
+    match probe {
+        Some(meta) => ctime(&meta),
+        None => {
+            let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
+            std::time::UNIX_EPOCH
+                + std::time::Duration::new(
+                    u64::try_from(now.tv_sec).unwrap_or(0),
+                    u32::try_from(now.tv_nsec).unwrap_or(0),
+                )
+        }
+    }
+}
+
+/// The ctime `meta` says.
+fn ctime(meta: &std::fs::Metadata) -> std::time::SystemTime {
+    std::time::UNIX_EPOCH
+        + std::time::Duration::new(
+            u64::try_from(meta.ctime()).unwrap_or(0),
+            u32::try_from(meta.ctime_nsec()).unwrap_or(0),
+        )
+}
 
 /// The most entries one look reads in one place (a host's `/run` holds a few hundred to a few
 /// thousand).
@@ -124,6 +159,10 @@ struct Seen {
     mode: u32,
     /// Its type and the permission bits users other than its owner meet ([`as_others_meet`]).
     shared: u32,
+    /// For a directory, what its default ACL grants others in what is made in it (`rwx` bits).
+    inherits: u32,
+    /// For a regular file others may run, whether it carries file capabilities.
+    capable: bool,
 }
 
 impl Seen {
@@ -136,6 +175,12 @@ impl Seen {
             gid: meta.gid(),
             mode: meta.mode(),
             shared: as_others_meet(path, meta),
+            inherits: if meta.is_dir() {
+                inherited_grants(path, meta.uid())
+            } else {
+                0
+            },
+            capable: runs_with_capabilities(path, meta),
         }
     }
 
@@ -190,7 +235,7 @@ impl Look {
     /// [`Reach`] says.
     fn of(places: &[Reach<'_>]) -> Self {
         let mut look = Self {
-            taken: Some(std::time::SystemTime::now()),
+            taken: Some(stamp_now()),
             ..Self::default()
         };
         for reach in places {
@@ -296,6 +341,7 @@ impl Look {
                 .any(|named| named.was.is_none() && path.starts_with(&named.path))
                 || owners.iter().any(|new| path.starts_with(new))
                 || !self.reachable(path)
+                || self.seen.get(path).is_some_and(|s| another_persons(s.uid))
             {
                 continue;
             }
@@ -337,24 +383,22 @@ impl Look {
         found
     }
 
-    /// Below the depth the temporary places are read to: each entry others could reach whose
-    /// ctime is past the first look's start (made or changed during the run), through the
-    /// directories others may search on the place's filesystem, at most [`DEEP_MOST`] entries a
-    /// place (a person's `/tmp` holds clones and build trees anyone may search; past the bound,
-    /// nothing more is read). As for the entries above, a new one of this process's owner where
-    /// the harness's other runs make theirs is not judged, nor what is below it.
+    /// Below the depth the temporary places are read to: each entry others could reach that was
+    /// made during the run, or whose mode, owner or ACL changed during it (its ctime is past the
+    /// first look's start, and past its mtime when it was there before: a write alone moves
+    /// both), through the directories others may search on the place's filesystem, at most
+    /// [`DEEP_MOST`] entries a place (past the bound the place is named, not passed). A directory
+    /// that changed so is judged with all it holds (one opened over a drop box the host had). As
+    /// for the entries above, a new one of this process's owner where the harness's other runs
+    /// make theirs is not judged, nor what is below it, nor another person's.
     fn deep(&self, before: &Look, found: &mut Vec<Leftover>) {
-        use std::os::unix::fs::MetadataExt;
-        let Some(since) = before.taken.and_then(|t| t.checked_sub(CLOCK_SLACK)) else {
+        let Some(since) = before.taken else {
             return;
         };
         let after = |meta: &std::fs::Metadata| {
-            let ctime = std::time::UNIX_EPOCH
-                + std::time::Duration::new(
-                    u64::try_from(meta.ctime()).unwrap_or(0),
-                    u32::try_from(meta.ctime_nsec()).unwrap_or(0),
-                );
-            ctime >= since
+            let changed = ctime(meta);
+            let older = meta.created().is_ok_and(|born| born < since);
+            changed >= since && !(older && meta.modified().is_ok_and(|m| m == changed))
         };
         let owner = nix::unistd::geteuid().as_raw();
         for place in &self.shallow {
@@ -384,24 +428,28 @@ impl Look {
                 for entry in listing.flatten() {
                     read += 1;
                     if read > DEEP_MOST {
+                        found.push(Leftover {
+                            path: place.clone(),
+                            kind: "place holding more entries than the watch reads (200,000 below \
+                                   its second level), not all looked at",
+                            uid: self.seen.get(place).map_or(0, |s| s.uid),
+                            mode: self.seen.get(place).map_or(0, |s| s.mode & 0o7777),
+                            was: None,
+                            hazard: None,
+                        });
                         break 'place;
                     }
                     let (path, Ok(meta)) = (entry.path(), entry.metadata()) else {
                         continue;
                     };
                     let seen = Seen::of(&path, &meta);
-                    // Made or changed during the run, it is judged by itself (a directory whose
-                    // ctime moved may hold what was there before); what is in it, as read.
+                    if another_persons(seen.uid) {
+                        continue;
+                    }
+                    // Made or changed during the run, it is judged with what it holds.
                     if after(&meta) && !(exempt && seen.uid == owner) {
-                        if let Some(kind) = itself(&path, &seen) {
-                            found.push(Leftover {
-                                path,
-                                kind,
-                                uid: seen.uid,
-                                mode: seen.mode & 0o7777,
-                                was: None,
-                                hazard: None,
-                            });
+                        if let Some(leftover) = made(&path, &seen) {
+                            found.push(leftover);
                             continue;
                         }
                     } else if after(&meta) {
@@ -468,6 +516,12 @@ fn itself(path: &Path, now: &Seen) -> Option<&'static str> {
     if let Some(kind) = usable_by_others(now.shared_mode()).or_else(|| dangling(path, now)) {
         return Some(kind);
     }
+    if now.capable {
+        return Some("file others can run with file capabilities");
+    }
+    if now.inherits & 0o2 != 0 {
+        return Some("directory whose default ACL lets others write what is made in it");
+    }
     let nobodys = now.uid == overflow_uid() && now.mode & 0o200 != 0;
     if !nobodys || now.mode & S_IFMT == S_IFLNK {
         None
@@ -498,6 +552,13 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
     }
     if !now.searchable_by_others() {
         return None;
+    }
+    // One others may search that this look cannot list is passed only once it is read.
+    if std::fs::read_dir(path).is_err_and(|e| e.kind() == std::io::ErrorKind::PermissionDenied) {
+        return Some(leftover(
+            "directory others may search that the watch cannot list",
+            None,
+        ));
     }
     // A new directory others may search but not write is named for what others could use in
     // it, below the look's depth too.
@@ -566,8 +627,10 @@ fn replaced(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
 /// that lets others use it: its owner, a set-id or write bit gained, its sticky bit lost or its
 /// group changed while others may use it.
 fn changed(path: &Path, was: &Seen, now: &Seen) -> Option<Leftover> {
-    let usable = usable_by_others(now.shared_mode()).is_some();
-    let gained = now.shared_mode() & !was.shared_mode() & 0o6022 != 0;
+    let usable = itself(path, now).is_some();
+    let gained = now.shared_mode() & !was.shared_mode() & 0o6022 != 0
+        || now.inherits & !was.inherits & 0o2 != 0
+        || (now.capable && !was.capable);
     let unstuck = was.mode & 0o1000 != 0 && now.mode & 0o1000 == 0;
     let regrouped = was.gid != now.gid;
     (was.uid != now.uid || (usable && (gained || unstuck || regrouped))).then(|| Leftover {
@@ -597,6 +660,8 @@ mod tests {
             gid: 0,
             mode,
             shared: mode,
+            inherits: 0,
+            capable: false,
         }
     }
 
@@ -619,6 +684,14 @@ mod tests {
             shared_with_harness: vec![PathBuf::from("/tmp")],
             shallow: Vec::new(),
             taken: None,
+        }
+    }
+
+    /// Returns once the clock files are stamped with has moved past `path`'s ctime.
+    fn past(path: &Path) {
+        let then = ctime(&std::fs::symlink_metadata(path).expect("stat"));
+        while stamp_now() <= then {
+            std::hint::spin_loop();
         }
     }
 
@@ -757,6 +830,9 @@ mod tests {
             .expect("chmod");
         let cache = place.path().join("cache/v1/c");
         mkdir(&cache, 0o755);
+        // The kernel stamps files with a clock that moves a tick at a time: what is made in the
+        // same tick as the look begins could be either side of it.
+        past(&cache);
         let shallow = [Reach::new(path, 2, false, false)];
         let before = Look::of(&shallow);
         let locks = cache.join("locks");
@@ -773,12 +849,23 @@ mod tests {
     fn in_a_place_the_harness_shares_a_new_entry_of_its_own_user_is_judged_by_its_own_mode() {
         let (dir, file) = (S_IFDIR, S_IFREG);
         let owner = nix::unistd::geteuid().as_raw();
-        let other = owner ^ 0x4242;
+        // A system user's (a set-id helper's): another person's would be theirs.
+        let other = if owner == 0 { 998 } else { 0 };
+        let capable = |mut seen: Seen| {
+            seen.capable = true;
+            seen
+        };
+        let inheriting = |mut seen: Seen| {
+            seen.inherits = 0o7;
+            seen
+        };
+        let person = owner.max(1000) + 4242;
         let before = look(&[
             ("/tmp", seen(1, 0, dir | 0o1777)),
             ("/tmp/served", seen(8, owner, dir | 0o755)),
             ("/tmp/state", seen(10, other, dir | 0o700)),
             ("/tmp/state/drop", seen(11, other, dir | 0o777)),
+            ("/tmp/spool", seen(13, other, dir | 0o1777)),
         ]);
         let after = look(&[
             ("/tmp", seen(1, 0, dir | 0o1777)),
@@ -800,6 +887,16 @@ mod tests {
             ("/tmp/helper", seen(5, other, dir | 0o755)),
             ("/tmp/helper/root", seen(6, other, dir | 0o1777)),
             ("/tmp/helper/key", seen(7, other, file | 0o600)),
+            // A staged tool anyone may run with the capabilities it carries.
+            (
+                "/tmp/helper/unshare",
+                capable(seen(14, other, file | 0o755)),
+            ),
+            // A spool whose default ACL now lets others into every file made in it.
+            ("/tmp/spool", inheriting(seen(13, other, dir | 0o1777))),
+            // Another person's X server, started meanwhile: theirs.
+            ("/tmp/.X11-unix", seen(15, person, dir | 0o1777)),
+            ("/tmp/.X11-unix/X93", seen(16, person, S_IFSOCK | 0o777)),
         ]);
         let named = names(&after, &before);
         assert_eq!(
@@ -809,7 +906,13 @@ mod tests {
                     "/tmp/helper/root (a directory others can write, owner uid {other}, mode 1777)"
                 ),
                 format!(
+                    "/tmp/helper/unshare (a file others can run with file capabilities, owner uid {other}, mode 0755)"
+                ),
+                format!(
                     "/tmp/progress.fifo (a fifo others can read, owner uid {other}, mode 0644)"
+                ),
+                format!(
+                    "/tmp/spool (a host directory it changed, owner uid {other}, mode 1777; the host's: owner uid {other}, mode 1777)"
                 ),
                 format!("/tmp/stage (a directory others can write, owner uid {owner}, mode 0777)"),
                 format!(
@@ -854,7 +957,7 @@ mod tests {
             ("/run/stage-open/inner", seen(12, 0, dir | 0o777)),
             // Group-writable: by a group of others, named; by its owner's own group (a umask
             // of 002), only its owner can write it.
-            ("/run/stage-group", seen(22, 1000, dir | 0o775)),
+            ("/run/stage-group", seen(22, 999, dir | 0o775)),
             ("/run/stage-umask", own(seen(23, 1000, dir | 0o775))),
             // A login's runtime directory and its bus: only that user reaches them.
             ("/run/user/4242", seen(17, 4242, dir | 0o700)),
@@ -877,7 +980,7 @@ mod tests {
                 "/run/lock (a host directory it changed, owner uid 0, mode 0777; the host's: owner uid 0, mode 1777)",
                 "/run/shared (a host directory it changed, owner uid 0, mode 0775; the host's: owner uid 0, mode 0775)",
                 "/run/stage/suid (a set-id file, owner uid 0, mode 4755)",
-                "/run/stage-group (a directory others can write, owner uid 1000, mode 0775)",
+                "/run/stage-group (a directory others can write, owner uid 999, mode 0775)",
                 &format!(
                     "/run/stage-nobody (a directory the overflow user (nobody) owns and may write, as may every payload run as nobody, owner uid {}, mode 0700)",
                     overflow_uid()
