@@ -175,7 +175,7 @@ fn hazard_below(dir: &Path) -> Option<String> {
             _ => None,
         }
     };
-    match first_below(dir, |_, meta| hazard(meta.mode()), |_, _| true) {
+    match first_below(dir, 4096, |_, meta| hazard(meta.mode()), |_, _| true) {
         Below::Found(what) => Some(what),
         Below::Nothing | Below::TooMany => None,
     }
@@ -188,15 +188,16 @@ pub(crate) enum Below {
     Found(String),
     /// Nothing named, every entry looked at.
     Nothing,
-    /// More entries than the bound (4,096): not all were looked at.
+    /// More entries than the bound: not all were looked at.
     TooMany,
 }
 
 /// The first entry below the directory `dir` that `what` names (given its path and `lstat`),
 /// going into the directories `enter` allows (given theirs), never through a symlink, looking at
-/// most at 4,096 entries.
+/// `most` entries at most.
 pub(crate) fn first_below(
     dir: &Path,
+    most: usize,
     what: impl Fn(&Path, &std::fs::Metadata) -> Option<&'static str>,
     enter: impl Fn(&Path, &std::fs::Metadata) -> bool,
 ) -> Below {
@@ -209,7 +210,7 @@ pub(crate) fn first_below(
         };
         for entry in listing.flatten() {
             seen += 1;
-            if seen > 4096 {
+            if seen > most {
                 return Below::TooMany;
             }
             let Ok(meta) = entry.metadata() else {

@@ -108,6 +108,10 @@ impl<'a> Reach<'a> {
     }
 }
 
+/// The most entries a look reads in a new directory for what others could use in it: a
+/// backend's honest cache (an image's root filesystem, a package tree) holds tens of thousands.
+const BELOW_MOST: usize = 200_000;
+
 /// The most entries a look reads below the depth of a temporary place ([`Look::deep`]).
 const DEEP_MOST: usize = 200_000;
 
@@ -564,6 +568,7 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
     // it, below the look's depth too.
     let below = super::first_below(
         path,
+        BELOW_MOST,
         |path, meta| usable_by_others(as_others_meet(path, meta)),
         |path, meta| as_others_meet(path, meta) & 0o011 != 0,
     );
@@ -571,7 +576,7 @@ fn made(path: &Path, now: &Seen) -> Option<Leftover> {
         Below::Found(what) => Some(leftover("directory", Some(what))),
         Below::TooMany => Some(leftover(
             "directory",
-            Some("more than 4,096 entries, not all looked at".to_owned()),
+            Some("more than 200,000 entries, not all looked at".to_owned()),
         )),
         Below::Nothing => None,
     }
