@@ -116,26 +116,22 @@ const BELOW_MOST: usize = 200_000;
 const DEEP_MOST: usize = 200_000;
 
 /// The time as the kernel stamps files with it now: the ctime of a file made for the purpose in
-/// this user's cache (the kernel's clock for files moves a tick at a time, and may run ahead of
-/// the coarse clock or behind the fine one), else the coarse real-time clock. What is made or
-/// changed later has a ctime no earlier; what was before, none later.
+/// this user's cache, else in the temporary directory (the kernel's clock for files moves a
+/// tick at a time, and may run ahead of the coarse clock or behind the fine one), else the
+/// system's clock. What is made or changed later has a ctime no earlier; what was before, none
+/// later.
 fn stamp_now() -> std::time::SystemTime {
-    let probe = crate::suite::cache_home()
+    let cache = crate::suite::cache_home()
         .map(|home| home.join("sandbox-conformance"))
-        .filter(|dir| std::fs::create_dir_all(dir).is_ok())
-        .and_then(|dir| tempfile::NamedTempFile::new_in(dir).ok())
-        .and_then(|file| file.as_file().metadata().ok());
-    match probe {
-        Some(meta) => ctime(&meta),
-        None => {
-            let now = rustix::time::clock_gettime(rustix::time::ClockId::RealtimeCoarse);
-            std::time::UNIX_EPOCH
-                + std::time::Duration::new(
-                    u64::try_from(now.tv_sec).unwrap_or(0),
-                    u32::try_from(now.tv_nsec).unwrap_or(0),
-                )
-        }
-    }
+        .filter(|dir| std::fs::create_dir_all(dir).is_ok());
+    cache
+        .into_iter()
+        .chain([std::env::temp_dir()])
+        .find_map(|dir| {
+            let probe = tempfile::NamedTempFile::new_in(dir).ok()?;
+            probe.as_file().metadata().ok().map(|meta| ctime(&meta))
+        })
+        .unwrap_or_else(std::time::SystemTime::now)
 }
 
 /// The ctime `meta` says.
