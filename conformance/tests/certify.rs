@@ -2952,3 +2952,53 @@ fn worlds_a_killed_run_renamed_aside_are_removed_by_the_next_run() {
     assert!(swept, "the dead run's world is still there");
     assert!(kept, "a live process's world was removed");
 }
+
+/// A runner that stages in the `$TMPDIR` its adapter inherited from certify (a directory every
+/// user's programs share, outside `/tmp`) and leaves a staging root every user can write there:
+/// the look at the shared places reads that `$TMPDIR` too, as root and as a user.
+#[test]
+fn a_staging_root_left_in_the_tmpdir_certify_was_given_is_named() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = one_scenario_file("hardening/survivors.yaml");
+    // Outside the watched places, below directories every user may search: /srv as root, the
+    // home directory (0755 on the CI host) as a user.
+    let parent = if is_root() {
+        PathBuf::from("/srv")
+    } else {
+        PathBuf::from(std::env::var_os("HOME").expect("HOME"))
+    };
+    let tmpdir = tempfile::Builder::new()
+        .prefix("shared-tmp-")
+        .tempdir_in(&parent)
+        .expect("a shared temporary directory");
+    std::fs::set_permissions(tmpdir.path(), std::fs::Permissions::from_mode(0o1777))
+        .expect("chmod");
+    let place = tmpdir.path().to_str().expect("utf8");
+    let prefix = format!("leaky-tmpdir-{}", std::process::id());
+    let run = certify_with(
+        &["--scenarios", root.path().to_str().expect("utf8")],
+        &backend("leaky_leftovers_backend.py"),
+        &[
+            ("TMPDIR", place),
+            ("LEAKY_STAGE_PREFIX", prefix.as_str()),
+            ("LEAKY_STAGE_PLACE", place),
+            ("LEAKY_STAGE_MODE", "0777"),
+        ],
+    );
+    let staged = std::fs::read_dir(tmpdir.path())
+        .expect("the directory")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .count();
+    assert!(staged > 0, "the fixture staged nothing: {}", run.why());
+    let left = &run.report.left_in_shared_places;
+    assert!(!left.is_empty(), "{}", run.why());
+    for entry in left {
+        assert!(
+            entry.starts_with(&format!("{place}/{prefix}."))
+                && entry.contains("(a directory others can write, owner uid "),
+            "{entry}"
+        );
+    }
+    assert_eq!(run.report.verdict, Verdict::NotCertified);
+}

@@ -1,5 +1,5 @@
 //! The host's shared places as the host has them, watched from outside the run: `/run` always, and
-//! `/tmp`, `/dev/shm` and `/var/tmp` too.
+//! `/tmp`, `/dev/shm`, `/var/tmp` and the run's own `$TMPDIR` (when it lies elsewhere) too.
 //!
 //! `/run` is watched instead of made private. An overlay cannot stand in for it: a socket a host
 //! daemon bound there before the overlay was mounted refuses every `connect` through it (the
@@ -216,11 +216,16 @@ pub struct Look {
 
 impl Look {
     /// Looks at every watched place now (`/run` four levels down and deeper through what others
-    /// may search; the host's `/tmp`, `/dev/shm` and `/var/tmp` two levels down), at most
-    /// 50,000 entries in each.
+    /// may search; the host's `/tmp`, `/dev/shm` and `/var/tmp` two levels down, and this
+    /// process's `$TMPDIR` when others may reach it elsewhere), at most 50,000 entries in each.
     pub fn now() -> Self {
         let _lock = tmp_shared();
-        Self::of(&PLACES)
+        let tmpdir = tmpdir();
+        let mut places = PLACES.to_vec();
+        if let Some(dir) = tmpdir.as_deref() {
+            places.push(Reach::new(dir, 2, false, true));
+        }
+        Self::of(&places)
     }
 
     /// This look, with what this user made in the temporary places judged whole, as for any
@@ -462,6 +467,27 @@ impl Look {
             }
         }
     }
+}
+
+/// This process's `$TMPDIR` (canonical), when it is a directory outside the watched places that
+/// others may reach (every directory above it searchable by them) and holds no place worlds are
+/// drawn in: the backends' adapters inherit it, and a runner that stages there leaves what it
+/// leaves in a place every user's programs share, as `/tmp` is.
+fn tmpdir() -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let dir = std::fs::canonicalize(std::env::var_os("TMPDIR")?).ok()?;
+    let watched = PLACES.iter().any(|r| dir.starts_with(r.place));
+    let holds_worlds = crate::world::places()
+        .bases
+        .iter()
+        .any(|(base, _)| base.starts_with(&dir));
+    let reachable = dir
+        .ancestors()
+        .skip(1)
+        .all(|up| std::fs::metadata(up).is_ok_and(|m| m.mode() & 0o001 != 0));
+    (dir.is_dir() && !watched && !holds_worlds && reachable)
+        .then(|| dir.to_str().map(str::to_owned))
+        .flatten()
 }
 
 /// The longest a look waits for the shared lock on the host's `/tmp`: longer than a case of the
