@@ -55,12 +55,13 @@ pub(super) fn inherited_grants(path: &Path, uid: u32) -> u32 {
     acl_grants(path, uid, "system.posix_acl_default")
 }
 
-/// Whether the regular file at `path` (`meta`) runs with file capabilities for users other than
-/// its owner: they may execute it and it carries `security.capability` (a staged `unshare` with
-/// `cap_sys_admin` is as good as set-uid root).
-pub(super) fn runs_with_capabilities(path: &Path, meta: &std::fs::Metadata) -> bool {
+/// Whether the regular file at `path` (`meta`; `shared`, its mode as others meet it:
+/// [`as_others_meet`]) runs with file capabilities for users other than its owner: they may
+/// execute it and it carries `security.capability` (a staged `unshare` with `cap_sys_admin` is
+/// as good as set-uid root).
+pub(super) fn runs_with_capabilities(path: &Path, meta: &std::fs::Metadata, shared: u32) -> bool {
     meta.file_type().is_file()
-        && as_others_meet(path, meta) & 0o011 != 0
+        && shared & 0o011 != 0
         && super::above::acl(path, "security.capability").is_some_and(|c| !c.is_empty())
 }
 

@@ -168,19 +168,20 @@ struct Seen {
 impl Seen {
     /// What `meta` (an `lstat` of `path`) says.
     fn of(path: &Path, meta: &std::fs::Metadata) -> Self {
+        let shared = as_others_meet(path, meta);
         Self {
             dev: meta.dev(),
             ino: meta.ino(),
             uid: meta.uid(),
             gid: meta.gid(),
             mode: meta.mode(),
-            shared: as_others_meet(path, meta),
+            shared,
             inherits: if meta.is_dir() {
                 inherited_grants(path, meta.uid())
             } else {
                 0
             },
-            capable: runs_with_capabilities(path, meta),
+            capable: runs_with_capabilities(path, meta, shared),
         }
     }
 
@@ -522,17 +523,21 @@ fn tmp_shared() -> Option<nix::fcntl::Flock<std::fs::File>> {
 }
 
 /// A new entry at `path` of this process's owner in a place the harness shares (`now`), when
-/// others could use it by its own mode.
+/// others could use it itself ([`itself`]; what it holds is not judged).
 fn made_by_owner(path: &Path, now: &Seen) -> Option<Leftover> {
-    let kind = usable_by_others(now.shared_mode()).or_else(|| dangling(path, now));
-    kind.map(|kind| Leftover {
+    itself(path, now).map(|kind| named(path, kind, now))
+}
+
+/// The entry at `path` (`now`), named as `kind`.
+fn named(path: &Path, kind: &'static str, now: &Seen) -> Leftover {
+    Leftover {
         path: path.to_path_buf(),
         kind,
         uid: now.uid,
         mode: now.mode & 0o7777,
         was: None,
         hazard: None,
-    })
+    }
 }
 
 /// What an entry at `path` (`now`) is when others could use it itself: by its mode, a symlink
@@ -628,13 +633,12 @@ fn dangling(path: &Path, now: &Seen) -> Option<&'static str> {
 fn opened(path: &Path, now: &Seen, before: &Look) -> Option<Leftover> {
     usable_by_others(now.shared_mode())
         .filter(|_| !before.reachable(path))
-        .map(|_| Leftover {
-            path: path.to_path_buf(),
-            kind: "host entry others can use that it let them reach (a directory above it opened)",
-            uid: now.uid,
-            mode: now.mode & 0o7777,
-            was: None,
-            hazard: None,
+        .map(|_| {
+            named(
+                path,
+                "host entry others can use that it let them reach (a directory above it opened)",
+                now,
+            )
         })
 }
 
