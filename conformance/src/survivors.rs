@@ -248,7 +248,7 @@ struct Started {
 /// Every process (thread-group leader) started since `since`, with its parent and command line.
 fn started_since(since: CallStart) -> Vec<Started> {
     let mut found = Vec::new();
-    for pid in candidate_pids(since) {
+    for pid in candidate_pids(since).pids().0 {
         let path = Path::new("/proc").join(pid.to_string());
         let pid = pid.to_string();
         let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
@@ -388,25 +388,47 @@ fn start_ticks(stat: &str) -> Option<u64> {
 /// The pids a process of the call can have: those handed out since it began (`ns_last_pid` then
 /// and now; across a wrap-around at `pid_max`, both ends of the range), so the host's other
 /// processes, however many, are never read. When the kernel does not say, every pid in `/proc`.
-fn candidate_pids(since: CallStart) -> Vec<u64> {
+fn candidate_pids(since: CallStart) -> Candidates {
     const MOST: u64 = 1 << 16;
     if let (Some(first), Some(now)) = (since.last_pid, last_pid()) {
         if now >= first && now - first <= MOST {
-            return (first + 1..=now).collect();
+            return Candidates::HandedOut((first + 1..=now).collect());
         }
         let max: Option<u64> = std::fs::read_to_string("/proc/sys/kernel/pid_max")
             .ok()
             .and_then(|m| m.trim().parse().ok());
         if let Some(max) = max.filter(|max| now < first && max - first + now <= MOST) {
-            return (first + 1..max).chain(1..=now).collect();
+            return Candidates::HandedOut((first + 1..max).chain(1..=now).collect());
         }
     }
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+        return Candidates::Every(Vec::new());
     };
-    dir.filter_map(Result::ok)
-        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
-        .collect()
+    Candidates::Every(
+        dir.filter_map(Result::ok)
+            .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse().ok()))
+            .collect(),
+    )
+}
+
+/// The pids a scan reads, and whether each was handed out since the call began.
+enum Candidates {
+    /// Handed out since the call began (no wrap-around past the call's first pid): none of
+    /// them is an older process's, so a scan reads a candidate's start time only once its
+    /// environment holds the tag.
+    HandedOut(Vec<u64>),
+    /// Every pid in `/proc`: the start time tells the call's processes from older ones.
+    Every(Vec<u64>),
+}
+
+impl Candidates {
+    /// The pids, and whether their start times must be read to pass over older processes.
+    fn pids(self) -> (Vec<u64>, bool) {
+        match self {
+            Candidates::HandedOut(pids) => (pids, false),
+            Candidates::Every(pids) => (pids, true),
+        }
+    }
 }
 
 /// The processes whose environment holds `needle`, among those started since the call began
@@ -415,21 +437,41 @@ fn candidate_pids(since: CallStart) -> Vec<u64> {
 /// machine) are passed over without reading anything of theirs.
 fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
     let mut found = Vec::new();
-    for pid in candidate_pids(since) {
+    let (pids, check_start) = candidate_pids(since).pids();
+    for pid in pids {
         let path = Path::new("/proc").join(pid.to_string());
         let pid = pid.to_string();
-        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
-        if let Some(since) = since.ticks
-            && start_ticks(&stat).is_none_or(|t| t < since)
-        {
-            continue;
-        }
+        let old = |stat: &str| {
+            since
+                .ticks
+                .is_some_and(|since| start_ticks(stat).is_none_or(|t| t < since))
+        };
+        // Of every pid in /proc, the host's older processes are passed over by their start
+        // time before anything else of theirs is read.
+        let stat = if check_start {
+            let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+            if old(&stat) {
+                continue;
+            }
+            Some(stat)
+        } else {
+            None
+        };
         // Most candidates are other calls' processes: an environment that reads and lacks the
         // tag settles it (every thread of a process shares the one environment, so reading it
         // through another thread, below, could not find the tag either).
         if std::fs::read(path.join("environ"))
             .is_ok_and(|env| !env.is_empty() && !holds(&env, needle))
         {
+            continue;
+        }
+        let stat = match stat {
+            Some(stat) => stat,
+            None => std::fs::read_to_string(path.join("stat")).unwrap_or_default(),
+        };
+        // A handed-out pid is no older process's, unless pids wrapped around past the call's
+        // first one while it ran: the start time settles that too.
+        if old(&stat) {
             continue;
         }
         // A thread of a process is readable at /proc/<tid> too (never listed): its process is
