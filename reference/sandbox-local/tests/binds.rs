@@ -117,46 +117,70 @@ fn a_launch_hands_its_descriptors_at_their_numbers_and_nothing_else() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("data");
     std::fs::write(&file, "carried").expect("write");
-    let mut fds = LaunchFds::default();
-    let n = fds.add(std::fs::File::open(&file).expect("open").into());
-    assert_eq!(n, LaunchFds::FIRST);
-    fds.insert(9, std::fs::File::open(&file).expect("open").into());
-    // A descriptor this process holds without close-on-exec must not reach the launch.
-    // (F_DUPFD gives a number of 100 or more, without close-on-exec.)
-    let opened = std::fs::File::open(&file).expect("open");
-    let stray_n = nix::fcntl::fcntl(&opened, nix::fcntl::FcntlArg::F_DUPFD(100)).expect("dup");
-    let launch = ConfinedArgv {
-        fds,
-        ..ConfinedArgv::unconfined(vec![
-            "bash".into(),
-            "-c".into(),
-            OsString::from(format!(
-                "cat /dev/fd/{n}; echo; cat /dev/fd/9; echo; ls /proc/self/fd | sort -n | tr '\\n' ' '; [ -e /proc/self/fd/{stray_n} ] && echo STRAY"
-            )),
-        ])
-    };
-    // Twice: the launch keeps its descriptors for the next spawn (each spawn duplicates them, so
-    // they share one offset: the payload reopens them through /dev/fd).
-    for _ in 0..2 {
-        let done = launch::run(&launch, &LaunchOptions::in_dir("/"));
-        let out = String::from_utf8_lossy(&done.stdout);
-        assert_eq!(
-            done.exit_code(),
-            Some(1),
-            "{out} {:?}",
-            String::from_utf8_lossy(&done.stderr)
-        );
-        assert!(out.starts_with("carried\ncarried\n"), "{out}");
-        assert!(!out.contains("STRAY"), "{out}");
+    // A signal this thread blocks must not stay blocked in the launch, and SIGPIPE (which the
+    // Rust runtime ignores) is back to its default there.
+    let mut usr2 = nix::sys::signal::SigSet::empty();
+    usr2.add(nix::sys::signal::Signal::SIGUSR2);
+    usr2.thread_block().expect("block SIGUSR2");
+    let bash = which::which("bash").expect("bash on PATH");
+    // By name (the `Command` path) and by its path (started by `posix_spawn` on glibc, without
+    // copying this process): the same descriptors, signals and working directory either way.
+    for program in [OsString::from("bash"), bash.into_os_string()] {
+        let mut fds = LaunchFds::default();
+        let n = fds.add(std::fs::File::open(&file).expect("open").into());
+        assert_eq!(n, LaunchFds::FIRST);
+        fds.insert(9, std::fs::File::open(&file).expect("open").into());
+        // A descriptor this process holds without close-on-exec must not reach the launch.
+        // (F_DUPFD gives a number of 100 or more, without close-on-exec; one at 5 lies between
+        // the numbers the launch hands over.)
+        let opened = std::fs::File::open(&file).expect("open");
+        let stray_n = nix::fcntl::fcntl(&opened, nix::fcntl::FcntlArg::F_DUPFD(100)).expect("dup");
+        let gap = nix::fcntl::fcntl(&opened, nix::fcntl::FcntlArg::F_DUPFD(5)).expect("dup");
+        let launch = ConfinedArgv {
+            fds,
+            ..ConfinedArgv::unconfined(vec![
+                program.clone(),
+                "-c".into(),
+                OsString::from(format!(
+                    "cat /dev/fd/{n}; echo; cat /dev/fd/9; echo; ls /proc/self/fd | sort -n | tr '\\n' ' '; \
+                     [ -e /proc/self/fd/{stray_n} ] && echo STRAY; \
+                     [ -e /proc/self/fd/{gap} ] && [ {gap} != 9 ] && echo GAP; \
+                     read -r _ < /dev/stdin && echo STDIN; pwd; \
+                     blk=$(sed -n 's/^SigBlk:\\t//p' /proc/self/status); ign=$(sed -n 's/^SigIgn:\\t//p' /proc/self/status); \
+                     [ $(( 0x$blk & 0x800 )) = 0 ] || echo USR2_BLOCKED; [ $(( 0x$ign & 0x1000 )) = 0 ] || echo PIPE_IGNORED; false"
+                )),
+            ])
+        };
+        // Twice: the launch keeps its descriptors for the next spawn (each spawn duplicates
+        // them, so they share one offset: the payload reopens them through /dev/fd).
+        for _ in 0..2 {
+            let done = launch::run(&launch, &LaunchOptions::in_dir(dir.path()));
+            let out = String::from_utf8_lossy(&done.stdout);
+            assert_eq!(
+                done.exit_code(),
+                Some(1),
+                "{program:?}: {out} {:?}",
+                String::from_utf8_lossy(&done.stderr)
+            );
+            assert!(out.starts_with("carried\ncarried\n"), "{program:?}: {out}");
+            for leak in ["STRAY", "GAP", "STDIN", "USR2_BLOCKED", "PIPE_IGNORED"] {
+                assert!(!out.contains(leak), "{program:?}: {leak} in {out}");
+            }
+            let cwd = dir.path().canonicalize().expect("canonical");
+            let cwd = cwd.display().to_string();
+            assert!(out.lines().any(|l| l.ends_with(&cwd)), "{program:?}: {out}");
+        }
+        // The descriptors never reach the wire, and a launch read back carries none.
+        let wire = serde_json::to_string(&launch).expect("json");
+        assert!(!wire.contains("fds"), "{wire}");
+        let back: ConfinedArgv = serde_json::from_str(&wire).expect("back");
+        assert!(back.fds.is_empty());
+        assert_ne!(back, launch);
+        assert_eq!(launch.clone(), launch);
+        nix::unistd::close(stray_n).expect("close");
+        nix::unistd::close(gap).expect("close");
     }
-    // The descriptors never reach the wire, and a launch read back carries none.
-    let wire = serde_json::to_string(&launch).expect("json");
-    assert!(!wire.contains("fds"), "{wire}");
-    let back: ConfinedArgv = serde_json::from_str(&wire).expect("back");
-    assert!(back.fds.is_empty());
-    assert_ne!(back, launch);
-    assert_eq!(launch.clone(), launch);
-    nix::unistd::close(stray_n).expect("close");
+    usr2.thread_unblock().expect("unblock SIGUSR2");
 }
 
 #[test]

@@ -14,7 +14,7 @@ use std::ffi::OsString;
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, ExitStatus};
+use std::process::ExitStatus;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -27,10 +27,12 @@ use sandbox::{Classification, ConfinedArgv, PayloadStatus, ProcessOutcome, class
 mod capture;
 mod spawn;
 mod tree;
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod vfork;
 
 use capture::{Capture, DenialScan, drain, read_ready, with_evidence};
 pub use spawn::workdir_usable;
-use spawn::{prepare, spawn_failure};
+use spawn::{Runner, spawn_failure, start};
 use tree::Tree;
 
 /// How to run a confined launch.
@@ -265,13 +267,7 @@ fn run_once(launch: &ConfinedArgv, options: &LaunchOptions) -> Finished {
             tree_reaped,
         }
     };
-    let spawned = prepare(launch, options).and_then(|(mut cmd, status)| {
-        let child = cmd.spawn();
-        // The status pipe's write end lives in `cmd`; drop it so only the child holds it.
-        drop(cmd);
-        child.map(|c| (c, status))
-    });
-    let (mut child, status_reader) = match spawned {
+    let (mut child, status_reader) = match start(launch, options) {
         Ok(spawned) => spawned,
         Err(e) => {
             let failure = spawn_failure(launch, options, &e);
@@ -365,7 +361,7 @@ const POLL_SLICE: Duration = Duration::from_millis(50);
 /// process group is killed while the leader is still unreaped, so the group id cannot have been
 /// reused by then.
 fn supervise(
-    child: &mut Child,
+    child: &mut Runner,
     timeout: Option<Duration>,
     cancel: Option<&AtomicBool>,
     captures: [Capture; 2],
@@ -373,10 +369,8 @@ fn supervise(
 ) -> (Option<ExitStatus>, Capture, Capture, Stop) {
     let group = Pid::from_raw(child.id() as i32);
     let [out, err] = captures;
-    let mut pipes: [(Option<OwnedFd>, Capture); 2] = [
-        (child.stdout.take().map(OwnedFd::from), out),
-        (child.stderr.take().map(OwnedFd::from), err),
-    ];
+    let [stdout, stderr] = child.take_output();
+    let mut pipes: [(Option<OwnedFd>, Capture); 2] = [(stdout, out), (stderr, err)];
     for (fd, _) in &pipes {
         if let Some(fd) = fd {
             let _ = nix::fcntl::fcntl(fd, nix::fcntl::FcntlArg::F_SETFL(OFlag::O_NONBLOCK));
@@ -445,7 +439,7 @@ fn supervise(
 
 /// True once the payload has exited. On Linux the leader is left unreaped (`WNOWAIT`) so its
 /// process group id stays reserved until the group is killed; elsewhere it is reaped here.
-fn leader_exited(child: &mut Child) -> bool {
+fn leader_exited(child: &mut Runner) -> bool {
     #[cfg(target_os = "linux")]
     {
         use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};

@@ -11,9 +11,99 @@ use sandbox::{ConfinedArgv, SpawnErrorKind, SpawnFailure};
 
 use super::LaunchOptions;
 
+/// A started runner: through `posix_spawn` where the platform has it ([`super::vfork`]), else
+/// a `std::process::Child`.
+#[derive(Debug)]
+pub(super) enum Runner {
+    /// Started by `Command::spawn` (a fork).
+    Forked(std::process::Child),
+    /// Started by `posix_spawn` (no copy of this process).
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    Spawned(super::vfork::Spawned),
+}
+
+impl Runner {
+    /// The runner's pid.
+    pub(super) fn id(&self) -> u32 {
+        match self {
+            Runner::Forked(child) => child.id(),
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            Runner::Spawned(spawned) => spawned.id(),
+        }
+    }
+
+    /// The read ends of its stdout and stderr (once).
+    pub(super) fn take_output(&mut self) -> [Option<OwnedFd>; 2] {
+        match self {
+            Runner::Forked(child) => [
+                child.stdout.take().map(OwnedFd::from),
+                child.stderr.take().map(OwnedFd::from),
+            ],
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            Runner::Spawned(spawned) => [spawned.stdout.take(), spawned.stderr.take()],
+        }
+    }
+
+    /// Waits for the runner and reaps it (later calls answer the same).
+    pub(super) fn wait(&mut self) -> std::io::Result<std::process::ExitStatus> {
+        match self {
+            Runner::Forked(child) => child.wait(),
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            Runner::Spawned(spawned) => spawned.wait(),
+        }
+    }
+
+    /// Reaps the runner when it has ended, without waiting.
+    pub(super) fn try_wait(&mut self) -> std::io::Result<Option<std::process::ExitStatus>> {
+        match self {
+            Runner::Forked(child) => child.try_wait(),
+            #[cfg(all(target_os = "linux", target_env = "gnu"))]
+            Runner::Spawned(spawned) => spawned.try_wait(),
+        }
+    }
+}
+
+/// Starts the runner for `launch`, with its status pipe's read end: without copying this
+/// process where the platform allows it ([`super::vfork`]; not for Seatbelt, whose child must
+/// call `setsid`), else through [`prepare`]'s command.
+pub(super) fn start(
+    launch: &ConfinedArgv,
+    options: &LaunchOptions,
+) -> std::io::Result<(Runner, Option<(OwnedFd, sandbox::StatusFormat)>)> {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if launch.backend != "seatbelt" {
+        let status = match launch.status_channel {
+            None => None,
+            Some(channel) => {
+                let (read, write) = std::io::pipe()?;
+                Some((OwnedFd::from(read), OwnedFd::from(write), channel))
+            }
+        };
+        let mut mappings: Vec<(i32, std::os::fd::BorrowedFd<'_>)> = launch.fds.iter().collect();
+        if let Some((_, write, channel)) = &status {
+            use std::os::fd::AsFd;
+            mappings.push((channel.fd, write.as_fd()));
+        }
+        if let Some(spawned) = super::vfork::start(launch, options, &mappings) {
+            // The status pipe's write end is dropped here: only the runner holds it.
+            return spawned.map(|s| {
+                (
+                    Runner::Spawned(s),
+                    status.map(|(read, _, channel)| (read, channel.format)),
+                )
+            });
+        }
+    }
+    let (mut cmd, status) = prepare(launch, options)?;
+    let child = cmd.spawn();
+    // The status pipe's write end lives in `cmd`; drop it so only the child holds it.
+    drop(cmd);
+    child.map(|c| (Runner::Forked(c), status))
+}
+
 /// The command for `launch`, with its status pipe and its descriptors ([`sandbox::LaunchFds`])
 /// mapped onto the numbers the runner expects.
-pub(super) fn prepare(
+fn prepare(
     launch: &ConfinedArgv,
     options: &LaunchOptions,
 ) -> std::io::Result<(Command, Option<(OwnedFd, sandbox::StatusFormat)>)> {
@@ -65,6 +155,7 @@ pub(super) fn prepare(
     }
     keep.sort_unstable();
     close_other_descriptors(&mut cmd, keep);
+    unblock_signals(&mut cmd);
     Ok((cmd, status))
 }
 
@@ -80,6 +171,22 @@ fn new_session(cmd: &mut Command) {
         cmd.pre_exec(|| {
             nix::unistd::setsid()
                 .map(|_| ())
+                .map_err(std::io::Error::from)
+        });
+    }
+}
+
+/// No signal the calling thread blocks stays blocked in the runner (`Command` passes the mask
+/// on): a caller that blocks SIGTERM in its threads would otherwise leave the runner deaf to the
+/// SIGTERM that asks it to end its tree, until the SIGKILL after its grace.
+fn unblock_signals(cmd: &mut Command) {
+    // SAFETY: the closure runs in the forked child before exec and only calls `sigprocmask`,
+    // which is async-signal-safe, on a set built on its stack; it allocates nothing.
+    #[allow(unsafe_code)]
+    unsafe {
+        cmd.pre_exec(|| {
+            use nix::sys::signal::{SigSet, SigmaskHow, sigprocmask};
+            sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None)
                 .map_err(std::io::Error::from)
         });
     }
