@@ -62,9 +62,10 @@ else { print "refused shmwrite: $!\n" }
 '"#;
 
 /// Opens the POSIX queue `$MQ` and sends `$MSG` (the system's Python when there is one: a
-/// version manager's `python3` shim on PATH costs a shell and its scripts per call).
+/// version manager's `python3` shim on PATH costs a shell and its scripts per call), with the
+/// standard library alone (`-I -S`, as the metadata payload).
 const PY_MQ: &str = r#"py=/usr/bin/python3; [ -x "$py" ] || py=python3
-"$py" -c '
+"$py" -I -S -c '
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.mq_open.restype = ctypes.c_int
@@ -80,7 +81,7 @@ else:
 /// Overwrites the user-keyring key described `$KEYDESC` with `$MSG` (`add_key` on an existing
 /// description updates it), and also tries `keyctl update` on its id `$KEYID`.
 const PY_KEY: &str = r#"py=/usr/bin/python3; [ -x "$py" ] || py=python3
-"$py" -c '
+"$py" -I -S -c '
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
