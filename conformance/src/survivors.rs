@@ -467,13 +467,16 @@ fn tagged(needle: &str, since: CallStart) -> Vec<Tagged> {
         }
         let stat = match stat {
             Some(stat) => stat,
-            None => std::fs::read_to_string(path.join("stat")).unwrap_or_default(),
+            None => {
+                // A handed-out pid is no older process's, unless pids wrapped around past the
+                // call's first one while it ran: the start time settles that too.
+                let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+                if old(&stat) {
+                    continue;
+                }
+                stat
+            }
         };
-        // A handed-out pid is no older process's, unless pids wrapped around past the call's
-        // first one while it ran: the start time settles that too.
-        if old(&stat) {
-            continue;
-        }
         // A thread of a process is readable at /proc/<tid> too (never listed): its process is
         // counted under its leader, and a thread of the harness or of the agent is not a
         // process of the call.

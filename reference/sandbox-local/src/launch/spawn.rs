@@ -70,43 +70,45 @@ pub(super) fn start(
     launch: &ConfinedArgv,
     options: &LaunchOptions,
 ) -> std::io::Result<(Runner, Option<(OwnedFd, sandbox::StatusFormat)>)> {
+    // The status pipe (close-on-exec on both ends): this process keeps the read end, the runner
+    // gets the write end at the channel's number, and only the runner holds it once started.
+    let (kept, handed) = match launch.status_channel {
+        None => (None, None),
+        Some(channel) => {
+            let (read, write) = std::io::pipe()?;
+            (
+                Some((OwnedFd::from(read), channel.format)),
+                Some((channel.fd, OwnedFd::from(write))),
+            )
+        }
+    };
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     if launch.backend != "seatbelt" {
-        let status = match launch.status_channel {
-            None => None,
-            Some(channel) => {
-                let (read, write) = std::io::pipe()?;
-                Some((OwnedFd::from(read), OwnedFd::from(write), channel))
-            }
-        };
+        use std::os::fd::AsFd;
         let mut mappings: Vec<(i32, std::os::fd::BorrowedFd<'_>)> = launch.fds.iter().collect();
-        if let Some((_, write, channel)) = &status {
-            use std::os::fd::AsFd;
-            mappings.push((channel.fd, write.as_fd()));
-        }
+        mappings.extend(
+            handed
+                .iter()
+                .map(|(number, write)| (*number, write.as_fd())),
+        );
         if let Some(spawned) = super::vfork::start(launch, options, &mappings) {
-            // The status pipe's write end is dropped here: only the runner holds it.
-            return spawned.map(|s| {
-                (
-                    Runner::Spawned(s),
-                    status.map(|(read, _, channel)| (read, channel.format)),
-                )
-            });
+            return spawned.map(|s| (Runner::Spawned(s), kept));
         }
     }
-    let (mut cmd, status) = prepare(launch, options)?;
+    let mut cmd = prepare(launch, options, handed)?;
     let child = cmd.spawn();
     // The status pipe's write end lives in `cmd`; drop it so only the child holds it.
     drop(cmd);
-    child.map(|c| (Runner::Forked(c), status))
+    child.map(|c| (Runner::Forked(c), kept))
 }
 
-/// The command for `launch`, with its status pipe and its descriptors ([`sandbox::LaunchFds`])
-/// mapped onto the numbers the runner expects.
+/// The command for `launch`, with `status` (the status pipe's write end at its number) and its
+/// descriptors ([`sandbox::LaunchFds`]) mapped onto the numbers the runner expects.
 fn prepare(
     launch: &ConfinedArgv,
     options: &LaunchOptions,
-) -> std::io::Result<(Command, Option<(OwnedFd, sandbox::StatusFormat)>)> {
+    status: Option<(i32, OwnedFd)>,
+) -> std::io::Result<Command> {
     let program = launch
         .argv
         .first()
@@ -135,19 +137,12 @@ fn prepare(
             child_fd,
         });
     }
-    let status = match launch.status_channel {
-        None => None,
-        Some(channel) => {
-            // Close-on-exec on every target (pipe2(O_CLOEXEC) where the platform has it).
-            let (read, write) = std::io::pipe()?;
-            let read = OwnedFd::from(read);
-            mappings.push(FdMapping {
-                parent_fd: OwnedFd::from(write),
-                child_fd: channel.fd,
-            });
-            Some((read, channel.format))
-        }
-    };
+    if let Some((child_fd, parent_fd)) = status {
+        mappings.push(FdMapping {
+            parent_fd,
+            child_fd,
+        });
+    }
     let mut keep: Vec<i32> = mappings.iter().map(|m| m.child_fd).collect();
     if !mappings.is_empty() {
         cmd.fd_mappings(mappings)
@@ -156,7 +151,7 @@ fn prepare(
     keep.sort_unstable();
     close_other_descriptors(&mut cmd, keep);
     unblock_signals(&mut cmd);
-    Ok((cmd, status))
+    Ok(cmd)
 }
 
 /// Seatbelt has no namespace to detach the payload from the caller's terminal (bwrap's

@@ -12,7 +12,7 @@
 //! other targets, and a program named without a `/`, take the `Command` path.
 
 use std::ffi::{CString, OsString};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStringExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
@@ -128,11 +128,11 @@ fn spawn(
     }
 
     let mut actions = PosixSpawnFileActions::init()?;
-    actions.add_dup2(raw(&null), 0)?;
-    actions.add_dup2(raw(&out), 1)?;
-    actions.add_dup2(raw(&err), 2)?;
+    actions.add_dup2(null.as_raw_fd(), 0)?;
+    actions.add_dup2(out.as_raw_fd(), 1)?;
+    actions.add_dup2(err.as_raw_fd(), 2)?;
     for (number, source) in &sources {
-        actions.add_dup2(raw(source), *number)?;
+        actions.add_dup2(source.as_raw_fd(), *number)?;
     }
     // Only stdin, stdout, stderr and the mapped numbers reach the runner: a descriptor this
     // process holds without close-on-exec (one a caller opened with `exec 7>>file`) does not.
@@ -196,10 +196,6 @@ fn c_string(s: OsString) -> std::io::Result<CString> {
 
 fn c_strings(items: impl Iterator<Item = OsString>) -> std::io::Result<Vec<CString>> {
     items.map(c_string).collect()
-}
-
-fn raw(fd: &OwnedFd) -> RawFd {
-    fd.as_raw_fd()
 }
 
 /// The raw file-actions object `nix` wraps (`#[repr(transparent)]` over it), for the two glibc
