@@ -217,13 +217,6 @@ fn mode_syscalls() -> Vec<(libc::c_long, u8)> {
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 const SYS_FCHMODAT2: libc::c_long = 452;
 
-/// The `AUDIT_ARCH_*` value of the native ABI, as `seccomp_data.arch` carries it
-/// (linux/audit.h: `EM_* | __AUDIT_ARCH_64BIT | __AUDIT_ARCH_LE`).
-#[cfg(target_arch = "x86_64")]
-const AUDIT_ARCH_NATIVE: u32 = 62 | 0x8000_0000 | 0x4000_0000; // EM_X86_64
-#[cfg(target_arch = "aarch64")]
-const AUDIT_ARCH_NATIVE: u32 = 183 | 0x8000_0000 | 0x4000_0000; // EM_AARCH64
-
 /// The x32 ABI's syscall numbers on x86_64 carry this bit (`__X32_SYSCALL_BIT`); they share the
 /// x86_64 audit arch, so only the number tells them apart.
 #[cfg(target_arch = "x86_64")]
@@ -242,7 +235,8 @@ const X32_SYSCALL_BIT: u32 = 0x4000_0000;
 ///    read; glibc and most programs then fall back to `openat`), and `io_uring_setup` fails with
 ///    `ENOSYS` (io_uring opens and creates files with a mode no filter sees), and so does
 ///    `clone3` (its flags live in a struct: see the user-namespace rule below);
-/// 2. the *mode filter*, compiled by `seccompiler`: `chmod`, `fchmod`, `fchmodat`, `fchmodat2`,
+/// 2. the *mode filter*, compiled by `seccompiler` (behind [`crate::bpf::allow_unnamed`], which
+///    allows at once every call none of its rules names): `chmod`, `fchmod`, `fchmodat`, `fchmodat2`,
 ///    `open`, `openat`, `creat`, `mknod`, `mknodat`, `mkdir`, `mkdirat` fail with `EPERM` when
 ///    their mode argument has `S_ISUID` or `S_ISGID` (for `open`/`openat` the mode only matters
 ///    with `O_CREAT` or `O_TMPFILE`; refusing the bits regardless changes nothing else).
@@ -318,6 +312,7 @@ pub fn install_setuid_guard(
         add_host_process_rules(&mut rules, &other_pid)?;
     }
     add_host_ipc_rules(&mut rules, ipc, unix)?;
+    let rules_named: Vec<i64> = rules.keys().copied().collect();
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
@@ -327,8 +322,10 @@ pub fn install_setuid_guard(
     .and_then(seccompiler::BpfProgram::try_from)
     .map_err(|e| format!("cannot build the setuid guard: {e}"))?;
     // One program, one `seccomp(2)` call (each call costs a filter JIT on the launch path): the
-    // guard runs first and falls through into the mode filter where it would have allowed.
+    // guard runs first and falls through where it would have allowed; a call no rule names is
+    // allowed there (crate::bpf::allow_unnamed), the rest go on into the mode filter.
     let mut program = guard_program();
+    program.extend(crate::bpf::allow_unnamed(rules_named)?);
     program.extend(filter);
     seccompiler::apply_filter(&program).map_err(|e| format!("cannot install the setuid guard: {e}"))
 }
@@ -517,25 +514,12 @@ fn add_host_ipc_rules(
 /// what follows it in the program (the mode filter) decides every call it lets through.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 fn guard_program() -> Vec<seccompiler::sock_filter> {
-    use seccompiler::sock_filter;
-
-    // linux/filter.h and linux/bpf_common.h.
-    const BPF_LD_W_ABS: u16 = 0x20; // BPF_LD (0x00) | BPF_W (0x00) | BPF_ABS (0x20)
-    const BPF_JEQ_K: u16 = 0x05 | 0x10; // BPF_JMP | BPF_JEQ | BPF_K
     #[cfg(target_arch = "x86_64")]
-    const BPF_JGE_K: u16 = 0x05 | 0x30; // BPF_JMP | BPF_JGE | BPF_K (unsigned)
-    const BPF_RET_K: u16 = 0x06; // BPF_RET | BPF_K
-    // linux/seccomp.h: struct seccomp_data { int nr; __u32 arch; ... }.
-    const OFFSET_NR: u32 = 0;
-    const OFFSET_ARCH: u32 = 4;
-
-    let stmt = |code, k| sock_filter {
-        code,
-        jt: 0,
-        jf: 0,
-        k,
+    use crate::bpf::BPF_JGE_K;
+    use crate::bpf::{
+        AUDIT_ARCH_NATIVE, BPF_JEQ_K, BPF_LD_W_ABS, BPF_RET_K, OFFSET_ARCH, OFFSET_NR, jump, stmt,
     };
-    let jump = |code, k, jt, jf| sock_filter { code, jt, jf, k };
+
     let errno = |e: libc::c_int| libc::SECCOMP_RET_ERRNO | (e as u32 & libc::SECCOMP_RET_DATA);
     let nr = |n: libc::c_long| n as u32;
 

@@ -140,6 +140,8 @@ use std::process::ExitCode;
 
 use serde::{Deserialize, Serialize};
 
+#[cfg(target_os = "linux")]
+mod bpf;
 pub mod cli;
 #[cfg(target_os = "linux")]
 mod emulate;

@@ -3,7 +3,8 @@
 //! ([`crate::emulate`]) to carry them out or refuse them.
 //!
 //! The filter is built by `seccompiler` with a `Trace` action carrying [`MARK`] and then patched
-//! to `SECCOMP_RET_USER_NOTIF` (seccompiler has no notify action); it is installed with
+//! to `SECCOMP_RET_USER_NOTIF` (seccompiler has no notify action), behind a block that allows
+//! every call it does not take over ([`crate::bpf::allow_unnamed`]); it is installed with
 //! `SECCOMP_FILTER_FLAG_NEW_LISTENER`, which hands back the listener descriptor. The listener's
 //! ioctls are wrapped here; nothing else of the emulator touches raw memory.
 
@@ -147,7 +148,9 @@ pub fn install() -> Result<OwnedFd, String> {
         };
         rules.insert(nr, chain);
     }
-    let program: Vec<sock_filter> = SeccompFilter::new(
+    // Calls the emulator does not take over are allowed before the chain (crate::bpf).
+    let mut program = crate::bpf::allow_unnamed(rules.keys().copied())?;
+    let chain: Vec<sock_filter> = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Trace(MARK),
@@ -156,16 +159,13 @@ pub fn install() -> Result<OwnedFd, String> {
     .and_then(seccompiler::BpfProgram::try_from)
     .map_err(|e| format!("cannot build the emulator's filter: {e}"))?;
     let traced = libc::SECCOMP_RET_TRACE | MARK;
-    let program: Vec<sock_filter> = program
-        .into_iter()
-        .map(|mut insn| {
-            // BPF_RET | BPF_K returning the traced mark becomes a notification.
-            if insn.code == 0x06 && insn.k == traced {
-                insn.k = libc::SECCOMP_RET_USER_NOTIF;
-            }
-            insn
-        })
-        .collect();
+    program.extend(chain.into_iter().map(|mut insn| {
+        // BPF_RET | BPF_K returning the traced mark becomes a notification.
+        if insn.code == crate::bpf::BPF_RET_K && insn.k == traced {
+            insn.k = libc::SECCOMP_RET_USER_NOTIF;
+        }
+        insn
+    }));
     let prog = libc::sock_fprog {
         len: u16::try_from(program.len())
             .map_err(|_| "the emulator's filter is too long".to_string())?,
