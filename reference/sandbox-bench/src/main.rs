@@ -61,7 +61,7 @@ use crate::rows::rows;
 use crate::runner::set_subreaper;
 use crate::stats::shuffle;
 use crate::suite_cpu::{TARGET_MS_PER_CASE, certify_cost};
-use crate::table::print_table;
+use crate::table::{Row, print_table};
 
 /// The benchmark's command line.
 #[derive(Parser)]
@@ -154,6 +154,12 @@ fn main() -> ExitCode {
     }
     set_subreaper(false);
     misses.extend(curve(&args, &s, &mut seed));
+    // The unconfined spawn's CPU in this run: a case's price in spawns reads the same on a
+    // machine whose CPU seconds drift from run to run.
+    let spawn_cpu = rows
+        .iter()
+        .find(|r| r.name == "unconfined")
+        .and_then(Row::mean_cpu);
     // What a case of the suite costs, beside what a command costs.
     match certify_cost(&args, &s.base) {
         Ok(cost) => {
@@ -165,6 +171,13 @@ fn main() -> ExitCode {
                 cost.cpu,
                 cost.ms_per_case()
             );
+            if let Some(spawn) = spawn_cpu.filter(|c| *c > 0.0) {
+                println!(
+                    "  = {:.1} unconfined spawns of this run a case (one spawn: {:.2} ms of CPU)",
+                    cost.ms_per_case() / (spawn * 1e3),
+                    spawn * 1e3
+                );
+            }
             if cost.ms_per_case() > TARGET_MS_PER_CASE {
                 misses.push(format!(
                     "certify: {:.1} ms of CPU a case (target {TARGET_MS_PER_CASE})",

@@ -37,6 +37,11 @@ impl Row {
         }
     }
 
+    /// Mean CPU seconds per command, once it ran.
+    pub(crate) fn mean_cpu(&self) -> Option<f64> {
+        (!self.cpu.is_empty()).then(|| stats(&self.cpu).0)
+    }
+
     pub(crate) fn target(mut self, t: f64) -> Row {
         self.target = Some(t);
         self
