@@ -107,8 +107,8 @@ pub enum PersonTool {
     /// `git status` and `git commit` in the workspace and in every folder of it holding a
     /// repository (a `.git` entry), as an editor or a shell prompt runs them.
     Git,
-    /// `cargo --version` and `cargo build` of a tiny crate in a fresh folder of the host's `/tmp`
-    /// and of the call's `$TMPDIR` (the rustup proxy, as the person's shell finds it).
+    /// `cargo build` of a tiny crate in a fresh folder of the host's `/tmp` and of the call's
+    /// `$TMPDIR`, through the rustup proxy as the person's shell finds it.
     Cargo,
     /// `pytest` in a fresh folder of the host's `/tmp` and of the call's `$TMPDIR`.
     Pytest,
