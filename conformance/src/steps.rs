@@ -12,6 +12,7 @@ mod metadata;
 mod mounts;
 #[cfg(target_os = "linux")]
 mod net;
+mod person;
 mod private;
 mod race;
 mod select;

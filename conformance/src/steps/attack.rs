@@ -413,13 +413,9 @@ fn host_git(stage: &Stage, host: &crate::scenario::HostGit) -> Result<(), StepEr
     let marker = PathBuf::from(stage.expand(&host.marker));
     if let Some(expected) = &host.git_dir {
         let expected = PathBuf::from(stage.expand(expected));
-        let found = stage
-            .world
-            .host_bash(&dir, "git rev-parse --absolute-git-dir")
-            .map(|out| PathBuf::from(out.trim()))
-            .map_err(|e| {
-                StepError::Unmet(format!("the person's git rev-parse outside failed: {e}"))
-            })?;
+        let found = super::person::git_dir(&dir).map_err(|e| {
+            StepError::Unmet(format!("the person's git rev-parse outside failed: {e}"))
+        })?;
         let same = |a: &Path, b: &Path| match (std::fs::canonicalize(a), std::fs::canonicalize(b)) {
             (Ok(a), Ok(b)) => a == b,
             _ => a == b,
@@ -433,9 +429,16 @@ fn host_git(stage: &Stage, host: &crate::scenario::HostGit) -> Result<(), StepEr
             )));
         }
     }
-    let ran = stage.world.host_bash(
+    // As the world's own set-up scripts do, the person's environment names the outside folder.
+    let ran = super::person::git(
         &dir,
-        "printf 'person\n' >> person.txt && timeout 20 git add -A && timeout 20 git commit -qm person && timeout 20 git status --short >/dev/null",
+        &[
+            &["add", "-A"],
+            &["commit", "-qm", "person"],
+            &["status", "--short"],
+        ],
+        &[("OUTSIDE", stage.world.outside.as_os_str())],
+        super::person::OnFailure::Stop,
     );
     if std::fs::symlink_metadata(&marker).is_ok() {
         let said = std::fs::read_to_string(&marker).unwrap_or_default();
@@ -444,7 +447,7 @@ fn host_git(stage: &Stage, host: &crate::scenario::HostGit) -> Result<(), StepEr
             marker.display()
         )));
     }
-    ran.map(|_| ()).map_err(|e| {
+    ran.map(drop).map_err(|e| {
         StepError::Unmet(format!(
             "the person's git commit or git status outside failed: {e}"
         ))

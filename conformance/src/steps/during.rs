@@ -19,13 +19,15 @@
 //! they remove afterwards exactly the names that were not there before (refusing to run, as the
 //! harness's error, when the person's `/tmp` already holds one).
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use sandbox::{ConfinedArgv, ProcessOutcome};
+use sandbox::ConfinedArgv;
 use sandbox_local::launch::{self, Finished, LaunchOptions};
+
+use super::person;
 
 use crate::scenario::{During, PersonTool};
 use crate::steps::StepError;
@@ -42,13 +44,6 @@ pub const SHARED_TMP_PLANTS: &[&str] = &[
     "conftest.py",
     "__pycache__",
 ];
-
-/// The longest one of the person's tools may take (a planted fsmonitor that never returns).
-const TOOL_TIMEOUT: Duration = Duration::from_secs(20);
-
-/// The most of each of a person's tool's output streams kept (its last line of stderr explains
-/// a failure).
-const TOOL_OUTPUT_CAP: usize = 64 * 1024;
 
 /// How long the payload waits at the rendezvous for the harness before it goes on anyway.
 const HANG_GUARD_SECONDS: u32 = 30;
@@ -229,7 +224,13 @@ impl Person {
             match tool {
                 PersonTool::Git => {
                     for dir in repositories(&self.ws) {
-                        person_git(&dir);
+                        // Whether each succeeds is not the backend's business, only what it runs.
+                        let rounds = [
+                            &["status", "--short"][..],
+                            &["add", "-A"],
+                            &["commit", "-qm", "person"],
+                        ];
+                        let _ = person::git(&dir, &rounds, &[], person::OnFailure::GoOn);
                         self.marker_absent(
                             phase,
                             &format!("git status and git commit in {}", dir.display()),
@@ -268,7 +269,7 @@ impl Person {
                 ))
             })?;
         let dir = fresh.path();
-        let deadline = Instant::now() + TOOL_TIMEOUT;
+        let deadline = Instant::now() + person::TOOL_TIMEOUT;
         let (what, result) = match tool {
             PersonTool::Cargo => {
                 let made = std::fs::create_dir(dir.join("src"))
@@ -285,27 +286,27 @@ impl Person {
                 // Through rustup's proxy, which reads a toolchain file first (what `cargo
                 // --version` would run too), then cargo's config and the compiler it names.
                 let argv = [
-                    program("cargo"),
+                    person::program("cargo"),
                     "build".into(),
                     "-q".into(),
                     "--offline".into(),
                 ];
                 (
                     "cargo build",
-                    run_tool(dir, argv.into(), deadline, |c| c == 0),
+                    person::run(dir, argv.into(), &[], deadline, |c| c == 0).map(drop),
                 )
             }
             // 5: no tests were collected, as in a fresh folder.
             _ => {
                 let argv = [
-                    program("pytest"),
+                    person::program("pytest"),
                     "-q".into(),
                     "-p".into(),
                     "no:cacheprovider".into(),
                 ];
                 (
                     "pytest",
-                    run_tool(dir, argv.into(), deadline, |c| c == 0 || c == 5),
+                    person::run(dir, argv.into(), &[], deadline, |c| c == 0 || c == 5).map(drop),
                 )
             }
         };
@@ -442,163 +443,9 @@ fn repositories(ws: &Path) -> Vec<PathBuf> {
     found
 }
 
-/// The program the person's shell finds for `name` ([`crate::prerequisites::locate`]: for
-/// `cargo`, rustup's proxy, never a toolchain's own `bin` a parent `cargo` put first on this
-/// process's `PATH`), looked up once per run.
-fn program(name: &'static str) -> OsString {
-    static FOUND: std::sync::Mutex<Vec<(&'static str, OsString)>> =
-        std::sync::Mutex::new(Vec::new());
-    let mut found = FOUND
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, path)) = found.iter().find(|(n, _)| *n == name) {
-        return path.clone();
-    }
-    let path = crate::prerequisites::locate(name)
-        .map_or_else(|| OsString::from(name), PathBuf::into_os_string);
-    found.push((name, path.clone()));
-    path
-}
-
-/// Whether an environment variable of this process is one a parent `cargo`, test runner or
-/// git set for itself, never the person's: a `RUSTUP_TOOLCHAIN` would override a toolchain
-/// file, a `CARGO_TARGET_DIR` move the build, a `GIT_DIR` point git elsewhere.
-fn parental(key: &OsStr) -> bool {
-    let k = key.to_string_lossy();
-    (k.starts_with("CARGO") && k != "CARGO_HOME")
-        || k.starts_with("RUSTC")
-        || k.starts_with("RUSTDOC")
-        || k.starts_with("RUSTFLAGS")
-        || k == "RUSTUP_TOOLCHAIN"
-        || k.starts_with("PYTEST")
-        || k.starts_with("PYTHON")
-        || k.starts_with("GIT_")
-        || k == "NEXTEST"
-        || k.starts_with("NEXTEST_")
-        || k == "LD_LIBRARY_PATH"
-}
-
-/// Runs `argv` in `dir` on the host as the person would, unconfined, through the one launch
-/// path (`sandbox_local::launch`): its own process group, killed when it ends or when
-/// `deadline` passes, stdin from `/dev/null` and its output kept (a planted daemon holding it
-/// open cannot hang the harness past the launch's grace). The environment a parent `cargo`,
-/// test runner or git set is left out ([`parental`]), git's global and system config too. `ok`
-/// judges the exit code; a failure comes back in the tool's own words.
-fn run_tool(
-    dir: &Path,
-    argv: Vec<OsString>,
-    deadline: Instant,
-    ok: fn(i32) -> bool,
-) -> Result<(), String> {
-    let what = argv
-        .iter()
-        .map(|a| a.to_string_lossy())
-        .collect::<Vec<_>>()
-        .join(" ");
-    let mut options = LaunchOptions::in_dir(dir);
-    options.env_remove = std::env::vars_os()
-        .map(|(k, _)| k)
-        .filter(|k| parental(k))
-        .collect();
-    options.env = crate::world::PERSON_GIT
-        .iter()
-        .map(|(k, v)| (OsString::from(k), OsString::from(v)))
-        .collect();
-    options.timeout = Some(deadline.saturating_duration_since(Instant::now()));
-    options.output_cap = TOOL_OUTPUT_CAP;
-    let done = launch::run(&ConfinedArgv::unconfined(argv), &options);
-    let said = || {
-        let text = String::from_utf8_lossy(&done.stderr);
-        let last = text.lines().rev().find(|l| !l.trim().is_empty());
-        last.map(|l| format!(" (it said: {})", l.trim()))
-            .unwrap_or_default()
-    };
-    if done.timed_out {
-        return Err(format!(
-            "{what} did not end before its deadline (the person's tools get {} s){}",
-            TOOL_TIMEOUT.as_secs(),
-            said()
-        ));
-    }
-    match &done.outcome {
-        ProcessOutcome::Exited { code, .. } if ok(*code) => Ok(()),
-        ProcessOutcome::Exited { code, .. } => Err(format!("{what} exited with {code}{}", said())),
-        ProcessOutcome::Signaled { signal, .. } => {
-            Err(format!("{what} was killed by signal {signal}{}", said()))
-        }
-        ProcessOutcome::SpawnFailed(f) => Err(format!("cannot run {what}: {}", f.message)),
-    }
-}
-
-/// What the person's git does in a repository: a change (appended to `person.txt`, never
-/// through a link the payload left there), `git status`, `git add` and a commit. Whether each
-/// succeeds is not the backend's business, only what it runs; all of it within one deadline.
-fn person_git(dir: &Path) {
-    use std::os::unix::fs::OpenOptionsExt;
-    let deadline = Instant::now() + TOOL_TIMEOUT;
-    let _ = std::fs::OpenOptions::new()
-        .append(true)
-        .create(true)
-        .custom_flags(nix::libc::O_NOFOLLOW)
-        .open(dir.join("person.txt"))
-        .and_then(|mut f| f.write_all(b"person\n"));
-    let git = program("git");
-    for args in [
-        &["status", "--short"][..],
-        &["add", "-A"],
-        &["commit", "-qm", "person"],
-    ] {
-        let mut argv = vec![git.clone()];
-        argv.extend(args.iter().map(OsString::from));
-        let _ = run_tool(dir, argv, deadline, |_| true);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_tool_that_fails_or_hangs_is_named_in_its_own_words() {
-        let dir = tempfile::tempdir().expect("a scratch dir");
-        let sh = |script: &str| vec!["/bin/sh".into(), "-c".into(), script.into()];
-        let far = Instant::now() + Duration::from_secs(60);
-        let said = run_tool(dir.path(), sh("echo broken >&2; exit 3"), far, |c| c == 0)
-            .expect_err("exit 3 is a failure here");
-        assert!(
-            said.contains("exited with 3") && said.contains("broken"),
-            "{said}"
-        );
-        run_tool(dir.path(), sh("exit 5"), far, |c| c == 0 || c == 5).expect("5 is judged ok");
-        // A planted hook that never returns: stopped at the deadline (launch kills its group).
-        let started = Instant::now();
-        let soon = started + Duration::from_millis(300);
-        let said = run_tool(dir.path(), sh("exec sleep 600"), soon, |_| true)
-            .expect_err("stopped at its deadline");
-        assert!(said.contains("did not end"), "{said}");
-        // A hang guard, not a speed test.
-        assert!(started.elapsed() < Duration::from_secs(60), "{said}");
-    }
-
-    #[test]
-    fn the_persons_change_never_follows_a_link_the_payload_left() {
-        let dir = tempfile::tempdir().expect("a scratch dir");
-        let outside = dir.path().join("outside");
-        std::fs::write(&outside, "kept\n").expect("outside file");
-        let ws = dir.path().join("ws");
-        std::fs::create_dir(&ws).expect("ws");
-        std::os::unix::fs::symlink(&outside, ws.join("person.txt")).expect("link");
-        person_git(&ws);
-        assert_eq!(std::fs::read(&outside).expect("outside"), b"kept\n");
-        // Without a link the change is made (git's own failures outside a repository aside).
-        let plain = dir.path().join("plain");
-        std::fs::create_dir(&plain).expect("plain");
-        person_git(&plain);
-        assert_eq!(
-            std::fs::read(plain.join("person.txt")).expect("made"),
-            b"person\n"
-        );
-    }
 
     #[test]
     fn repositories_are_found_by_their_git_entry_without_entering_it() {
