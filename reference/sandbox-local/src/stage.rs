@@ -71,6 +71,21 @@ pub fn create(policy: &ProviderPolicy) -> Option<(PathBuf, PathBuf, OwnedFd)> {
     None
 }
 
+/// A launch's staging directory, held by the launch ([`sandbox::LaunchFds::hold`]): removed
+/// when the last copy of the launch goes, so a launch confined and never run (a caller that only
+/// read its argv, or one that failed before the spawn) leaves nothing in this user's cache. After
+/// a run [`merge`] has removed it already.
+#[derive(Debug)]
+pub struct StageDir(pub PathBuf);
+
+impl Drop for StageDir {
+    fn drop(&mut self) {
+        // Nothing of a payload is in it unless the launch ran, and then merge removed it; a
+        // link inside is removed as a link, never followed (remove_dir_all does not follow).
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// One staged entry: `N` in the staging directory and where it belongs.
 struct Staged {
     source: PathBuf,

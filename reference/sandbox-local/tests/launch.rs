@@ -158,3 +158,49 @@ fn an_unenterable_workdir_is_a_start_failure_not_the_runners() {
     );
     std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).expect("chmod back");
 }
+
+/// The launcher's staging directory (where it makes new git directories private while a call
+/// runs) belongs to the launch: one confined and never run leaves nothing in this user's cache
+/// once its last copy goes, and one that ran leaves nothing either (merged, then removed).
+#[test]
+fn a_launchs_staging_directory_goes_with_it_whether_it_ran_or_not() {
+    use sandbox::{ConfinedMode, ProviderPolicy, SandboxProvider};
+    use sandbox_local::{Backend, LocalConfig, LocalProvider};
+    let dir = scratch_dir("staging-");
+    let ws = sandbox::canonical_path(dir.path()).expect("canonical");
+    let provider = LocalProvider::new(LocalConfig::only(Backend::Landlock));
+    let policy = ProviderPolicy::new(ConfinedMode::WorkspaceWrite, ws.clone());
+    let confine = || {
+        let argv = [
+            OsString::from("/bin/sh"),
+            "-c".into(),
+            "git init -q new".into(),
+        ];
+        provider.confine(&argv, &policy).expect("confine")
+    };
+    let never_run = confine();
+    let staged = never_run
+        .fds
+        .staging()
+        .expect("the landlock launch of workspace-write stages new git directories")
+        .dir
+        .clone();
+    assert!(staged.is_dir(), "{}", staged.display());
+    let copy = never_run.clone();
+    drop(never_run);
+    assert!(staged.is_dir(), "a copy of the launch still holds it");
+    drop(copy);
+    assert!(!staged.exists(), "left behind: {}", staged.display());
+
+    let ran = confine();
+    let staged = ran.fds.staging().expect("staging").dir.clone();
+    let done = launch::run(&ran, &LaunchOptions::in_dir(&ws));
+    assert_eq!(done.exit_code(), Some(0), "{done:?}");
+    assert!(
+        ws.join("new/.git/HEAD").is_file(),
+        "the new repository is merged into place"
+    );
+    assert!(!staged.exists(), "merged, then removed");
+    drop(ran);
+    assert!(!staged.exists());
+}
