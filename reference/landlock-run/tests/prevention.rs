@@ -622,3 +622,40 @@ fn a_pid_namespaced_launch_mirrors_its_payload_and_leaves_no_survivor() {
         assert!(!w.ws.join("late").exists(), "{who:?}");
     }
 }
+
+/// What the emulator creates for the payload (a file by `>`, a folder, a FIFO) gets the mode the
+/// payload's own call would have: the asked mode less the payload's umask, read when its call
+/// stopped, whatever umask the emulator runs with. Root and unprivileged.
+#[test]
+fn what_the_emulator_creates_keeps_the_payloads_umask() {
+    for who in identities() {
+        for (umask, file, dir) in [
+            ("077", "600", "700"),
+            ("022", "644", "755"),
+            ("002", "664", "775"),
+        ] {
+            let w = world();
+            let stage = stage_dir(&w, who);
+            let ws = w.ws();
+            let script = format!(
+                "cd {ws} && umask {umask} && echo x > f && mkdir d && mkfifo p && stat -c '%a' f d p"
+            );
+            let out = ended_within(
+                spawn(who, &stage, &prevent_args(&w, &stage), &script),
+                Duration::from_secs(60),
+            );
+            assert!(out.status.success(), "{who:?} umask {umask}: {out:?}");
+            let fifo = &file;
+            assert_eq!(
+                String::from_utf8_lossy(&out.stdout),
+                format!("{file}\n{dir}\n{fifo}\n"),
+                "{who:?} umask {umask}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // On disk afterwards, seen from outside the sandbox.
+            let mode = |p: &str| fs::metadata(w.ws.join(p)).expect(p).permissions().mode() & 0o777;
+            assert_eq!(format!("{:o}", mode("f")), file, "{who:?} umask {umask}");
+            assert_eq!(format!("{:o}", mode("d")), dir, "{who:?} umask {umask}");
+        }
+    }
+}

@@ -10,7 +10,6 @@
 //! thread's own `/proc` directory, which reaches the very object the thread holds.
 
 use std::ffi::{OsStr, OsString};
-use std::io::{BufRead, BufReader};
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 
@@ -34,31 +33,34 @@ pub struct Task {
     pub tid: i32,
     /// Its thread group (process) id.
     pub tgid: i32,
+    /// Its file-creation mask when the call stopped.
+    umask: u32,
 }
 
 impl Task {
-    /// The thread `tid`, with its thread group read from `/proc/<tid>/status`.
+    /// The thread `tid`, with its thread group and file-creation mask read from one read of
+    /// `/proc/<tid>/status` (the kernel writes the whole file for every read: one per call).
     pub fn of(tid: i32) -> Result<Task, Errno> {
-        let file = std::fs::File::open(format!("/proc/{tid}/status")).map_err(io_errno)?;
-        for line in BufReader::new(file).lines() {
-            let line = line.map_err(io_errno)?;
-            if let Some(v) = line.strip_prefix("Tgid:") {
-                let tgid = v.trim().parse().map_err(|_| Errno::ESRCH)?;
-                return Ok(Task { tid, tgid });
-            }
-        }
-        Err(Errno::ESRCH)
+        let text = std::fs::read_to_string(format!("/proc/{tid}/status")).map_err(io_errno)?;
+        let field = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+        };
+        let tgid = field("Tgid:")
+            .ok_or(Errno::ESRCH)?
+            .parse()
+            .map_err(|_| Errno::ESRCH)?;
+        // A kernel that shows no mask (before 4.7): the usual one.
+        let umask = field("Umask:")
+            .and_then(|v| u32::from_str_radix(v, 8).ok())
+            .unwrap_or(0o022);
+        Ok(Task { tid, tgid, umask })
     }
 
-    /// The thread's file-creation mask, from `/proc/<tid>/status` (`0o022` if unreadable).
+    /// The thread's file-creation mask (`0o022` where the kernel does not show it).
     pub fn umask(&self) -> u32 {
-        let Ok(text) = std::fs::read_to_string(format!("/proc/{}/status", self.tid)) else {
-            return 0o022;
-        };
-        text.lines()
-            .find_map(|l| l.strip_prefix("Umask:"))
-            .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-            .unwrap_or(0o022)
+        self.umask
     }
 
     /// The NUL-terminated string at `addr` in the thread's memory (`EFAULT` for a bad address,
