@@ -25,7 +25,9 @@
 //! `unconfined` row (so the guard's cost per backend reads off one column). Then the concurrency curve:
 //! throughput of 1, 4, 16 and 64 concurrent commands through the library, per backend, against
 //! the same payload unconfined through the same spawn path (`library none`, how
-//! `danger-full-access` runs), with a bare `std::process::Command` spawn beside it.
+//! `danger-full-access` runs), with a bare `std::process::Command` spawn beside it. Last, what a
+//! certification costs (`certify` on bwrap and landlock, CPU per case) and, beside it, what one
+//! process start costs this host with and without the C library's start-up.
 //!
 //! `--quick` runs every row a couple of times (the test that keeps this command from rotting);
 //! the numbers it prints mean nothing.
@@ -38,12 +40,15 @@
 //! - `curve`: the concurrency curve;
 //! - `stats`: mean, deviation, median, a target's verdict, the round shuffle;
 //! - `trampoline`: the C floor of the Landlock rows, built with the system `cc`;
+//! - `suite_cpu`: certify's CPU per case;
+//! - `startup`: one process start's CPU, with and without the C library's start-up;
 //! - `host`: scratch places, the project's binaries, the host facts printed first.
 
 mod curve;
 mod host;
 mod rows;
 mod runner;
+mod startup;
 mod stats;
 mod suite_cpu;
 mod table;
@@ -160,6 +165,8 @@ fn main() -> ExitCode {
         .iter()
         .find(|r| r.name == "unconfined")
         .and_then(Row::mean_cpu);
+    // What a process start costs this host: every process a case starts pays it.
+    let start = startup::start_cost(&s.base);
     // What a case of the suite costs, beside what a command costs.
     match certify_cost(&args, &s.base) {
         Ok(cost) => {
@@ -177,6 +184,15 @@ fn main() -> ExitCode {
                     cost.ms_per_case() / (spawn * 1e3),
                     spawn * 1e3
                 );
+            }
+            match &start {
+                Ok(start) => println!(
+                    "  one process start here: {:.2} ms of CPU with the C library's start-up, {:.2} ms without ({:.2} ms of every start is the C library's own)",
+                    start.libc,
+                    start.bare,
+                    start.libc - start.bare
+                ),
+                Err(e) => println!("  one process start here: not measured: {e}"),
             }
             if cost.ms_per_case() > TARGET_MS_PER_CASE {
                 misses.push(format!(

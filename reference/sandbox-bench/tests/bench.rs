@@ -85,6 +85,19 @@ fn the_benchmark_runs_end_to_end_and_prints_every_row() {
         .and_then(|ms| ms.parse().ok())
         .unwrap_or_else(|| panic!("no CPU per case: {suite}"));
     assert!(per_case > 0.0 && suite.contains(" cases, "), "{suite}");
+    // Beside it, what one process start costs this host, with and without the C library.
+    let start = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("one process start here: "))
+        .unwrap_or_else(|| panic!("no process start line:\n{stdout}"));
+    let costs: Vec<f64> = start
+        .split(" ms")
+        .filter_map(|part| part.rsplit([' ', '(']).next()?.parse().ok())
+        .collect();
+    assert!(
+        costs.len() == 3 && costs[0] > costs[1] && costs[1] > 0.0,
+        "with the C library, without it, the difference: {start}"
+    );
     assert!(
         stdout.contains("every target met") || stdout.contains("target missed: "),
         "{stdout}"
