@@ -25,6 +25,10 @@ pub mod stage {
         None
     }
 
+    /// A launch's staging directory: off Linux [`create`] makes none, so none is ever held.
+    #[derive(Debug)]
+    pub struct StageDir(pub std::path::PathBuf);
+
     /// Nothing to merge off Linux.
     pub fn merge(
         _dir: &std::path::Path,
