@@ -39,7 +39,7 @@
 //! - `table`: a row's samples and the printed table;
 //! - `curve`: the concurrency curve;
 //! - `stats`: mean, deviation, median, a target's verdict, the round shuffle;
-//! - `trampoline`: the C floor of the Landlock rows, built with the system `cc`;
+//! - `trampoline`: the C floor of the Landlock rows, and how the bench builds C with the system `cc`;
 //! - `suite_cpu`: certify's CPU per case;
 //! - `startup`: one process start's CPU, with and without the C library's start-up;
 //! - `host`: scratch places, the project's binaries, the host facts printed first.

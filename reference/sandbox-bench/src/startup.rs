@@ -4,10 +4,11 @@
 //! machine most of the difference is glibc probing the CPU's caches with `cpuid`, which traps to
 //! the hypervisor (docs/speed.md), so a host's figure here explains much of its certify row.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use crate::runner::{cpu_seconds, tail};
+use crate::runner::cpu_seconds;
+use crate::trampoline::build_c;
 
 /// The C sources of the two no-ops.
 const START_LIBC_C: &str = include_str!("start_libc.c");
@@ -28,14 +29,13 @@ pub(crate) struct StartCost {
 pub(crate) fn start_cost(dir: &Path) -> Result<StartCost, String> {
     // Static as the launcher is; dynamic (the loader's work counted too) where the host has no
     // static C library.
-    let libc = build(dir, "start_libc", START_LIBC_C, &["-O2", "-static"])
-        .or_else(|_| build(dir, "start_libc", START_LIBC_C, &["-O2"]))?;
-    let bare = build(
-        dir,
-        "start_bare",
-        START_BARE_C,
-        &["-O2", "-static", "-nostdlib"],
-    )?;
+    let static_or_not = [
+        (&["-O2", "-static"][..], "static"),
+        (&["-O2"][..], "dynamic"),
+    ];
+    let (libc, _) = build_c(dir, "start_libc", START_LIBC_C, &static_or_not)?;
+    let bare_flags = [(&["-O2", "-static", "-nostdlib"][..], "bare")];
+    let (bare, _) = build_c(dir, "start_bare", START_BARE_C, &bare_flags)?;
     let (mut libc_cpu, mut bare_cpu) = (0.0, 0.0);
     for _ in 0..STARTS {
         libc_cpu += one(&libc)?;
@@ -46,29 +46,6 @@ pub(crate) fn start_cost(dir: &Path) -> Result<StartCost, String> {
         libc: ms(libc_cpu),
         bare: ms(bare_cpu),
     })
-}
-
-/// Compiles `source` as `name` in `dir` with the system C compiler and `flags`.
-fn build(dir: &Path, name: &str, source: &str, flags: &[&str]) -> Result<PathBuf, String> {
-    let src = dir.join(format!("{name}.c"));
-    std::fs::write(&src, source).map_err(|e| format!("cannot write {name}.c: {e}"))?;
-    let exe = dir.join(name);
-    let cc = std::env::var_os("CC").unwrap_or_else(|| "cc".into());
-    let out = Command::new(&cc)
-        .args(flags)
-        .arg("-o")
-        .arg(&exe)
-        .arg(&src)
-        .output()
-        .map_err(|e| format!("cannot run {}: {e}", cc.to_string_lossy()))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{} cannot build {name}: {}",
-            cc.to_string_lossy(),
-            tail(&String::from_utf8_lossy(&out.stderr))
-        ));
-    }
-    Ok(exe)
 }
 
 /// One start of `exe`, waited for: the CPU it cost (its own and the spawn's).
