@@ -468,7 +468,9 @@ pub(crate) fn wrap(
             if mounts_here && let Some((root, dir, fd)) = crate::stage::create(policy) {
                 prevent.stage_fd = Some(fds.add(fd));
                 prevent.stage_root = Some(root);
-                fds.hold(std::sync::Arc::new(crate::stage::StageDir(dir.clone())));
+                fds.hold(std::sync::Arc::new(crate::stage::StageDir::new(
+                    dir.clone(),
+                )));
                 fds.set_staging(sandbox::Staging {
                     dir,
                     roots: sandbox::writable_roots(policy).unwrap_or_default(),

@@ -74,15 +74,46 @@ pub fn create(policy: &ProviderPolicy) -> Option<(PathBuf, PathBuf, OwnedFd)> {
 /// A launch's staging directory, held by the launch ([`sandbox::LaunchFds::hold`]): removed
 /// when the last copy of the launch goes, so a launch confined and never run (a caller that only
 /// read its argv, or one that failed before the spawn) leaves nothing in this user's cache. After
-/// a run [`merge`] has removed it already.
+/// a run [`merge`] has removed it already, and a directory made since under the same name (another
+/// launch's) is not this one: the guard holds the directory open, so its inode cannot be reused,
+/// and removes the path only while the path is still that inode.
 #[derive(Debug)]
-pub struct StageDir(pub PathBuf);
+pub struct StageDir {
+    path: PathBuf,
+    held: Option<OwnedFd>,
+}
+
+impl StageDir {
+    /// The staging directory at `path`, held open from now on.
+    pub fn new(path: PathBuf) -> StageDir {
+        let held = nix::fcntl::open(
+            path.as_path(),
+            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok();
+        StageDir { path, held }
+    }
+}
 
 impl Drop for StageDir {
     fn drop(&mut self) {
+        let Some(held) = &self.held else {
+            return;
+        };
+        let id = |m: nix::sys::stat::FileStat| (m.st_dev, m.st_ino);
+        let same = match (
+            nix::sys::stat::fstat(held),
+            nix::sys::stat::lstat(self.path.as_path()),
+        ) {
+            (Ok(a), Ok(b)) => id(a) == id(b),
+            _ => false,
+        };
         // Nothing of a payload is in it unless the launch ran, and then merge removed it; a
         // link inside is removed as a link, never followed (remove_dir_all does not follow).
-        let _ = std::fs::remove_dir_all(&self.0);
+        if same {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
     }
 }
 
@@ -461,6 +492,28 @@ mod tests {
     use std::os::unix::ffi::OsStrExt;
 
     use super::*;
+
+    /// The guard removes its own staging directory, and never another one made since under the
+    /// same name (another launch's, live).
+    #[test]
+    fn a_staging_directory_is_removed_by_its_guard_and_never_a_later_one_of_its_name() {
+        let base = tempfile::tempdir().expect("tempdir");
+        let dir = base.path().join("call-1-0");
+        std::fs::create_dir(&dir).expect("mkdir");
+        std::fs::write(dir.join("0.target"), "x").expect("write");
+        drop(StageDir::new(dir.clone()));
+        assert!(!dir.exists(), "its own directory goes");
+        std::fs::create_dir(&dir).expect("mkdir");
+        let guard = StageDir::new(dir.clone());
+        std::fs::remove_dir(&dir).expect("merged and removed");
+        std::fs::create_dir(&dir).expect("another launch's, same name");
+        std::fs::write(dir.join("0.target"), "live").expect("write");
+        drop(guard);
+        assert_eq!(
+            std::fs::read_to_string(dir.join("0.target")).expect("still there"),
+            "live"
+        );
+    }
 
     /// A workspace whose name holds a newline and a byte that is not UTF-8 (real names do, and
     /// `git worktree add` works there unconfined): the staged worktree git directory still
