@@ -62,7 +62,12 @@ pub fn task_ended(status: &str, stat: &str) -> bool {
 /// process is gone. Read a process's environment, command line and namespaces through it: they
 /// stay readable there while a live thread remains, whatever became of the leader.
 pub fn running_task(pid: u32) -> Option<PathBuf> {
-    let tasks = PathBuf::from(format!("/proc/{pid}/task"));
+    running_task_in(&PathBuf::from(format!("/proc/{pid}/task")), pid)
+}
+
+/// [`running_task`] over `tasks`, a process's `task` directory (a test's own tree stands in for
+/// `/proc`: a thread that ended is listed there only for an instant on a real kernel).
+fn running_task_in(tasks: &std::path::Path, pid: u32) -> Option<PathBuf> {
     let alive = |dir: &PathBuf| {
         let status = std::fs::read_to_string(dir.join("status"));
         let stat = std::fs::read_to_string(dir.join("stat"));
@@ -72,7 +77,7 @@ pub fn running_task(pid: u32) -> Option<PathBuf> {
     if alive(&leader) {
         return Some(leader);
     }
-    std::fs::read_dir(&tasks)
+    std::fs::read_dir(tasks)
         .ok()?
         .filter_map(Result::ok)
         .map(|entry| entry.path())
@@ -124,6 +129,41 @@ mod tests {
         assert!(task_ended(&status("S (sleeping)", clear, clear), &exiting));
         // Unreadable fields decide nothing.
         assert!(!task_ended("State:\tS\nSigPnd:\tzz\n", "garbage"));
+    }
+
+    /// A process's threads as `/proc/<pid>/task` lists them, each `(tid, state, SigPnd)`.
+    fn tasks(threads: &[(u32, &str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (tid, state, pending) in threads {
+            let task = dir.path().join(tid.to_string());
+            std::fs::create_dir(&task).expect("mkdir");
+            let clear = "0000000000000000";
+            std::fs::write(task.join("status"), status(state, pending, clear)).expect("status");
+            let letter = &state[..1];
+            let stat = format!("{tid} (python3) {letter} 1 {tid} {tid} 0 -1 4194560 0 0 0");
+            std::fs::write(task.join("stat"), stat).expect("stat");
+        }
+        dir
+    }
+
+    #[test]
+    fn the_running_task_is_the_leader_else_another_thread_that_still_runs_else_none() {
+        let clear = "0000000000000000";
+        let kill = "0000000000000100";
+        let found = |threads: &[(u32, &str, &str)]| {
+            let dir = tasks(threads);
+            running_task_in(dir.path(), 7)
+                .map(|p| p.strip_prefix(dir.path()).expect("inside").to_owned())
+        };
+        let leader = [(7, "S (sleeping)", clear), (8, "S (sleeping)", clear)];
+        assert_eq!(found(&leader), Some(PathBuf::from("7")));
+        let leader_gone = [(7, "Z (zombie)", clear), (8, "S (sleeping)", clear)];
+        assert_eq!(found(&leader_gone), Some(PathBuf::from("8")));
+        // A thread that is killed but still listed runs nothing more: no thread runs.
+        let all_ended = [(7, "Z (zombie)", clear), (8, "S (sleeping)", kill)];
+        assert_eq!(found(&all_ended), None);
+        let all_dead = [(7, "Z (zombie)", clear), (8, "X (dead)", clear)];
+        assert_eq!(found(&all_dead), None);
     }
 
     #[test]
