@@ -21,18 +21,18 @@ pub mod stage {
     /// No staging directory off Linux: the launcher that would fill it does not run there.
     pub fn create(
         _policy: &sandbox::ProviderPolicy,
-    ) -> Option<(std::path::PathBuf, std::path::PathBuf, std::os::fd::OwnedFd)> {
+    ) -> Option<(std::path::PathBuf, StageDir, std::os::fd::OwnedFd)> {
         None
     }
 
     /// A launch's staging directory: off Linux [`create`] makes none, so none is ever held.
     #[derive(Debug)]
-    pub struct StageDir;
+    pub struct StageDir(std::path::PathBuf);
 
     impl StageDir {
-        /// Nothing to remove off Linux.
-        pub fn new(_path: std::path::PathBuf) -> StageDir {
-            StageDir
+        /// Where it would be.
+        pub fn path(&self) -> &std::path::Path {
+            &self.0
         }
     }
 

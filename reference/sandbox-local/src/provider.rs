@@ -468,13 +468,11 @@ pub(crate) fn wrap(
             if mounts_here && let Some((root, dir, fd)) = crate::stage::create(policy) {
                 prevent.stage_fd = Some(fds.add(fd));
                 prevent.stage_root = Some(root);
-                fds.hold(std::sync::Arc::new(crate::stage::StageDir::new(
-                    dir.clone(),
-                )));
-                fds.set_staging(sandbox::Staging {
-                    dir,
+                let staging = sandbox::Staging {
+                    dir: dir.path().to_path_buf(),
                     roots: sandbox::writable_roots(policy).unwrap_or_default(),
-                });
+                };
+                fds.set_staging(staging, std::sync::Arc::new(dir));
             }
         }
         _ => set.prevent = None,

@@ -31,10 +31,10 @@ const HOOKS: &str = "hooks";
 
 /// Makes a fresh staging directory for one launch under `policy`: returns the directory of this
 /// process that holds it (the same for every launch of the process, so a launch's argv does not
-/// depend on which launch it is), the staging directory itself, and a descriptor of it for the
-/// launcher (`--stage-fd`). `None` when this user has no usable place for one: the launcher then
-/// refuses new git directories instead.
-pub fn create(policy: &ProviderPolicy) -> Option<(PathBuf, PathBuf, OwnedFd)> {
+/// depend on which launch it is), the staging directory itself as its guard ([`StageDir`]), and a
+/// descriptor of it for the launcher (`--stage-fd`). `None` when this user has no usable place for
+/// one: the launcher then refuses new git directories instead.
+pub fn create(policy: &ProviderPolicy) -> Option<(PathBuf, StageDir, OwnedFd)> {
     let base = crate::cache::default_dir()?.parent()?.join("stage");
     let base =
         sandbox::check_state_dir("the staging directory", &base, std::slice::from_ref(policy))
@@ -62,7 +62,10 @@ pub fn create(policy: &ProviderPolicy) -> Option<(PathBuf, PathBuf, OwnedFd)> {
                     Mode::empty(),
                 )
                 .ok()?;
-                return Some((root, dir, fd));
+                // The guard holds a copy of the launcher's descriptor: the directory is opened
+                // once.
+                let held = fd.try_clone().ok();
+                return Some((root, StageDir { path: dir, held }, fd));
             }
             Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
             Err(_) => return None,
@@ -84,15 +87,9 @@ pub struct StageDir {
 }
 
 impl StageDir {
-    /// The staging directory at `path`, held open from now on.
-    pub fn new(path: PathBuf) -> StageDir {
-        let held = nix::fcntl::open(
-            path.as_path(),
-            OFlag::O_PATH | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .ok();
-        StageDir { path, held }
+    /// Where the staging directory is.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 }
 
@@ -493,6 +490,18 @@ mod tests {
 
     use super::*;
 
+    /// The guard of the directory at `path`, as [`create`] makes it: holding it open.
+    fn guard(path: PathBuf) -> StageDir {
+        let held = nix::fcntl::open(
+            path.as_path(),
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_NOFOLLOW | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .ok();
+        assert!(held.is_some(), "{} opens", path.display());
+        StageDir { path, held }
+    }
+
     /// The guard removes its own staging directory, and never another one made since under the
     /// same name (another launch's, live).
     #[test]
@@ -501,14 +510,14 @@ mod tests {
         let dir = base.path().join("call-1-0");
         std::fs::create_dir(&dir).expect("mkdir");
         std::fs::write(dir.join("0.target"), "x").expect("write");
-        drop(StageDir::new(dir.clone()));
+        drop(guard(dir.clone()));
         assert!(!dir.exists(), "its own directory goes");
         std::fs::create_dir(&dir).expect("mkdir");
-        let guard = StageDir::new(dir.clone());
+        let held = guard(dir.clone());
         std::fs::remove_dir(&dir).expect("merged and removed");
         std::fs::create_dir(&dir).expect("another launch's, same name");
         std::fs::write(dir.join("0.target"), "live").expect("write");
-        drop(guard);
+        drop(held);
         assert_eq!(
             std::fs::read_to_string(dir.join("0.target")).expect("still there"),
             "live"

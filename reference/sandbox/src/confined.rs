@@ -165,9 +165,11 @@ impl LaunchFds {
     }
 
     /// Records the launch's staging directory (made by the provider, private to this process's
-    /// user, outside every writable root).
-    pub fn set_staging(&mut self, staging: Staging) {
+    /// user, outside every writable root), and keeps `guard` (what removes the directory) until
+    /// the last copy of this launch is dropped.
+    pub fn set_staging(&mut self, staging: Staging, guard: Held) {
         self.1 = Some(staging);
+        self.hold(guard);
     }
 
     /// The launch's staging directory, if it has one.
@@ -472,7 +474,7 @@ mod tests {
             dir: "/state/stage/1".into(),
             roots: vec!["/ws".into()],
         };
-        fds.set_staging(staging.clone());
+        fds.set_staging(staging.clone(), Arc::new(()));
         assert_eq!(fds.staging(), Some(&staging));
         assert_ne!(
             fds,
