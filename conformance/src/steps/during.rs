@@ -286,7 +286,7 @@ impl Person {
                 // Through rustup's proxy, which reads a toolchain file first (what `cargo
                 // --version` would run too), then cargo's config and the compiler it names.
                 let argv = [
-                    person::program("cargo"),
+                    person::Program::Cargo.path(),
                     "build".into(),
                     "-q".into(),
                     "--offline".into(),
@@ -299,7 +299,7 @@ impl Person {
             // 5: no tests were collected, as in a fresh folder.
             _ => {
                 let argv = [
-                    person::program("pytest"),
+                    person::Program::Pytest.path(),
                     "-q".into(),
                     "-p".into(),
                     "no:cacheprovider".into(),

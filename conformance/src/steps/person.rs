@@ -12,6 +12,7 @@
 use std::ffi::{OsStr, OsString};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use sandbox::{ConfinedArgv, ProcessOutcome};
@@ -28,22 +29,36 @@ const TOOL_OUTPUT_CAP: usize = 64 * 1024;
 /// The file the person changes before a commit, so the commit has something to record.
 const PERSONS_FILE: &str = "person.txt";
 
-/// The program the person's shell finds for `name` ([`crate::prerequisites::locate`]: for
-/// `cargo`, rustup's proxy, never a toolchain's own `bin` a parent `cargo` put first on this
-/// process's `PATH`), looked up once per run.
-pub(super) fn program(name: &'static str) -> OsString {
-    static FOUND: std::sync::Mutex<Vec<(&'static str, OsString)>> =
-        std::sync::Mutex::new(Vec::new());
-    let mut found = FOUND
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    if let Some((_, path)) = found.iter().find(|(n, _)| *n == name) {
-        return path.clone();
+/// The person's programs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Program {
+    /// `git`.
+    Git,
+    /// `cargo`: rustup's proxy where there is one.
+    Cargo,
+    /// `pytest`.
+    Pytest,
+}
+
+impl Program {
+    /// The program the person's shell finds ([`crate::prerequisites::locate`]: for `cargo`,
+    /// rustup's proxy, never a toolchain's own `bin` a parent `cargo` put first on this
+    /// process's `PATH`), looked up once per run; its bare name when it is not found (running
+    /// it then fails in the spawn's own words).
+    pub(super) fn path(self) -> OsString {
+        static FOUND: [OnceLock<OsString>; 3] = [const { OnceLock::new() }; 3];
+        let name = match self {
+            Program::Git => "git",
+            Program::Cargo => "cargo",
+            Program::Pytest => "pytest",
+        };
+        FOUND[self as usize]
+            .get_or_init(|| {
+                crate::prerequisites::locate(name)
+                    .map_or_else(|| OsString::from(name), PathBuf::into_os_string)
+            })
+            .clone()
     }
-    let path = crate::prerequisites::locate(name)
-        .map_or_else(|| OsString::from(name), PathBuf::into_os_string);
-    found.push((name, path.clone()));
-    path
 }
 
 /// Whether an environment variable of this process is one a parent `cargo`, test runner or
@@ -80,11 +95,17 @@ pub(super) fn run(
         .map(|a| a.to_string_lossy())
         .collect::<Vec<_>>()
         .join(" ");
+    // This process's environment does not change during a run: read once.
+    static PARENTAL: OnceLock<Vec<OsString>> = OnceLock::new();
     let mut options = LaunchOptions::in_dir(dir);
-    options.env_remove = std::env::vars_os()
-        .map(|(k, _)| k)
-        .filter(|k| parental(k))
-        .collect();
+    options.env_remove = PARENTAL
+        .get_or_init(|| {
+            std::env::vars_os()
+                .map(|(k, _)| k)
+                .filter(|k| parental(k))
+                .collect()
+        })
+        .clone();
     options.env = crate::world::PERSON_GIT
         .iter()
         .map(|(k, v)| (OsString::from(k), OsString::from(v)))
@@ -149,7 +170,7 @@ pub(super) fn git(
     let mut last = Ok(Vec::new());
     let mut failed = None;
     for args in rounds {
-        let mut argv = vec![program("git")];
+        let mut argv = vec![Program::Git.path()];
         argv.extend(args.iter().map(OsString::from));
         last = run(dir, argv, env, deadline, |c| c == 0);
         if let Err(e) = &last {
@@ -168,10 +189,12 @@ pub(super) fn git(
 /// What `git rev-parse --absolute-git-dir` says in `dir` (the repository the person's git finds
 /// there), before anything is changed.
 pub(super) fn git_dir(dir: &Path) -> Result<PathBuf, String> {
-    let argv = ["rev-parse", "--absolute-git-dir"].map(OsString::from);
-    let mut all = vec![program("git")];
-    all.extend(argv);
-    let out = run(dir, all, &[], Instant::now() + TOOL_TIMEOUT, |c| c == 0)?;
+    let argv = vec![
+        Program::Git.path(),
+        "rev-parse".into(),
+        "--absolute-git-dir".into(),
+    ];
+    let out = run(dir, argv, &[], Instant::now() + TOOL_TIMEOUT, |c| c == 0)?;
     Ok(PathBuf::from(String::from_utf8_lossy(&out).trim()))
 }
 
