@@ -26,8 +26,9 @@
 //! throughput of 1, 4, 16 and 64 concurrent commands through the library, per backend, against
 //! the same payload unconfined through the same spawn path (`library none`, how
 //! `danger-full-access` runs), with a bare `std::process::Command` spawn beside it. Last, what a
-//! certification costs (`certify` on bwrap and landlock, CPU per case) and, beside it, what one
-//! process start costs this host with and without the C library's start-up.
+//! certification costs (`certify` on bwrap and landlock, CPU per case: the median of three whole
+//! runs, with the cheapest and the dearest) and, beside it, what one process start costs this
+//! host with and without the C library's start-up.
 //!
 //! `--quick` runs every row a couple of times (the test that keeps this command from rotting);
 //! the numbers it prints mean nothing.
@@ -65,7 +66,7 @@ use crate::host::{host_facts, load_average, scratch};
 use crate::rows::rows;
 use crate::runner::set_subreaper;
 use crate::stats::shuffle;
-use crate::suite_cpu::{TARGET_MS_PER_CASE, certify_cost};
+use crate::suite_cpu::{TARGET_MS_PER_CASE, certify_costs, median};
 use crate::table::{Row, print_table};
 
 /// The benchmark's command line.
@@ -90,6 +91,10 @@ pub(crate) struct Args {
     /// A smoke run: two rounds, one run per row, one small batch per level.
     #[arg(long)]
     pub(crate) quick: bool,
+    /// Whole certifications measured one after another; the median's CPU per case is the
+    /// figure [default: 3; 1 with `--quick`].
+    #[arg(long)]
+    pub(crate) certify_runs: Option<usize>,
     /// Where the peers' executables are (`codex`, `srt`).
     #[arg(long)]
     pub(crate) peers: Option<PathBuf>,
@@ -168,16 +173,28 @@ fn main() -> ExitCode {
     // What a process start costs this host: every process a case starts pays it.
     let start = startup::start_cost(&s.base);
     // What a case of the suite costs, beside what a command costs.
-    match certify_cost(&args, &s.base) {
-        Ok(cost) => {
-            println!(
-                "\ncertify ({}): {} cases, {:.1} s wall, {:.1} s CPU: {:.1} ms of CPU a case (target {TARGET_MS_PER_CASE})",
-                cost.what,
-                cost.cases,
+    match certify_costs(&args, &s.base) {
+        Ok(costs) => {
+            let Some(cost) = median(&costs) else {
+                println!("\ncertify: FAILED: no run measured");
+                return ExitCode::FAILURE;
+            };
+            let figure = format!(
+                "{:.1} s wall, {:.1} s CPU: {:.1} ms of CPU a case",
                 cost.wall,
                 cost.cpu,
                 cost.ms_per_case()
             );
+            let runs = match (costs.first(), costs.last()) {
+                (Some(low), Some(high)) if costs.len() > 1 => format!(
+                    "median of {} runs: {figure} (runs {:.1} to {:.1} ms; target {TARGET_MS_PER_CASE})",
+                    costs.len(),
+                    low.ms_per_case(),
+                    high.ms_per_case()
+                ),
+                _ => format!("{figure} (target {TARGET_MS_PER_CASE})"),
+            };
+            println!("\ncertify ({}): {} cases, {runs}", cost.what, cost.cases);
             if let Some(spawn) = spawn_cpu.filter(|c| *c > 0.0) {
                 println!(
                     "  = {:.1} unconfined spawns of this run a case (one spawn: {:.2} ms of CPU)",

@@ -31,14 +31,31 @@ impl SuiteCost {
     }
 }
 
+/// `certify`'s cost over `--certify-runs` runs (3, or 1 with `--quick`), one after another: each run's, cheapest
+/// first. A shared virtual machine's CPU seconds for the same work drift by a tenth from one run
+/// to the next (docs/speed.md), so one run is one draw; the median is the figure.
+pub(crate) fn certify_costs(args: &Args, base: &Path) -> Result<Vec<SuiteCost>, String> {
+    let runs = args.certify_runs.unwrap_or(if args.quick { 1 } else { 3 });
+    let mut costs = (0..runs.max(1))
+        .map(|run| certify_cost(args, &base.join(format!("certify-{run}"))))
+        .collect::<Result<Vec<_>, _>>()?;
+    costs.sort_by(|a, b| a.ms_per_case().total_cmp(&b.ms_per_case()));
+    Ok(costs)
+}
+
+/// The median of `costs` (sorted, cheapest first); of an even number, the dearer of the two in
+/// the middle, so the figure never flatters.
+pub(crate) fn median(costs: &[SuiteCost]) -> Option<&SuiteCost> {
+    costs.get(costs.len() / 2)
+}
+
 /// Runs `certify` (next to this executable) on bwrap and landlock, the whole suite (the
-/// containment family alone with `--quick`), writing its reports under `base`.
-pub(crate) fn certify_cost(args: &Args, base: &Path) -> Result<SuiteCost, String> {
+/// containment family alone with `--quick`), writing its reports under `out`.
+fn certify_cost(args: &Args, out: &Path) -> Result<SuiteCost, String> {
     let certify = sibling("certify", "conformance")?;
-    let out = base.join("certify");
     let mut command = Command::new(&certify);
     command.args(["--backend", "bwrap", "--backend", "landlock", "--out"]);
-    command.arg(&out);
+    command.arg(out);
     let what = if args.quick {
         command.args(["--family", "containment"]);
         "bwrap and landlock, the containment family"

@@ -30,7 +30,8 @@ const ROWS: [&str; 18] = [
 #[test]
 fn the_benchmark_runs_end_to_end_and_prints_every_row() {
     let out = Command::new(BENCH)
-        .arg("--quick")
+        // Two certifications, so the median's line and its spread are read too.
+        .args(["--quick", "--certify-runs", "2"])
         .output()
         .expect("run sandbox-bench");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -85,6 +86,20 @@ fn the_benchmark_runs_end_to_end_and_prints_every_row() {
         .and_then(|ms| ms.parse().ok())
         .unwrap_or_else(|| panic!("no CPU per case: {suite}"));
     assert!(per_case > 0.0 && suite.contains(" cases, "), "{suite}");
+    // The median of the two runs, with the cheapest and the dearest beside it.
+    let spread: Vec<f64> = suite
+        .split("(runs ")
+        .nth(1)
+        .and_then(|tail| tail.split(" ms;").next())
+        .map(|range| range.split(" to ").filter_map(|n| n.parse().ok()).collect())
+        .unwrap_or_default();
+    assert!(
+        suite.contains("median of 2 runs: ")
+            && spread.len() == 2
+            && spread[0] <= per_case
+            && per_case <= spread[1],
+        "{suite}"
+    );
     // Beside it, what one process start costs this host, with and without the C library.
     let start = stdout
         .lines()
