@@ -7,23 +7,29 @@
 //! on Linux and macOS): loading the `Socket` module would cost five times the rest of the
 //! client's start. macOS's address starts with a length byte, so there `Socket` packs it.
 
-/// Connects to the named unix socket at the path `$SOCK`.
-pub(super) const NAMED: &str = r#"perl -e '
-my $a = $^O eq "linux" ? pack("S a*", 1, $ENV{SOCK}) : do { require Socket; Socket::pack_sockaddr_un($ENV{SOCK}) };
-socket(my $s, 1, 1, 0) or do { print "refused socket: $!\n"; exit };
-if (connect($s, $a)) { syswrite($s, "$ENV{MSG}\n"); print "connected\n" }
-else { print "refused connect: $!\n" }
-'"#;
-
-/// Connects to the abstract unix socket named `$SOCK` (given without its leading NUL, which the
-/// address carries).
-pub(super) const ABSTRACT: &str = r#"perl -e '
-my $n = "\0" . $ENV{SOCK};
+/// The client for the socket whose name is the Perl expression `$name` (a string literal).
+macro_rules! client {
+    ($name:literal) => {
+        concat!(
+            r#"perl -e '
+my $n = "#,
+            $name,
+            r#";
 my $a = $^O eq "linux" ? pack("S a*", 1, $n) : do { require Socket; Socket::pack_sockaddr_un($n) };
 socket(my $s, 1, 1, 0) or do { print "refused socket: $!\n"; exit };
 if (connect($s, $a)) { syswrite($s, "$ENV{MSG}\n"); print "connected\n" }
 else { print "refused connect: $!\n" }
-'"#;
+'"#
+        )
+    };
+}
+
+/// Connects to the named unix socket at the path `$SOCK`.
+pub(super) const NAMED: &str = client!(r#"$ENV{SOCK}"#);
+
+/// Connects to the abstract unix socket named `$SOCK` (given without its leading NUL, which the
+/// address carries).
+pub(super) const ABSTRACT: &str = client!(r#""\0" . $ENV{SOCK}"#);
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
