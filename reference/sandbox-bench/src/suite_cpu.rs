@@ -31,9 +31,10 @@ impl SuiteCost {
     }
 }
 
-/// `certify`'s cost over `--certify-runs` runs (3, or 1 with `--quick`), one after another: each run's, cheapest
-/// first. A shared virtual machine's CPU seconds for the same work drift by a tenth from one run
-/// to the next (docs/speed.md), so one run is one draw; the median is the figure.
+/// `certify`'s cost over `--certify-runs` runs (3, or 1 with `--quick`), one after another: each
+/// run's, cheapest first. A shared virtual machine's CPU seconds for the same work drift by a
+/// tenth from one run to the next (docs/speed.md), so one run is one draw; the median is the
+/// figure.
 pub(crate) fn certify_costs(args: &Args, base: &Path) -> Result<Vec<SuiteCost>, String> {
     let runs = args.certify_runs.unwrap_or(if args.quick { 1 } else { 3 });
     let mut costs = (0..runs.max(1))
