@@ -202,6 +202,11 @@ fn main() -> ExitCode {
                     spawn * 1e3
                 );
             }
+            if let Some(n) = cost.processes_per_case() {
+                println!(
+                    "  {n:.1} processes and threads started a case (the kernel's count over the run)"
+                );
+            }
             match &start {
                 Ok(start) => println!(
                     "  one process start here: {:.2} ms of CPU with the C library's start-up, {:.2} ms without ({:.2} ms of every start is the C library's own)",

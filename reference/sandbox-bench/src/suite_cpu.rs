@@ -22,12 +22,22 @@ pub(crate) struct SuiteCost {
     pub(crate) wall: f64,
     /// User and system CPU seconds of certify and everything it waited for.
     pub(crate) cpu: f64,
+    /// Processes and threads the kernel started while it ran (`processes` in `/proc/stat`: every
+    /// fork and clone of the machine, so the host's own few are counted too); `None` where
+    /// unreadable.
+    pub(crate) processes: Option<u64>,
 }
 
 impl SuiteCost {
     /// CPU milliseconds a case.
     pub(crate) fn ms_per_case(&self) -> f64 {
         self.cpu * 1e3 / self.cases.max(1) as f64
+    }
+
+    /// Processes and threads started a case: the suite's and the backends' starts, each of which
+    /// a host's start cost multiplies (`None` where the kernel's count is unreadable).
+    pub(crate) fn processes_per_case(&self) -> Option<f64> {
+        self.processes.map(|n| n as f64 / self.cases.max(1) as f64)
     }
 }
 
@@ -63,11 +73,14 @@ fn certify_cost(args: &Args, out: &Path) -> Result<SuiteCost, String> {
     } else {
         "bwrap and landlock, every family"
     };
-    let (cpu_before, started) = (cpu_seconds(), Instant::now());
+    let (cpu_before, forks_before, started) = (cpu_seconds(), processes_started(), Instant::now());
     let ran = command
         .output()
         .map_err(|e| format!("cannot run {}: {e}", certify.display()))?;
     let (cpu, wall) = (cpu_seconds() - cpu_before, started.elapsed().as_secs_f64());
+    let processes = forks_before
+        .zip(processes_started())
+        .map(|(before, after)| after.saturating_sub(before));
     // 0: certified; 3: PARTIAL (families left out). Anything else is a broken run, not a cost.
     if !matches!(ran.status.code(), Some(0 | 3)) {
         return Err(format!(
@@ -89,5 +102,17 @@ fn certify_cost(args: &Args, out: &Path) -> Result<SuiteCost, String> {
         cases,
         wall,
         cpu,
+        processes,
     })
+}
+
+/// How many processes (and threads) the kernel has started since boot: the `processes` line of
+/// `/proc/stat`.
+fn processes_started() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    stat.lines()
+        .find_map(|l| l.strip_prefix("processes "))?
+        .trim()
+        .parse()
+        .ok()
 }

@@ -100,6 +100,17 @@ fn the_benchmark_runs_end_to_end_and_prints_every_row() {
             && per_case <= spread[1],
         "{suite}"
     );
+    // How many processes a case starts: every confined call starts at least the runner and
+    // its payload, so a count below two a case is a broken count, not a cheap suite.
+    let started: f64 = stdout
+        .lines()
+        .find_map(|l| {
+            l.trim_start()
+                .split_once(" processes and threads started a case")
+        })
+        .and_then(|(n, _)| n.parse().ok())
+        .unwrap_or_else(|| panic!("no processes-a-case line:\n{stdout}"));
+    assert!(started >= 2.0, "{started} processes a case:\n{stdout}");
     // Beside it, what one process start costs this host, with and without the C library.
     let start = stdout
         .lines()
