@@ -2,6 +2,8 @@
 
 mod attack;
 mod classify;
+#[cfg(target_os = "linux")]
+mod control;
 mod declared;
 mod during;
 mod effect;

@@ -128,7 +128,29 @@ impl NonBlockingOpen for std::fs::OpenOptions {
     }
 }
 
+/// The control of `target`'s route ([`super::control`]): its client, run on the host against a
+/// route of its own, must reach the host.
+fn control(target: IpcTarget) -> Result<(), StepError> {
+    control_of(&format!("host-ipc {target:?} client"), target, None)
+}
+
+/// The control named `probe` of `target`'s route, with its own client or `client`.
+fn control_of(probe: &str, target: IpcTarget, client: Option<&str>) -> Result<(), StepError> {
+    super::control::once(probe, || {
+        let msg = format!("touch-{}", crate::world::draw_hex(12));
+        let route = setup(target, &msg).map_err(|e| e.to_string())?;
+        let mut vars = route.vars.clone();
+        vars.push(("MSG", msg.clone().into()));
+        let said = super::control::run_unconfined(client.unwrap_or(route.client), &vars)?;
+        match (route.check)(&msg).map_err(|e| e.to_string())? {
+            Some(_) => Ok(()),
+            None => Err(format!("the host saw nothing of it; it said {said:?}")),
+        }
+    })
+}
+
 pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), StepError> {
+    control(step.target)?;
     let provider = super::confining(backend)?;
     let world = World::small().map_err(super::world_error)?;
     let workspace = world.workspace(WorkspaceSpelling::Ws);
@@ -188,6 +210,33 @@ pub(super) fn run(backend: &Backend, step: &HostIpcStep) -> Result<(), StepError
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_routes_client_reaches_the_host_unconfined_and_one_that_cannot_is_caught() {
+        for target in [
+            IpcTarget::NamedTmp,
+            IpcTarget::NamedRuntime,
+            IpcTarget::Abstract,
+            IpcTarget::Fifo,
+            IpcTarget::SysvMsg,
+            IpcTarget::SysvShm,
+            IpcTarget::PosixMq,
+            IpcTarget::Keyring,
+            IpcTarget::Tmux,
+        ] {
+            let probe = format!("test {target:?} {}", crate::world::draw_hex(8));
+            control_of(&probe, target, None).unwrap_or_else(|e| panic!("{target:?}: {e}"));
+        }
+        // A client that never tries says "refused" in any sandbox: its control is the
+        // harness's error.
+        let probe = format!("broken {}", crate::world::draw_hex(8));
+        let caught = control_of(&probe, IpcTarget::SysvMsg, Some("echo refused"))
+            .expect_err("a client that never tries");
+        assert!(
+            matches!(&caught, StepError::Harness(m) if m.contains("the host saw nothing")),
+            "{caught:?}"
+        );
+    }
 
     /// The variable that makes [`tmux_helper_process`] start a server (the helper of
     /// [`a_tmux_server_dies_with_the_test_process_killed_mid_case`]).
