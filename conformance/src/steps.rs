@@ -10,6 +10,8 @@ mod effect;
 mod forge;
 #[cfg(target_os = "linux")]
 mod ipc;
+#[cfg(target_os = "linux")]
+mod listen;
 mod metadata;
 mod mounts;
 #[cfg(target_os = "linux")]

@@ -11,15 +11,14 @@
 //! listener while it reports the class `partial` or `not-governed` fails truthfully (an expected
 //! failure can name that), and one that reaches it while claiming `full` fails as a liar.
 
-use std::io::{ErrorKind, Read};
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{SocketAddr, UnixListener};
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use sandbox::{ClassEnforcement, Classification, EnforcementClass, ProviderPolicy};
 use sandbox_local::launch::{self, LaunchOptions};
@@ -29,15 +28,14 @@ use crate::scenario::{NetStep, NetTarget, WorkspaceSpelling};
 use crate::steps::StepError;
 use crate::world::World;
 
+use super::listen::{DRAIN_MOST, READ_TIMEOUT, Record, serve, serve_unix};
+
 /// The call's timeout.
 const CALL_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How long the listeners keep listening after the call returned (a connection the payload
 /// started just before it ended, or one a leftover process makes, still counts).
 const GRACE: Duration = Duration::from_millis(200);
-
-/// How long the listener reads one accepted connection.
-const READ_TIMEOUT: Duration = Duration::from_millis(500);
 
 /// The default client of each target: sends `$MSG` and prints `connected` (or `sent`), or prints
 /// `refused` with the reason. Under `reached: false` the payload must print `refused`, so one that
@@ -58,60 +56,12 @@ fn default_client(target: NetTarget) -> &'static str {
     }
 }
 
-/// What one listener saw: the bytes of each connection it accepted.
-type Record = Arc<Mutex<Vec<Vec<u8>>>>;
-
 /// One listener thread, accepting until told to stop.
 struct Listening {
     target: NetTarget,
     record: Record,
     handle: JoinHandle<()>,
 }
-
-/// Accepts on a non-blocking listener until `stop`, reading each connection (bounded in time).
-fn serve<S: Read + Send + 'static>(
-    mut accept: impl FnMut() -> std::io::Result<S> + Send + 'static,
-    prepare: impl Fn(&S) -> std::io::Result<()> + Send + 'static,
-    stop: Arc<AtomicBool>,
-    record: Record,
-) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        let take = |mut stream: S| {
-            let mut bytes = Vec::new();
-            if prepare(&stream).is_ok() {
-                let mut buf = [0u8; 4096];
-                let deadline = Instant::now() + READ_TIMEOUT;
-                while Instant::now() < deadline && bytes.len() < 65536 {
-                    match stream.read(&mut buf) {
-                        Ok(0) => break,
-                        Ok(n) => bytes.extend_from_slice(&buf[..n]),
-                        Err(e) if e.kind() == ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
-            }
-            record.lock().unwrap_or_else(|p| p.into_inner()).push(bytes);
-        };
-        while !stop.load(Ordering::Relaxed) {
-            match accept() {
-                Ok(stream) => take(stream),
-                Err(_) => std::thread::sleep(Duration::from_millis(5)),
-            }
-        }
-        // What is still queued when the listening stops was connected before it: counted, not
-        // dropped because this thread was not scheduled in time (a loaded host).
-        for _ in 0..DRAIN_MOST {
-            match accept() {
-                Ok(stream) => take(stream),
-                Err(_) => break,
-            }
-        }
-    })
-}
-
-/// The most queued connections (or datagrams) one listener takes once told to stop: a payload's
-/// leftover flooding it cannot keep the step from ending.
-const DRAIN_MOST: usize = 64;
 
 /// The three listeners of one step and where the payload finds them.
 struct Listeners {
@@ -230,22 +180,14 @@ impl Listeners {
             (NetTarget::Unix, unix),
             (NetTarget::Abstract, abstract_listener),
         ] {
-            listener.set_nonblocking(true).map_err(|e| {
+            let record = Record::default();
+            let handle = serve_unix(listener, stop.clone(), record.clone()).map_err(|e| {
                 StepError::Harness(format!("cannot make the unix listener non-blocking: {e}"))
             })?;
-            let record = Record::default();
             threads.push(Listening {
                 target,
-                record: record.clone(),
-                handle: serve(
-                    move || listener.accept().map(|(s, _)| s),
-                    |s: &std::os::unix::net::UnixStream| {
-                        s.set_nonblocking(false)?;
-                        s.set_read_timeout(Some(READ_TIMEOUT))
-                    },
-                    stop.clone(),
-                    record,
-                ),
+                record,
+                handle,
             });
         }
         Ok(Listeners {

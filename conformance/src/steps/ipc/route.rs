@@ -2,10 +2,10 @@
 
 use super::*;
 
-/// What one route saw, read after the call.
-type Record = Arc<Mutex<Vec<Vec<u8>>>>;
+use crate::steps::listen::{Record, serve_unix};
 
-/// A host listener on a unix socket (named or abstract), recording every connection's bytes.
+/// A host listener on a unix socket (named or abstract), recording every connection's bytes
+/// ([`crate::steps::listen`]).
 struct Listener {
     stop: Arc<AtomicBool>,
     record: Record,
@@ -14,41 +14,11 @@ struct Listener {
 
 impl Listener {
     fn start(listener: UnixListener) -> Result<Listener, StepError> {
-        listener.set_nonblocking(true).map_err(|e| {
-            StepError::Harness(format!("cannot make the listener non-blocking: {e}"))
-        })?;
         let stop = Arc::new(AtomicBool::new(false));
         let record = Record::default();
-        let handle = {
-            let (stop, record) = (stop.clone(), record.clone());
-            std::thread::spawn(move || {
-                let take = |mut s: std::os::unix::net::UnixStream| {
-                    let mut bytes = Vec::new();
-                    if s.set_nonblocking(false).is_ok()
-                        && s.set_read_timeout(Some(Duration::from_millis(500))).is_ok()
-                    {
-                        let _ = s.read_to_end(&mut bytes);
-                    }
-                    // An accepted connection is an effect even when it sent nothing.
-                    bytes.extend_from_slice(b"<connection>");
-                    record.lock().unwrap_or_else(|p| p.into_inner()).push(bytes);
-                };
-                while !stop.load(Ordering::Relaxed) {
-                    match listener.accept() {
-                        Ok((s, _)) => take(s),
-                        Err(_) => std::thread::sleep(Duration::from_millis(5)),
-                    }
-                }
-                // A connection still queued when the listening stops was made before it: an
-                // effect, not lost because this thread was not scheduled in time.
-                for _ in 0..DRAIN_MOST {
-                    match listener.accept() {
-                        Ok((s, _)) => take(s),
-                        Err(_) => break,
-                    }
-                }
-            })
-        };
+        let handle = serve_unix(listener, stop.clone(), record.clone()).map_err(|e| {
+            StepError::Harness(format!("cannot make the listener non-blocking: {e}"))
+        })?;
         Ok(Listener {
             stop,
             record,
@@ -56,19 +26,22 @@ impl Listener {
         })
     }
 
+    /// Stops listening and returns each connection's bytes, `<connection>` appended to each: an
+    /// accepted connection is an effect even when it sent nothing.
     fn finish(self) -> Vec<Vec<u8>> {
         self.stop.store(true, Ordering::Relaxed);
         let _ = self.handle.join();
-        self.record
+        let mut records = self
+            .record
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .clone();
+        for bytes in &mut records {
+            bytes.extend_from_slice(b"<connection>");
+        }
+        records
     }
 }
-
-/// The most queued connections a listener takes once told to stop: a payload's leftover
-/// flooding it cannot keep the step from ending.
-const DRAIN_MOST: usize = 64;
 
 /// A host directory outside every writable root, readable and searchable by everyone (only the
 /// sandbox may stand between the payload and what is in it).
